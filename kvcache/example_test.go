@@ -1,0 +1,60 @@
+package kvcache_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/entropix-search/entropix-search/kvcache"
+)
+
+// A prompt of 20 positions is shared by two branches; only the partial last
+// block is copied, when a branch first writes into it.
+func Example() {
+	p, err := kvcache.New(kvcache.Config{Layers: 2, KVDim: 4, BlockSize: 16, MaxBlocks: 4})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	prompt := p.NewSeq()
+	for range 20 {
+		pos, err := p.Append(prompt)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for l := range 2 { // the forward pass writes K and V of every layer
+			p.K(prompt, l, pos)[0] = float32(pos)
+			p.V(prompt, l, pos)[0] = -float32(pos)
+		}
+	}
+
+	a, b := p.Fork(prompt), p.Fork(prompt)
+	st := p.Stats()
+	fmt.Println("after forks: blocks", st.BlocksInUse, "shared", st.SharedBlocks, "private copies would need", st.LogicalBlocks)
+
+	pos, _ := p.Append(a) // copies block 1 (positions 16..19) for a
+	p.K(a, 0, pos)[0] = 100
+	st = p.Stats()
+	fmt.Println("after a appends: blocks", st.BlocksInUse, "copies", st.CopyOnWrites, "prompt:", prompt.Len(), p.K(prompt, 0, 19)[0])
+
+	p.Free(prompt)
+	pos, _ = p.Append(b) // b now owns the original block 1: no copy
+	st = p.Stats()
+	fmt.Println("after b appends:", pos, "blocks", st.BlocksInUse, "copies", st.CopyOnWrites)
+
+	for {
+		if _, err := p.Append(a); errors.Is(err, kvcache.ErrCacheFull) {
+			fmt.Println("a stopped at", a.Len(), "positions:", err)
+			break
+		}
+	}
+	p.Free(a)
+	p.Free(b)
+	fmt.Println("in use after Free:", p.Stats().BlocksInUse)
+	// Output:
+	// after forks: blocks 2 shared 2 private copies would need 6
+	// after a appends: blocks 3 copies 1 prompt: 20 19
+	// after b appends: 20 blocks 3 copies 1
+	// a stopped at 48 positions: kvcache: pool is full: all 4 blocks (1024 bytes each) in use
+	// in use after Free: 0
+}

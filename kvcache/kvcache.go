@@ -1,0 +1,388 @@
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// DefaultBlockSize is the number of token positions per block used when
+// [Config.BlockSize] is zero.
+const DefaultBlockSize = 16
+
+// maxBlockFloats bounds the size of one block (1 GiB of float32) so that a
+// nonsensical configuration fails in [New] instead of in an allocation.
+const maxBlockFloats = 1 << 28
+
+// ErrCacheFull is returned (possibly wrapped; test with [errors.Is]) by
+// [Pool.Append] when a block is needed and the pool is at its cap with no
+// free block. The sequence is left unchanged.
+var ErrCacheFull = errors.New("kvcache: pool is full")
+
+// ErrSeqFreed is returned by [Pool.Append] for a sequence that was freed.
+var ErrSeqFreed = errors.New("kvcache: sequence was freed")
+
+// Config describes the shape of the cached tensors and the memory cap.
+type Config struct {
+	Layers    int // transformer layers
+	KVDim     int // kv heads * head dim: floats per position per layer for K, and as many for V
+	BlockSize int // token positions per block; DefaultBlockSize when 0
+
+	// The pool holds at most MaxBlocks blocks. When MaxBlocks is 0 the cap is
+	// derived from MaxBytes (rounded down to whole blocks); when both are set
+	// the smaller cap wins. At least one of them must be positive.
+	MaxBlocks int
+	MaxBytes  int64
+}
+
+// Pool owns the blocks of K/V storage and their reference counts. See the
+// package documentation for the concurrency contract.
+type Pool struct {
+	layers, kvDim, blockSize int
+	blockFloats              int // Layers*2*BlockSize*KVDim
+	capBlocks                int
+
+	data [][]float32 // block storage by id, allocated lazily
+	ref  []int32     // reference count by id
+	free []int32     // ids with ref == 0, reused LIFO
+
+	shared  int // blocks with ref > 1
+	logical int // sum of ref over all blocks = sum of live block-table lengths
+	forks   uint64
+	cows    uint64
+	appends uint64
+}
+
+// Seq is one sequence of cached positions: a block table and a length. It is
+// created by [Pool.NewSeq] or [Pool.Fork] and belongs to that pool.
+type Seq struct {
+	p     *Pool
+	table []int32 // block ids; len == ceil(n / BlockSize)
+	n     int
+	freed bool
+}
+
+// Stats is a snapshot of the pool's memory use.
+type Stats struct {
+	BlocksInUse     int // blocks referenced by at least one live sequence
+	SharedBlocks    int // blocks referenced by more than one live sequence
+	FreeBlocks      int // blocks that can still be had: CapBlocks - BlocksInUse
+	CapBlocks       int // the cap
+	AllocatedBlocks int // blocks with storage (in use or on the free list)
+	// LogicalBlocks is the sum of the block-table lengths of all live
+	// sequences: the blocks they would need with one private copy each.
+	LogicalBlocks int
+
+	BytesInUse     int64 // BlocksInUse * BytesPerBlock
+	BytesPerBlock  int64
+	BytesAllocated int64 // AllocatedBlocks * BytesPerBlock
+	LogicalBytes   int64 // LogicalBlocks * BytesPerBlock: the unshared footprint
+
+	CopyOnWrites uint64 // blocks copied by Append because they were shared
+	Forks        uint64
+	Appends      uint64 // successful Appends
+}
+
+// New returns an empty pool for cfg. No block storage is allocated up front.
+func New(cfg Config) (*Pool, error) {
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = DefaultBlockSize
+	}
+	if cfg.Layers <= 0 {
+		return nil, fmt.Errorf("kvcache: Config.Layers = %d, want > 0", cfg.Layers)
+	}
+	if cfg.KVDim <= 0 {
+		return nil, fmt.Errorf("kvcache: Config.KVDim = %d, want > 0", cfg.KVDim)
+	}
+	if cfg.BlockSize < 0 {
+		return nil, fmt.Errorf("kvcache: Config.BlockSize = %d, want >= 0", cfg.BlockSize)
+	}
+	if cfg.MaxBlocks < 0 || cfg.MaxBytes < 0 || (cfg.MaxBlocks == 0 && cfg.MaxBytes == 0) {
+		return nil, fmt.Errorf("kvcache: Config.MaxBlocks = %d, MaxBytes = %d: want at least one > 0 and neither < 0",
+			cfg.MaxBlocks, cfg.MaxBytes)
+	}
+	floats := int64(2 * cfg.BlockSize) // products checked step by step against overflow
+	for _, f := range []int{cfg.Layers, cfg.KVDim} {
+		if int64(f) > maxBlockFloats || floats*int64(f) > maxBlockFloats {
+			return nil, fmt.Errorf("kvcache: block of Layers=%d * 2 * BlockSize=%d * KVDim=%d floats exceeds %d",
+				cfg.Layers, cfg.BlockSize, cfg.KVDim, maxBlockFloats)
+		}
+		floats *= int64(f)
+	}
+	capBlocks := int64(math.MaxInt32) // block ids are int32
+	if cfg.MaxBlocks > 0 {
+		capBlocks = min(capBlocks, int64(cfg.MaxBlocks))
+	}
+	if cfg.MaxBytes > 0 {
+		capBlocks = min(capBlocks, cfg.MaxBytes/(floats*4))
+		if capBlocks == 0 {
+			return nil, fmt.Errorf("kvcache: Config.MaxBytes = %d is less than one block of %d bytes",
+				cfg.MaxBytes, floats*4)
+		}
+	}
+	return &Pool{
+		layers:      cfg.Layers,
+		kvDim:       cfg.KVDim,
+		blockSize:   cfg.BlockSize,
+		blockFloats: int(floats),
+		capBlocks:   int(capBlocks),
+	}, nil
+}
+
+// Config returns the pool's configuration, with defaults filled in and
+// MaxBlocks set to the effective cap.
+func (p *Pool) Config() Config {
+	return Config{Layers: p.layers, KVDim: p.kvDim, BlockSize: p.blockSize, MaxBlocks: p.capBlocks,
+		MaxBytes: int64(p.capBlocks) * p.bytesPerBlock()}
+}
+
+// BlockSize returns the number of token positions per block.
+func (p *Pool) BlockSize() int { return p.blockSize }
+
+func (p *Pool) bytesPerBlock() int64 { return int64(p.blockFloats) * 4 }
+
+// NewSeq returns an empty sequence. It holds no block until the first Append.
+func (p *Pool) NewSeq() *Seq { return &Seq{p: p} }
+
+// Len returns the number of positions of s (0 for a freed sequence).
+func (s *Seq) Len() int { return s.n }
+
+// Fork returns a new sequence with the same positions as s, sharing all of its
+// blocks. It copies only the block table and allocates no block, so it never
+// fails. Forking a freed sequence returns another freed sequence.
+func (p *Pool) Fork(s *Seq) *Seq {
+	p.check(s)
+	if s.freed {
+		return &Seq{p: p, freed: true}
+	}
+	c := &Seq{p: p, n: s.n}
+	if len(s.table) > 0 {
+		c.table = make([]int32, len(s.table), len(s.table)+1) // room for the next block
+		copy(c.table, s.table)
+		ref, shared := p.ref, 0
+		for _, id := range c.table {
+			r := ref[id] + 1
+			ref[id] = r
+			if r == 2 {
+				shared++
+			}
+		}
+		p.shared += shared
+		p.logical += len(c.table)
+	}
+	p.forks++
+	return c
+}
+
+// Free releases s's references to its blocks. Freeing a sequence again is a
+// no-op. A freed sequence has length 0; Append to it returns [ErrSeqFreed].
+func (p *Pool) Free(s *Seq) {
+	p.check(s)
+	if s.freed {
+		return
+	}
+	p.release(s.table)
+	s.table, s.n, s.freed = nil, 0, true
+}
+
+// Truncate shortens s to its first n positions. Blocks wholly past n are
+// released; a shared partial block kept at the end stays shared until the
+// next Append copies it. n must be in [0, s.Len()].
+func (p *Pool) Truncate(s *Seq, n int) error {
+	p.check(s)
+	if n < 0 || n > s.n {
+		return fmt.Errorf("kvcache: Truncate to %d positions, want within [0, %d]", n, s.n)
+	}
+	keep := (n + p.blockSize - 1) / p.blockSize
+	p.release(s.table[keep:])
+	clear(s.table[keep:])
+	s.table = s.table[:keep]
+	s.n = n
+	return nil
+}
+
+// Append reserves position s.Len() for writing and returns it. When the last
+// block of s is full (or s has none) it takes a fresh block; when the last
+// block is partial and shared with another sequence it first copies that block
+// (copy on write), so that the block holding the new position is owned by s
+// alone. The new position's K and V read as zero until written. When no block
+// can be had, Append returns an error wrapping [ErrCacheFull] and leaves s
+// unchanged.
+func (p *Pool) Append(s *Seq) (pos int, err error) {
+	p.check(s)
+	if s.freed {
+		return 0, ErrSeqFreed
+	}
+	slot := s.n % p.blockSize
+	switch {
+	case slot == 0:
+		id, err := p.alloc()
+		if err != nil {
+			return 0, err
+		}
+		s.table = append(s.table, id)
+	case p.ref[s.table[len(s.table)-1]] > 1:
+		old := s.table[len(s.table)-1]
+		id, err := p.alloc()
+		if err != nil {
+			return 0, err
+		}
+		src, dst := p.data[old], p.data[id]
+		used := slot * p.kvDim
+		for base := 0; base < p.blockFloats; base += p.blockSize * p.kvDim {
+			copy(dst[base:base+used], src[base:base+used])
+		}
+		p.decRef(old)
+		s.table[len(s.table)-1] = id
+		p.cows++
+	}
+	// Clear the new slot in every layer: a reused block holds stale data.
+	b := p.data[s.table[len(s.table)-1]]
+	for base := slot * p.kvDim; base < p.blockFloats; base += p.blockSize * p.kvDim {
+		clear(b[base : base+p.kvDim])
+	}
+	s.n++
+	p.appends++
+	return s.n - 1, nil
+}
+
+// AppendNeedsBlock reports whether the next Append to s will take a block
+// (a fresh one, or a copy of a shared last block). Summed over several
+// sequences it is an upper bound on the blocks their Appends need: siblings
+// sharing a partial block need one copy fewer than their number when all of
+// them append.
+func (p *Pool) AppendNeedsBlock(s *Seq) bool {
+	p.check(s)
+	if s.freed {
+		return false
+	}
+	return s.n%p.blockSize == 0 || p.ref[s.table[len(s.table)-1]] > 1
+}
+
+// Blocks returns the length of s's block table.
+func (p *Pool) Blocks(s *Seq) int { return len(s.table) }
+
+// Owned reports whether the block holding position pos of s is referenced by
+// s alone, i.e. whether the position may be written. It is false for
+// positions out of range.
+func (p *Pool) Owned(s *Seq, pos int) bool {
+	if s.p != p || uint(pos) >= uint(s.n) {
+		return false
+	}
+	return p.ref[s.table[pos/p.blockSize]] == 1
+}
+
+// K returns the key vector (KVDim floats) of layer l at position pos of s,
+// which must satisfy 0 <= l < Layers and 0 <= pos < s.Len(). The slice aliases
+// the cache: writing it is allowed only when [Pool.Owned](s, pos).
+func (p *Pool) K(s *Seq, l, pos int) []float32 { return p.vec(s, l, 0, pos) }
+
+// V is like [Pool.K] for the value vector.
+func (p *Pool) V(s *Seq, l, pos int) []float32 { return p.vec(s, l, 1, pos) }
+
+func (p *Pool) vec(s *Seq, l, kv, pos int) []float32 {
+	if s.p != p || uint(l) >= uint(p.layers) || uint(pos) >= uint(s.n) {
+		p.badIndex(s, l, pos, "position")
+	}
+	b := p.data[s.table[pos/p.blockSize]]
+	off := ((2*l+kv)*p.blockSize + pos%p.blockSize) * p.kvDim
+	return b[off : off+p.kvDim : off+p.kvDim]
+}
+
+// KeyBlock returns the keys of layer l for the positions of block i of s,
+// [i*BlockSize, min((i+1)*BlockSize, s.Len())), contiguous and position-major
+// (each position KVDim floats). 0 <= i < Blocks(s) is required.
+func (p *Pool) KeyBlock(s *Seq, l, i int) []float32 { return p.block(s, l, 0, i) }
+
+// ValueBlock is like [Pool.KeyBlock] for the values.
+func (p *Pool) ValueBlock(s *Seq, l, i int) []float32 { return p.block(s, l, 1, i) }
+
+func (p *Pool) block(s *Seq, l, kv, i int) []float32 {
+	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) {
+		p.badIndex(s, l, i, "block")
+	}
+	n := min(p.blockSize, s.n-i*p.blockSize)
+	off := (2*l + kv) * p.blockSize * p.kvDim
+	end := off + n*p.kvDim
+	return p.data[s.table[i]][off:end:end]
+}
+
+// Stats returns a snapshot of the pool's counters.
+func (p *Pool) Stats() Stats {
+	inUse := len(p.data) - len(p.free)
+	bpb := p.bytesPerBlock()
+	return Stats{
+		BlocksInUse:     inUse,
+		SharedBlocks:    p.shared,
+		FreeBlocks:      p.capBlocks - inUse,
+		CapBlocks:       p.capBlocks,
+		AllocatedBlocks: len(p.data),
+		LogicalBlocks:   p.logical,
+		BytesInUse:      int64(inUse) * bpb,
+		BytesPerBlock:   bpb,
+		BytesAllocated:  int64(len(p.data)) * bpb,
+		LogicalBytes:    int64(p.logical) * bpb,
+		CopyOnWrites:    p.cows,
+		Forks:           p.forks,
+		Appends:         p.appends,
+	}
+}
+
+// alloc takes a block with reference count 1 from the free list, or allocates
+// storage for a new one while under the cap.
+func (p *Pool) alloc() (int32, error) {
+	var id int32
+	if n := len(p.free); n > 0 {
+		id = p.free[n-1]
+		p.free = p.free[:n-1]
+	} else if len(p.data) < p.capBlocks {
+		id = int32(len(p.data))
+		p.data = append(p.data, make([]float32, p.blockFloats))
+		p.ref = append(p.ref, 0)
+	} else {
+		return 0, fmt.Errorf("%w: all %d blocks (%d bytes each) in use", ErrCacheFull, p.capBlocks, p.bytesPerBlock())
+	}
+	p.ref[id] = 1
+	p.logical++
+	return id, nil
+}
+
+func (p *Pool) decRef(id int32) {
+	p.ref[id]--
+	p.logical--
+	switch p.ref[id] {
+	case 1:
+		p.shared--
+	case 0:
+		p.free = append(p.free, id)
+	case -1:
+		panic(fmt.Sprintf("kvcache: internal error: block %d reference count went negative", id))
+	}
+}
+
+func (p *Pool) release(ids []int32) {
+	for _, id := range ids {
+		p.decRef(id)
+	}
+}
+
+// check panics when s does not belong to p: mixing pools is a programming
+// error that would otherwise corrupt reference counts.
+func (p *Pool) check(s *Seq) {
+	if s == nil || s.p != p {
+		panic("kvcache: Seq is nil or belongs to a different Pool")
+	}
+}
+
+//go:noinline
+func (p *Pool) badIndex(s *Seq, l, i int, what string) {
+	p.check(s)
+	if uint(l) >= uint(p.layers) {
+		panic(fmt.Sprintf("kvcache: layer %d out of range [0, %d)", l, p.layers))
+	}
+	limit := s.n
+	if what == "block" {
+		limit = len(s.table)
+	}
+	panic(fmt.Sprintf("kvcache: %s %d out of range [0, %d)", what, i, limit))
+}
