@@ -1,0 +1,188 @@
+package gguf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/entropix-search/entropix-search/model/kernels"
+)
+
+// Dequantize converts len(out) elements of type t, stored in data, to
+// float32. data must hold exactly those elements: len(out)/BlockSize blocks
+// of TypeSize bytes. Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+// Q5_0, Q5_1, Q4_K and Q6_K; others return an error naming the type.
+// It does not allocate.
+func Dequantize(t Type, data []byte, out []float32) error {
+	deq := dequantizer(t)
+	if deq == nil {
+		if t.TypeSize() == 0 {
+			return fmt.Errorf("gguf: dequantize: unknown tensor type %d", uint32(t))
+		}
+		return fmt.Errorf("gguf: dequantize: %s is not supported", t)
+	}
+	bs, ts := t.BlockSize(), t.TypeSize()
+	if len(out)%bs != 0 {
+		return fmt.Errorf("gguf: dequantize %s: %d elements is not a multiple of the block size %d", t, len(out), bs)
+	}
+	if want := len(out) / bs * ts; len(data) != want {
+		return fmt.Errorf("gguf: dequantize %s: %d bytes of data for %d elements, want %d", t, len(data), len(out), want)
+	}
+	if bs == 1 { // the plain types decode any run at once
+		deq(data, out)
+		return nil
+	}
+	for i := range len(out) / bs {
+		deq(data[i*ts:(i+1)*ts], out[i*bs:(i+1)*bs])
+	}
+	return nil
+}
+
+// dequantizer returns the function that decodes one block of type t, or nil.
+func dequantizer(t Type) func(b []byte, out []float32) {
+	switch t {
+	case F32:
+		return deqF32
+	case F16:
+		return deqF16
+	case BF16:
+		return deqBF16
+	case Q8_0:
+		return deqQ8_0
+	case Q4_0:
+		return deqQ4_0
+	case Q4_1:
+		return deqQ4_1
+	case Q5_0:
+		return deqQ5_0
+	case Q5_1:
+		return deqQ5_1
+	case Q4_K:
+		return deqQ4K
+	case Q6_K:
+		return deqQ6K
+	}
+	return nil
+}
+
+func half(b []byte) float32 { return kernels.HalfToFloat(binary.LittleEndian.Uint16(b)) }
+
+func deqF32(b []byte, out []float32) {
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+}
+
+func deqF16(b []byte, out []float32) {
+	for i := range out {
+		out[i] = half(b[2*i:])
+	}
+}
+
+func deqBF16(b []byte, out []float32) {
+	for i := range out {
+		out[i] = kernels.BF16ToFloat(binary.LittleEndian.Uint16(b[2*i:]))
+	}
+}
+
+// Q8_0: f16 scale d, 32 int8 quants; x = d*q.
+func deqQ8_0(b []byte, out []float32) {
+	d := half(b)
+	for j, q := range b[2:34] {
+		out[j] = d * float32(int8(q))
+	}
+}
+
+// Q4_0: f16 scale d, 16 bytes of nibbles; element j is the low nibble of
+// byte j and element j+16 the high nibble; x = d*(q-8).
+func deqQ4_0(b []byte, out []float32) {
+	d := half(b)
+	for j, q := range b[2:18] {
+		out[j] = d * float32(int(q&15)-8)
+		out[j+16] = d * float32(int(q>>4)-8)
+	}
+}
+
+// Q4_1: f16 scale d and minimum m, nibbles as Q4_0; x = d*q + m.
+func deqQ4_1(b []byte, out []float32) {
+	d, m := half(b), half(b[2:])
+	for j, q := range b[4:20] {
+		out[j] = d*float32(q&15) + m
+		out[j+16] = d*float32(q>>4) + m
+	}
+}
+
+// Q5_0: f16 scale d, 32 high bits (uint32), nibbles as Q4_0; x = d*(q-16).
+func deqQ5_0(b []byte, out []float32) {
+	d, qh := half(b), binary.LittleEndian.Uint32(b[2:])
+	for j, q := range b[6:22] {
+		hi0 := byte(qh>>j) & 1 << 4
+		hi1 := byte(qh>>(j+16)) & 1 << 4
+		out[j] = d * float32(int(q&15|hi0)-16)
+		out[j+16] = d * float32(int(q>>4|hi1)-16)
+	}
+}
+
+// Q5_1: f16 scale d and minimum m, high bits and nibbles as Q5_0; x = d*q + m.
+func deqQ5_1(b []byte, out []float32) {
+	d, m, qh := half(b), half(b[2:]), binary.LittleEndian.Uint32(b[4:])
+	for j, q := range b[8:24] {
+		hi0 := byte(qh>>j) & 1 << 4
+		hi1 := byte(qh>>(j+16)) & 1 << 4
+		out[j] = d*float32(q&15|hi0) + m
+		out[j+16] = d*float32(q>>4|hi1) + m
+	}
+}
+
+// Q4_K: f16 d and dmin, 12 bytes packing eight 6-bit (scale, min) pairs, 128
+// bytes of nibbles. Each 32-byte run of nibbles holds two sub-blocks of 32
+// elements: low nibbles first, then high nibbles. x = d*sc*q - dmin*m.
+func deqQ4K(b []byte, out []float32) {
+	d, dmin := half(b), half(b[2:])
+	sc, qs := b[4:16], b[16:144]
+	for j := range 4 {
+		s0, m0 := scaleMinK4(2*j, sc)
+		s1, m1 := scaleMinK4(2*j+1, sc)
+		d0, d1 := d*float32(s0), d*float32(s1)
+		n0, n1 := dmin*float32(m0), dmin*float32(m1)
+		o := out[64*j : 64*j+64]
+		for l, q := range qs[32*j : 32*j+32] {
+			o[l] = d0*float32(q&15) - n0
+			o[l+32] = d1*float32(q>>4) - n1
+		}
+	}
+}
+
+// scaleMinK4 unpacks the 6-bit scale and min of sub-block j: sub-blocks 0-3
+// use the low six bits of bytes j and j+4; sub-blocks 4-7 take their low
+// four bits from byte j+4 and their top two from the spare bits of bytes
+// j-4 and j.
+func scaleMinK4(j int, q []byte) (sc, m byte) {
+	if j < 4 {
+		return q[j] & 63, q[j+4] & 63
+	}
+	return q[j+4]&15 | q[j-4]>>6<<4, q[j+4]>>4 | q[j]>>6<<4
+}
+
+// Q6_K: 128 bytes of low nibbles (ql), 64 bytes of high 2-bit pairs (qh), 16
+// int8 scales, f16 d. Each half of 128 elements uses 64 bytes of ql and 32
+// of qh; x = d*scale*(q-32) with one scale per 16 elements.
+func deqQ6K(b []byte, out []float32) {
+	d := half(b[208:])
+	for h := range 2 {
+		ql, qh := b[64*h:64*h+64], b[128+32*h:128+32*h+32]
+		sc := b[192+8*h : 192+8*h+8]
+		o := out[128*h : 128*h+128]
+		for l := range 32 {
+			is := l / 16
+			q1 := int(ql[l]&15|(qh[l]&3)<<4) - 32
+			q2 := int(ql[l+32]&15|(qh[l]>>2&3)<<4) - 32
+			q3 := int(ql[l]>>4|(qh[l]>>4&3)<<4) - 32
+			q4 := int(ql[l+32]>>4|(qh[l]>>6&3)<<4) - 32
+			o[l] = d * float32(int8(sc[is])) * float32(q1)
+			o[l+32] = d * float32(int8(sc[is+2])) * float32(q2)
+			o[l+64] = d * float32(int8(sc[is+4])) * float32(q3)
+			o[l+96] = d * float32(int8(sc[is+6])) * float32(q4)
+		}
+	}
+}

@@ -1,0 +1,61 @@
+// Package mmap maps model files read-only into memory, so that loading a
+// multi-gigabyte model costs no copy and pages come in as they are used.
+package mmap
+
+import (
+	"fmt"
+	"os"
+)
+
+// File is a read-only mapping of a whole file.
+type File struct {
+	Data   []byte
+	unmap  func([]byte) error
+	closed bool
+}
+
+// Open maps path read-only. Where mapping is not available or fails, the
+// file is read into memory instead; callers cannot tell the difference.
+func Open(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	size := st.Size()
+	if size == 0 {
+		return &File{Data: []byte{}}, nil
+	}
+	if int64(int(size)) != size {
+		return nil, fmt.Errorf("%s: file of %d bytes is too large for this platform", path, size)
+	}
+	if data, unmap, err := mapFile(f, int(size)); err == nil {
+		return &File{Data: data, unmap: unmap}, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return &File{Data: data}, nil
+}
+
+// Close releases the mapping. Data must not be used afterwards.
+func (m *File) Close() error {
+	if m == nil || m.closed {
+		return nil
+	}
+	m.closed = true
+	data := m.Data
+	m.Data = nil
+	if m.unmap != nil {
+		return m.unmap(data)
+	}
+	return nil
+}
