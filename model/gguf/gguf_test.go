@@ -549,3 +549,29 @@ func BenchmarkParseStories260K(b *testing.B) {
 		}
 	}
 }
+
+func TestMissingKeysAreAbsent(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Write(&buf, []KV{{Key: "a.n", Value: Uint32(7)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := f.Uint("a.n"); !ok || v != 7 {
+		t.Fatalf("Uint(a.n) = %d, %v", v, ok)
+	}
+	if _, ok := f.Uint("missing"); ok {
+		t.Error("Uint of a missing key reports ok")
+	}
+	if _, ok := f.Int("missing"); ok {
+		t.Error("Int of a missing key reports ok")
+	}
+	if _, ok := f.Float("missing"); ok {
+		t.Error("Float of a missing key reports ok")
+	}
+	if _, ok := f.Bool("missing"); ok {
+		t.Error("Bool of a missing key reports ok")
+	}
+}

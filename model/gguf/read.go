@@ -116,25 +116,36 @@ func (f *File) String(key string) (string, bool) {
 }
 
 // Uint returns the value of a non-negative integer key (see Value.Uint).
-func (f *File) Uint(key string) (uint64, bool) { v, _ := f.Lookup(key); return v.Uint() }
+func (f *File) Uint(key string) (uint64, bool) { return get(f, key, Value.Uint) }
 
 // Int returns the value of an integer key (see Value.Int).
-func (f *File) Int(key string) (int64, bool) { v, _ := f.Lookup(key); return v.Int() }
+func (f *File) Int(key string) (int64, bool) { return get(f, key, Value.Int) }
 
 // Float returns the value of a numeric key (see Value.Float).
-func (f *File) Float(key string) (float64, bool) { v, _ := f.Lookup(key); return v.Float() }
+func (f *File) Float(key string) (float64, bool) { return get(f, key, Value.Float) }
 
 // Bool returns the value of a bool key.
-func (f *File) Bool(key string) (bool, bool) { v, _ := f.Lookup(key); return v.Bool() }
+func (f *File) Bool(key string) (bool, bool) { return get(f, key, Value.Bool) }
 
 // Strings returns the value of an array-of-strings key.
-func (f *File) Strings(key string) ([]string, bool) { v, _ := f.Lookup(key); return v.Strings() }
+func (f *File) Strings(key string) ([]string, bool) { return get(f, key, Value.Strings) }
 
 // Float32s returns the value of a numeric array key (see Value.Float32s).
-func (f *File) Float32s(key string) ([]float32, bool) { v, _ := f.Lookup(key); return v.Float32s() }
+func (f *File) Float32s(key string) ([]float32, bool) { return get(f, key, Value.Float32s) }
 
 // Int32s returns the value of an integer array key (see Value.Int32s).
-func (f *File) Int32s(key string) ([]int32, bool) { v, _ := f.Lookup(key); return v.Int32s() }
+func (f *File) Int32s(key string) ([]int32, bool) { return get(f, key, Value.Int32s) }
+
+// get converts the value of key, reporting false when the key is absent
+// (the zero Value must not read as a present uint8 0).
+func get[T any](f *File, key string, conv func(Value) (T, bool)) (T, bool) {
+	v, ok := f.Lookup(key)
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return conv(v)
+}
 
 // Architecture returns general.architecture ("llama"), or "" if absent.
 func (f *File) Architecture() string {
