@@ -1,0 +1,138 @@
+// Package model loads Llama-family language models (llama2.c checkpoints and
+// GGUF files) and runs their forward pass on the CPU.
+//
+// The forward pass (forward.go) is batched from the start: one call advances
+// any number of rows, each the next token of some sequence in a paged,
+// copy-on-write KV cache (package kvcache). Rows may belong to different
+// sequences at different positions — the branches of a search tree, or the
+// positions of one prompt during prefill — and every weight matrix is read
+// once per call for all of them. A single sequence is simply a batch of one.
+//
+// Weights are bound by name (GGUF) or by position (llama2.c) into plain
+// structs; the numeric kernels live in package kernels.
+package model
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/entropix-search/entropix-search/kvcache"
+	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/model/tokenizer"
+)
+
+// Layer holds one transformer block's weights.
+type Layer struct {
+	AttnNorm   []float32    // dim
+	Wq         *kernels.Mat // QDim x dim
+	Wk, Wv     *kernels.Mat // KVDim x dim
+	Bq, Bk, Bv []float32    // q/k/v biases (Qwen2), nil otherwise
+	Wo         *kernels.Mat // dim x QDim
+	FFNNorm    []float32    // dim
+	W1         *kernels.Mat // hidden x dim (gate)
+	W2         *kernels.Mat // dim x hidden (down)
+	W3         *kernels.Mat // hidden x dim (up)
+}
+
+// Weights holds all of a model's parameters.
+type Weights struct {
+	TokenEmbd  *kernels.Mat // vocab x dim
+	Layers     []Layer
+	OutputNorm []float32    // dim
+	Output     *kernels.Mat // vocab x dim; the same Mat as TokenEmbd when tied
+}
+
+// Model is a loaded model: its shape, weights and tokenizer.
+type Model struct {
+	Config    Config
+	Weights   *Weights
+	Tokenizer *tokenizer.Tokenizer
+	// ChatTemplate is the Jinja chat template a GGUF file carries, if any.
+	ChatTemplate string
+	// Source describes where the model came from (file and format).
+	Source string
+
+	invFreq []float64 // RoPE frequency per pair
+	closers []io.Closer
+}
+
+// Close releases the model's file mappings. The model must not be used
+// afterwards.
+func (m *Model) Close() error {
+	var errs []error
+	for _, c := range m.closers {
+		errs = append(errs, c.Close())
+	}
+	m.closers = nil
+	return errors.Join(errs...)
+}
+
+// NewCache returns a KV cache pool for this model holding at most maxTokens
+// token positions (over all sequences, counted in whole blocks).
+func (m *Model) NewCache(maxTokens, blockSize int) (*kvcache.Pool, error) {
+	if blockSize <= 0 {
+		blockSize = 16
+	}
+	if maxTokens <= 0 {
+		return nil, fmt.Errorf("model: cache of %d tokens", maxTokens)
+	}
+	return kvcache.New(kvcache.Config{
+		Layers:    m.Config.Layers,
+		KVDim:     m.Config.KVDim(),
+		BlockSize: blockSize,
+		MaxBlocks: (maxTokens + blockSize - 1) / blockSize,
+	})
+}
+
+// check verifies that the weights agree with the config.
+func (m *Model) check() error {
+	c, w := &m.Config, m.Weights
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	mat := func(name string, x *kernels.Mat, rows, cols int) error {
+		if x == nil {
+			return fmt.Errorf("model: missing weight %s", name)
+		}
+		if x.Rows != rows || x.Cols != cols {
+			return fmt.Errorf("model: weight %s is %dx%d, want %dx%d", name, x.Rows, x.Cols, rows, cols)
+		}
+		return nil
+	}
+	vec := func(name string, x []float32, n int) error {
+		if len(x) != n {
+			return fmt.Errorf("model: weight %s has %d values, want %d", name, len(x), n)
+		}
+		return nil
+	}
+	errs := []error{
+		mat("token_embd", w.TokenEmbd, c.Vocab, c.Dim),
+		mat("output", w.Output, c.Vocab, c.Dim),
+		vec("output_norm", w.OutputNorm, c.Dim),
+	}
+	if len(w.Layers) != c.Layers {
+		errs = append(errs, fmt.Errorf("model: %d layers of weights for %d in the config", len(w.Layers), c.Layers))
+	}
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		p := fmt.Sprintf("blk.%d.", i)
+		errs = append(errs,
+			vec(p+"attn_norm", l.AttnNorm, c.Dim), vec(p+"ffn_norm", l.FFNNorm, c.Dim),
+			mat(p+"attn_q", l.Wq, c.QDim(), c.Dim), mat(p+"attn_k", l.Wk, c.KVDim(), c.Dim),
+			mat(p+"attn_v", l.Wv, c.KVDim(), c.Dim), mat(p+"attn_output", l.Wo, c.Dim, c.QDim()),
+			mat(p+"ffn_gate", l.W1, c.HiddenDim, c.Dim), mat(p+"ffn_down", l.W2, c.Dim, c.HiddenDim),
+			mat(p+"ffn_up", l.W3, c.HiddenDim, c.Dim))
+		if c.QKVBias {
+			errs = append(errs, vec(p+"attn_q.bias", l.Bq, c.QDim()), vec(p+"attn_k.bias", l.Bk, c.KVDim()), vec(p+"attn_v.bias", l.Bv, c.KVDim()))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if m.Tokenizer != nil && m.Tokenizer.VocabSize() != c.Vocab {
+		return fmt.Errorf("model: tokenizer has %d tokens but the model has a vocabulary of %d: wrong tokenizer for this model", m.Tokenizer.VocabSize(), c.Vocab)
+	}
+	m.invFreq = c.ropeInvFreq()
+	return nil
+}
