@@ -1,0 +1,128 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+)
+
+// MaxForkWidth bounds Fork.MaxWidth.
+const MaxForkWidth = 64
+
+// Candidate is one token of a fork.
+type Candidate struct {
+	Token int `json:"token"`
+	// LogProb is log p(token) under the untruncated temperature-1
+	// distribution (nats).
+	LogProb float64 `json:"logprob"`
+}
+
+// Fork chooses the tokens a branch point forks into: every token with
+// p >= min_p·p_max, where min_p slides with the varentropy V (bits²):
+//
+//	t     = clamp((V - VarLow) / (VarHigh - VarLow), 0, 1)
+//	min_p = MinPHigh · (MinPLow / MinPHigh)^t
+//
+// i.e. geometrically from MinPHigh at V <= VarLow down to MinPLow at
+// V >= VarHigh. Higher varentropy means the surprisals of the leading
+// options differ more: the model sees distinct continuations at quite
+// different weights, so options further below the top one are admitted;
+// just past the LEHV boundary only near-equals are. The width is then capped
+// by MaxWidth and by the engine's budget, and is at least 2 whenever a fork
+// happens at all (the runner-up joins even when below the cut), since a fork
+// of one is no fork.
+type Fork struct {
+	MaxWidth int     `json:"max_width"`
+	MinPHigh float64 `json:"min_p_high"`
+	MinPLow  float64 `json:"min_p_low"`
+	VarLow   float64 `json:"var_low"`
+	VarHigh  float64 `json:"var_high"`
+}
+
+// DefaultFork returns width at most 4, min_p from 0.3 at V <= 5 bits² (the
+// entropix-v1 LEHV boundary) down to 0.05 at V >= 25 bits².
+func DefaultFork() Fork {
+	return Fork{MaxWidth: 4, MinPHigh: 0.3, MinPLow: 0.05, VarLow: 5, VarHigh: 25}
+}
+
+// Validate checks the ranges.
+func (f Fork) Validate() error {
+	switch {
+	case f.MaxWidth < 2 || f.MaxWidth > MaxForkWidth:
+		return fmt.Errorf("fork: max_width %d outside [2, %d]", f.MaxWidth, MaxForkWidth)
+	case !(f.MinPLow > 0 && f.MinPLow <= f.MinPHigh && f.MinPHigh <= 1):
+		return fmt.Errorf("fork: want 0 < min_p_low (%v) <= min_p_high (%v) <= 1", f.MinPLow, f.MinPHigh)
+	case !(f.VarLow >= 0 && f.VarLow < f.VarHigh) || math.IsInf(f.VarHigh, 0):
+		return fmt.Errorf("fork: want 0 <= var_low (%v) < var_high (%v), finite", f.VarLow, f.VarHigh)
+	}
+	return nil
+}
+
+// MinP returns the relative probability cut for varentropy v (bits²).
+func (f Fork) MinP(v float64) float64 {
+	t := 0.0
+	if f.VarHigh > f.VarLow {
+		t = clamp((v-f.VarLow)/(f.VarHigh-f.VarLow), 0, 1)
+	}
+	if f.MinPHigh <= 0 || f.MinPLow <= 0 {
+		return max(0, f.MinPHigh)
+	}
+	return f.MinPHigh * math.Pow(f.MinPLow/f.MinPHigh, t)
+}
+
+// Select appends to dst[:0] the fork of a row of logits with varentropy v
+// (bits²), most probable first, and returns it. budget is the most branches
+// the engine can afford here; below 2 (or with fewer than two tokens) the
+// result is empty: no fork. It reads the logits twice and allocates only if
+// dst is too small.
+func (f Fork) Select(dst []Candidate, logits []float32, v float64, budget int) []Candidate {
+	st := measureLogits(logits, 0)
+	if math.IsNaN(st.logZ) || math.IsInf(st.max, -1) {
+		return dst[:0]
+	}
+	return f.selectStats(dst, logits, &st, v, budget, -1)
+}
+
+// selectStats is Select with the row's statistics known and token ban
+// excluded (-1: none).
+func (f Fork) selectStats(dst []Candidate, logits []float32, st *rowStats, v float64, budget, ban int) []Candidate {
+	width := min(f.MaxWidth, budget, MaxForkWidth)
+	top := dst[:0]
+	if width < 2 || len(logits) < 2 {
+		return top
+	}
+	cut := st.max + math.Log(f.MinP(v))
+	// One pass: count the tokens above the cut and keep the best `width`
+	// in a small sorted list (LogProb holds the logit until the end).
+	count := 0
+	for i, l := range logits {
+		if i == ban {
+			continue
+		}
+		x := float64(l)
+		if x >= cut {
+			count++
+		}
+		n := len(top)
+		if n == width && x <= top[n-1].LogProb {
+			continue
+		}
+		if n < width {
+			top = append(top, Candidate{})
+			n++
+		}
+		j := n - 1
+		for ; j > 0 && x > top[j-1].LogProb; j-- {
+			top[j] = top[j-1]
+		}
+		top[j] = Candidate{Token: i, LogProb: x}
+	}
+	keep := min(max(count, 2), len(top))
+	top = top[:keep]
+	for i := range top {
+		top[i].LogProb -= st.max + st.logZ
+	}
+	if len(top) < 2 || math.IsInf(top[1].LogProb, -1) {
+		return top[:0] // only one token has any probability
+	}
+	return top
+}

@@ -1,0 +1,213 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Metrics are the entropix signals of one row: the shape of the next-token
+// distribution and, when the forward pass supplied attention, of the
+// attention pattern. Logit entropies are in bits (varentropy in bits²),
+// measured at temperature 1 before any truncation. The attention fields are
+// zero when no attention was given.
+type Metrics struct {
+	Entropy    float64          `json:"entropy"`
+	Varentropy float64          `json:"varentropy"`
+	Attention  AttentionMetrics `json:"attention,omitzero"`
+}
+
+// String formats the metrics compactly for logs and tree labels.
+func (m Metrics) String() string {
+	s := fmt.Sprintf("H=%.3f V=%.3f", m.Entropy, m.Varentropy)
+	if m.Attention != (AttentionMetrics{}) {
+		s += " " + m.Attention.String()
+	}
+	return s
+}
+
+// rowStats is what one pass over a row of logits learns; the trunk policy
+// reuses it so that the logits are read as few times as possible.
+type rowStats struct {
+	h, v     float64 // entropy (bits) and varentropy (bits²)
+	max      float64 // largest logit
+	second   float64 // second largest logit (-Inf when there is none)
+	arg      int     // index of the largest logit (first on ties)
+	logZ     float64 // log Σ exp(l - max), so log p_i = l_i - max - logZ
+	floorLog float64 // log of the noise floor, -Inf when off
+}
+
+// logProb returns log p(token) (nats) under the full temperature-1 softmax.
+func (s *rowStats) logProb(logit float32) float64 {
+	return float64(logit) - s.max - s.logZ
+}
+
+// margin returns p(top1) - p(top2).
+func (s *rowStats) margin() float64 {
+	p1 := math.Exp(-s.logZ)
+	p2 := math.Exp(s.second - s.max - s.logZ)
+	return p1 - p2
+}
+
+var errBadLogits = errors.New("logits contain NaN or +Inf")
+
+// LogitEntropy returns the entropy H (bits) and varentropy V (bits²) of
+// softmax(logits): H is the mean and V the variance of the surprisal
+// -log2 p. It reads the logits twice (the maximum, then one pass of exp
+// accumulating in float64), allocates nothing, and ignores -Inf entries
+// (masked tokens). An empty row gives 0, 0. Rows holding NaN or +Inf give
+// NaN.
+func LogitEntropy(logits []float32) (h, v float64) {
+	st := measureLogits(logits, 0)
+	return st.h, st.v
+}
+
+// LogitEntropyFloor is LogitEntropy with a noise floor: tokens whose
+// probability is below floor are treated as noise, dropped, and the rest
+// renormalized before H and V are taken. NoiseFloor gives the floor under
+// which bf16 logits carry no signal; floor <= 0 keeps every token. The floor
+// costs a third pass, which only computes exp for the tokens kept.
+func LogitEntropyFloor(logits []float32, floor float64) (h, v float64) {
+	st := measureLogits(logits, floor)
+	return st.h, st.v
+}
+
+// NoiseFloor returns u/sqrt(vocab) with u = 2⁻⁷, the probability under which
+// a bf16 logit is noise (vocab 128256 gives about 2.2e-5, ln = -10.73).
+func NoiseFloor(vocab int) float64 {
+	if vocab <= 0 {
+		return 0
+	}
+	return 0x1p-7 / math.Sqrt(float64(vocab))
+}
+
+// ToNats converts an entropy in bits and a varentropy in bits² to nats and
+// nats².
+func ToNats(h, v float64) (hn, vn float64) {
+	return h * math.Ln2, v * math.Ln2 * math.Ln2
+}
+
+// measureLogits computes rowStats. With s_i = l_i - max and e_i = exp(s_i),
+// Z = Σe, H = log Z - Σ e s / Z and V = Σ e s² / Z - (Σ e s / Z)², all in
+// nats, accumulated in float64. Because every s is relative to the maximum,
+// the variance formula cancels at most eps·E[s²], far below the precision the
+// signals need (checked against a two-pass centered sum in the tests).
+func measureLogits(logits []float32, floor float64) rowStats {
+	st := rowStats{max: math.Inf(-1), second: math.Inf(-1), arg: -1, floorLog: math.Inf(-1)}
+	if len(logits) == 0 {
+		st.logZ = 0
+		return st
+	}
+	// Pass 1: the two largest logits. NaN compares false everywhere, so it
+	// is caught by the sums below instead.
+	m1, m2 := float32(math.Inf(-1)), float32(math.Inf(-1))
+	arg := 0
+	for i, l := range logits {
+		if l > m2 {
+			if l > m1 {
+				m1, m2, arg = l, m1, i
+			} else {
+				m2 = l
+			}
+		}
+	}
+	st.max, st.second, st.arg = float64(m1), float64(m2), arg
+	if math.IsInf(st.max, -1) { // every token masked
+		st.logZ = 0
+		return st
+	}
+	if math.IsInf(st.max, 1) {
+		st.h, st.v, st.logZ = math.NaN(), math.NaN(), math.NaN()
+		return st
+	}
+	// Pass 2: Z, Σ e·s, Σ e·s². Two independent accumulator sets keep the
+	// dependency chains short.
+	var z0, z1, a0, a1, b0, b1 float64
+	mx := st.max
+	i := 0
+	for ; i+2 <= len(logits); i += 2 {
+		s0 := float64(logits[i]) - mx
+		s1 := float64(logits[i+1]) - mx
+		e0 := math.Exp(s0)
+		e1 := math.Exp(s1)
+		if e0 != 0 { // also skips -Inf, whose e·s would be NaN
+			z0 += e0
+			a0 += e0 * s0
+			b0 += e0 * s0 * s0
+		}
+		if e1 != 0 {
+			z1 += e1
+			a1 += e1 * s1
+			b1 += e1 * s1 * s1
+		}
+	}
+	for ; i < len(logits); i++ {
+		s := float64(logits[i]) - mx
+		if e := math.Exp(s); e != 0 {
+			z0 += e
+			a0 += e * s
+			b0 += e * s * s
+		}
+	}
+	z, a, b := z0+z1, a0+a1, b0+b1
+	st.logZ = math.Log(z)
+	if floor > 0 {
+		// Pass 3: keep p_i >= floor, i.e. s_i >= logZ + log floor.
+		st.floorLog = math.Log(floor)
+		cut := st.logZ + st.floorLog
+		z, a, b = 0, 0, 0
+		for _, l := range logits {
+			s := float64(l) - mx
+			if s >= cut {
+				e := math.Exp(s)
+				z += e
+				a += e * s
+				b += e * s * s
+			}
+		}
+		if z == 0 { // cannot happen for floor <= 1; guard anyway
+			z, a, b = 1, 0, 0
+		}
+	}
+	mean := a / z
+	hn := math.Log(z) - mean
+	vn := b/z - mean*mean
+	if vn < 0 {
+		vn = 0 // rounding on a (near) uniform row
+	}
+	if hn < 0 {
+		hn = 0
+	}
+	st.h = hn / math.Ln2
+	st.v = vn / (math.Ln2 * math.Ln2)
+	return st
+}
+
+// Measure computes the metrics of one row: logit entropy and varentropy
+// (with the noise floor, 0 for none) and, when layers are given, the
+// attention metrics averaged over those layers (see MeasureAttention).
+func Measure(logits []float32, floor float64, layers ...Attention) (Metrics, error) {
+	st := measureLogits(logits, floor)
+	if math.IsNaN(st.h) || math.IsNaN(st.v) {
+		return Metrics{}, errBadLogits
+	}
+	m := Metrics{Entropy: st.h, Varentropy: st.v}
+	if len(layers) > 0 {
+		am, err := MeasureAttention(layers...)
+		if err != nil {
+			return Metrics{}, err
+		}
+		m.Attention = am
+	}
+	return m, nil
+}
+
+// TopMargin returns p(top1) - p(top2) of softmax(logits), the per-token
+// confidence of CoT-decoding. A single-token row gives 1.
+func TopMargin(logits []float32) float64 {
+	st := measureLogits(logits, 0)
+	if len(logits) == 0 || math.IsInf(st.max, -1) {
+		return 0
+	}
+	return st.margin()
+}

@@ -1,0 +1,44 @@
+package policy_test
+
+import (
+	"path/filepath"
+
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/modeltest"
+)
+
+// Hook the real stories260K forward pass into the calibration test.
+func init() {
+	dir := modeltest.SharedDir()
+	if dir == "" {
+		return
+	}
+	stories260KForward = func(prompt string, steps int, next func(logits []float32) int) ([][]float32, error) {
+		m, err := model.Load(filepath.Join(dir, modeltest.Stories260KBin), filepath.Join(dir, modeltest.Tok512))
+		if err != nil {
+			return nil, err
+		}
+		defer m.Close()
+		kv, err := m.NewCache(steps+1, 16)
+		if err != nil {
+			return nil, err
+		}
+		run := m.NewRunner(kv)
+		seq := kv.NewSeq()
+		defer kv.Free(seq)
+		toks := m.Tokenizer.Encode(prompt, true)
+		var rows [][]float32
+		for pos := 0; pos < steps; pos++ {
+			out, err := run.Forward([]model.Row{{Seq: seq, Token: toks[pos]}})
+			if err != nil {
+				return nil, err
+			}
+			row := append([]float32(nil), out.Logits(0)...)
+			rows = append(rows, row)
+			if pos+1 >= len(toks) {
+				toks = append(toks, next(row))
+			}
+		}
+		return rows, nil
+	}
+}

@@ -1,0 +1,514 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// DefaultClarifyText is the text the engine tokenizes for Config.Clarify.
+const DefaultClarifyText = " Wait,"
+
+// Mode says whether the trunk policy decides alone or hands branch points to
+// a search engine.
+type Mode uint8
+
+const (
+	// SinglePath is the entropix sampler: every step yields a token.
+	SinglePath Mode = iota
+	// Search hands LEHV rows to the engine as Branch decisions and HEHV
+	// rows as Backspace decisions.
+	Search
+)
+
+var modeNames = [...]string{"single", "search"}
+
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("Mode(%d)", m)
+}
+
+// MarshalText encodes the mode by name ("single" or "search").
+func (m Mode) MarshalText() ([]byte, error) {
+	if int(m) >= len(modeNames) {
+		return nil, fmt.Errorf("policy: invalid mode %d", m)
+	}
+	return []byte(modeNames[m]), nil
+}
+
+// UnmarshalText decodes "single" or "search".
+func (m *Mode) UnmarshalText(b []byte) error {
+	for i, n := range modeNames {
+		if n == string(b) {
+			*m = Mode(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("policy: unknown mode %q (want single or search)", b)
+}
+
+// Action is what the trunk policy decided for one step.
+type Action uint8
+
+const (
+	// Greedy appends the most probable token (LELV).
+	Greedy Action = iota
+	// Sample appends one draw: HELV while the clarify text is cooling down,
+	// or LEHV in single-path mode (the reference's adjusted sample).
+	Sample
+	// Clarify appends the clarify tokens (HELV).
+	Clarify
+	// Resample appends a hot draw (HEHV).
+	Resample
+	// Backspace asks the engine to drop the previous token and choose it
+	// again (HEHV, search mode): see Trunk.Rewind.
+	Backspace
+	// Branch asks the engine to fork over Decision.Candidates (LEHV,
+	// search mode).
+	Branch
+	// MultiSample appends the best by score of several adaptive draws.
+	MultiSample
+)
+
+var actionNames = [...]string{"greedy", "sample", "clarify", "resample", "backspace", "branch", "adaptive"}
+
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("Action(%d)", a)
+}
+
+// MarshalText encodes the action by name.
+func (a Action) MarshalText() ([]byte, error) {
+	if int(a) >= len(actionNames) {
+		return nil, fmt.Errorf("policy: invalid action %d", a)
+	}
+	return []byte(actionNames[a]), nil
+}
+
+// UnmarshalText decodes an action name.
+func (a *Action) UnmarshalText(b []byte) error {
+	for i, n := range actionNames {
+		if n == string(b) {
+			*a = Action(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("policy: unknown action %q", b)
+}
+
+// Config configures the trunk policy. Build one with DefaultConfig and
+// adjust it; NewTrunk validates it.
+type Config struct {
+	Mode       Mode       `json:"mode"`
+	Thresholds Thresholds `json:"thresholds"`
+	// Base are the base sampling parameters the quadrant formulas scale.
+	Base Params `json:"base"`
+	// Clarify are the token ids of the clarify text (DefaultClarifyText
+	// tokenized for the loaded model, without BOS). Empty: HELV never
+	// inserts, it samples hotter.
+	Clarify []int `json:"clarify,omitempty"`
+	// ClarifyCooldown is how many tokens must be accepted after a Clarify
+	// decision (its own tokens included) before another.
+	ClarifyCooldown int `json:"clarify_cooldown"`
+	// AdaptiveSamples is the number of draws of the adaptive quadrant.
+	AdaptiveSamples int  `json:"adaptive_samples"`
+	Fork            Fork `json:"fork"`
+	// Backspace lets HEHV hand Backspace to the engine in search mode, at
+	// most MaxBackspaces times per branch; otherwise HEHV resamples.
+	Backspace     bool `json:"backspace"`
+	MaxBackspaces int  `json:"max_backspaces"`
+	// Penalties on recently accepted tokens; zero value: off.
+	Penalties Penalties `json:"penalties"`
+	// NoiseFloor drops tokens below this probability from the logit
+	// entropy and varentropy (0: none); see NoiseFloor.
+	NoiseFloor float64 `json:"noise_floor"`
+}
+
+// DefaultConfig returns the single-path entropix sampler with the
+// reference's constants. Clarify is empty: set it to the model's tokens for
+// DefaultClarifyText.
+func DefaultConfig() Config {
+	return Config{
+		Mode:            SinglePath,
+		Thresholds:      EntropixV1,
+		Base:            DefaultParams(),
+		ClarifyCooldown: 32,
+		AdaptiveSamples: 5,
+		Fork:            DefaultFork(),
+		Backspace:       true,
+		MaxBackspaces:   4,
+	}
+}
+
+// MaxAdaptiveSamples bounds Config.AdaptiveSamples.
+const MaxAdaptiveSamples = 64
+
+// Validate checks every field.
+func (c *Config) Validate() error {
+	if c.Mode > Search {
+		return fmt.Errorf("config: invalid mode %d", c.Mode)
+	}
+	if err := c.Thresholds.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.Base.Validate(); err != nil {
+		return fmt.Errorf("config: base: %w", err)
+	}
+	for i, t := range c.Clarify {
+		if t < 0 || t > math.MaxInt32 {
+			return fmt.Errorf("config: clarify token %d is %d, want a token id", i, t)
+		}
+	}
+	if c.ClarifyCooldown < 0 {
+		return fmt.Errorf("config: clarify_cooldown %d, want >= 0", c.ClarifyCooldown)
+	}
+	if c.AdaptiveSamples < 1 || c.AdaptiveSamples > MaxAdaptiveSamples {
+		return fmt.Errorf("config: adaptive_samples %d outside [1, %d]", c.AdaptiveSamples, MaxAdaptiveSamples)
+	}
+	if err := c.Fork.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if c.MaxBackspaces < 0 {
+		return fmt.Errorf("config: max_backspaces %d, want >= 0", c.MaxBackspaces)
+	}
+	p := &c.Penalties
+	if p.Window < 0 || p.Window > 1<<16 || !(p.Repeat >= 0) || math.IsInf(p.Repeat, 0) ||
+		math.IsNaN(p.Frequency) || math.IsInf(p.Frequency, 0) || math.IsNaN(p.Presence) || math.IsInf(p.Presence, 0) {
+		return fmt.Errorf("config: penalties window %d repeat %v frequency %v presence %v out of range",
+			p.Window, p.Repeat, p.Frequency, p.Presence)
+	}
+	if !(c.NoiseFloor >= 0 && c.NoiseFloor < 1) {
+		return fmt.Errorf("config: noise_floor %v, want [0, 1)", c.NoiseFloor)
+	}
+	return nil
+}
+
+// Step is the input of one decision.
+type Step struct {
+	// Logits of the row (len = vocabulary).
+	Logits []float32
+	// Attention of the layers to average, normally just the last layer
+	// (see MeasureAttention); may be empty.
+	Attention []Attention
+	// Budget is the most branches a fork here may produce (search mode);
+	// below 2, Branch is not an option.
+	Budget int
+}
+
+// Decision is the outcome of one step, with its reason.
+type Decision struct {
+	Action Action `json:"action"`
+	// Token is the token to append (the first clarify token for Clarify),
+	// -1 for Branch and Backspace.
+	Token int `json:"token"`
+	// Tokens are the clarify tokens to append (Clarify only). Read-only:
+	// it is the configuration's slice.
+	Tokens []int `json:"tokens,omitempty"`
+	// Candidates are the fork, most probable first (Branch only). They
+	// live in the Trunk's scratch until its next Decide: copy to keep.
+	Candidates []Candidate `json:"candidates,omitempty"`
+	Quadrant   Quadrant    `json:"quadrant"`
+	Metrics    Metrics     `json:"metrics"`
+	// Params are the sampling parameters used (zero when nothing was
+	// drawn), Samples the number of draws.
+	Params  Params `json:"params,omitzero"`
+	Samples int    `json:"samples,omitempty"`
+	// LogProb is log p(Token) at temperature 1 before any truncation
+	// (nats; 0 when Token is -1), Confidence the step's entropix
+	// confidence, Margin p(top1) - p(top2), Score = LogProb + Confidence.
+	LogProb    float64 `json:"logprob"`
+	Confidence float64 `json:"confidence"`
+	Margin     float64 `json:"margin"`
+	Score      float64 `json:"score"`
+}
+
+// StepScore returns the step's contribution to its path's score.
+func (d *Decision) StepScore() StepScore {
+	return StepScore{LogProb: d.LogProb, Confidence: d.Confidence, Margin: d.Margin}
+}
+
+// CandidateScore returns the step score of the branch that takes candidate
+// c of a Branch decision.
+func (d *Decision) CandidateScore(c Candidate) StepScore {
+	return StepScore{LogProb: c.LogProb, Confidence: d.Confidence, Margin: d.Margin}
+}
+
+// String gives the decision and its reason, e.g.
+// "LEHV H=2.722 V=23.035: branch ×2 [13 p=0.800, 7 p=0.000]".
+func (d Decision) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: %s", d.Quadrant, d.Metrics, d.Action)
+	switch d.Action {
+	case Branch:
+		fmt.Fprintf(&b, " ×%d [", len(d.Candidates))
+		for i, c := range d.Candidates {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%d p=%.3f", c.Token, math.Exp(c.LogProb))
+		}
+		b.WriteString("]")
+	case Backspace:
+	case Clarify:
+		fmt.Fprintf(&b, " %v", d.Tokens)
+	case Greedy:
+		fmt.Fprintf(&b, " → %d", d.Token)
+	default:
+		if d.Samples > 1 {
+			fmt.Fprintf(&b, " best of %d", d.Samples)
+		}
+		fmt.Fprintf(&b, " (%s) → %d", d.Params, d.Token)
+	}
+	if d.Token >= 0 {
+		fmt.Fprintf(&b, " logp=%.3f score=%.3f", d.LogProb, d.Score)
+	}
+	return b.String()
+}
+
+// Trunk is the per-branch state of the entropix policy: the generator, the
+// penalty history, the clarify cooldown and the backspace count, plus
+// scratch buffers. A branch that forks gets its own copy with Clone (or
+// Split). A Trunk is not safe for concurrent use; distinct Trunks are.
+type Trunk struct {
+	cfg          *Config // shared by clones, never modified
+	rng          RNG
+	pen          Penalties
+	sinceClarify int // tokens accepted since the last Clarify decision
+	generated    int // tokens accepted since Reset/Prime (prompt excluded)
+	backspaces   int
+	ban          int // token the next Decide may not choose (after Rewind), -1 none
+
+	cand Candidates
+	fork []Candidate
+}
+
+// NewTrunk validates cfg and returns a policy whose generator is
+// NewRNG(seed, stream).
+func NewTrunk(cfg Config, seed, stream uint64) (*Trunk, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := cfg
+	c.Clarify = slices.Clone(cfg.Clarify)
+	c.Penalties.hist = nil
+	t := &Trunk{cfg: &c, rng: NewRNG(seed, stream), pen: c.Penalties}
+	t.Reset()
+	return t, nil
+}
+
+// Config returns the configuration (do not modify its slices).
+func (t *Trunk) Config() Config { return *t.cfg }
+
+// Reset rewinds the generator and forgets all history.
+func (t *Trunk) Reset() {
+	t.rng.Reset()
+	t.pen.Reset()
+	t.sinceClarify = t.cfg.ClarifyCooldown
+	t.generated = 0
+	t.backspaces = 0
+	t.ban = -1
+}
+
+// Prime feeds the prompt to the penalty history; prompt tokens are never
+// backspaced over.
+func (t *Trunk) Prime(prompt []int) {
+	for _, tok := range prompt {
+		t.pen.Accept(tok)
+	}
+}
+
+// Accept records a token appended to the branch: every one, including
+// clarify tokens and the token a fork forced.
+func (t *Trunk) Accept(token int) {
+	t.pen.Accept(token)
+	if t.sinceClarify < math.MaxInt32 {
+		t.sinceClarify++
+	}
+	t.generated++
+}
+
+// Rewind undoes the Accept of the last token after a Backspace decision: the
+// engine drops token from the branch and calls Decide again with the logits
+// that chose it; that decision will neither choose token again nor
+// backspace.
+func (t *Trunk) Rewind(token int) {
+	t.pen.Unaccept()
+	if t.generated > 0 {
+		t.generated--
+	}
+	if t.sinceClarify > 0 {
+		t.sinceClarify--
+	}
+	t.backspaces++
+	t.ban = token
+}
+
+// Clone returns an independent copy whose generator continues from the same
+// state (the same draws, given the same logits).
+func (t *Trunk) Clone() *Trunk {
+	c := &Trunk{
+		cfg:          t.cfg,
+		rng:          t.rng,
+		pen:          *t.pen.clone(),
+		sinceClarify: t.sinceClarify,
+		generated:    t.generated,
+		backspaces:   t.backspaces,
+		ban:          t.ban,
+	}
+	return c
+}
+
+// Split is Clone with a generator derived for stream (t's generator
+// advances by one draw), so sibling branches draw independently.
+func (t *Trunk) Split(stream uint64) *Trunk {
+	c := t.Clone()
+	c.rng = t.rng.Split(stream)
+	return c
+}
+
+var errNoLogits = errors.New("policy: empty logits")
+
+// Decide measures the row, classifies it and decides. It allocates nothing
+// once its scratch has grown (Decision.String aside).
+func (t *Trunk) Decide(s Step) (Decision, error) {
+	logits := s.Logits
+	if len(logits) == 0 {
+		return Decision{Token: -1}, errNoLogits
+	}
+	cfg := t.cfg
+	st := measureLogits(logits, cfg.NoiseFloor)
+	if math.IsNaN(st.h) || math.IsNaN(st.v) {
+		return Decision{Token: -1}, fmt.Errorf("policy: row of %d logits: %w", len(logits), errBadLogits)
+	}
+	if math.IsInf(st.max, -1) {
+		return Decision{Token: -1}, fmt.Errorf("policy: every one of %d logits is -Inf", len(logits))
+	}
+	m := Metrics{Entropy: st.h, Varentropy: st.v}
+	if len(s.Attention) > 0 {
+		am, err := MeasureAttention(s.Attention...)
+		if err != nil {
+			return Decision{Token: -1}, fmt.Errorf("policy: %w", err)
+		}
+		m.Attention = am
+	}
+	ban := t.ban
+	t.ban = -1
+	if ban >= len(logits) {
+		ban = -1
+	}
+	d := Decision{
+		Token:      -1,
+		Quadrant:   cfg.Thresholds.Quadrant(m),
+		Metrics:    m,
+		Confidence: Confidence(m),
+		Margin:     st.margin(),
+	}
+
+	switch d.Quadrant {
+	case LELV:
+		d.Action = Greedy
+		d.Token = t.greedy(logits, &st, ban)
+	case HELV:
+		if len(cfg.Clarify) > 0 && t.sinceClarify >= cfg.ClarifyCooldown {
+			for _, tok := range cfg.Clarify {
+				if tok >= len(logits) {
+					return Decision{Token: -1}, fmt.Errorf("policy: clarify token %d outside the vocabulary of %d", tok, len(logits))
+				}
+			}
+			d.Action = Clarify
+			d.Tokens = cfg.Clarify
+			d.Token = cfg.Clarify[0]
+			t.sinceClarify = 0
+			break
+		}
+		d.Action = Sample
+		d.Params = UnsureParams(m, cfg.Base)
+		d.Token, d.Samples = t.sample(logits, &st, d.Params, 1, ban)
+	case LEHV:
+		if cfg.Mode == Search {
+			t.fork = cfg.Fork.selectStats(t.fork[:0], logits, &st, m.Varentropy, s.Budget, ban)
+			if len(t.fork) >= 2 {
+				d.Action = Branch
+				d.Candidates = t.fork
+				break
+			}
+		}
+		d.Action = Sample
+		d.Params = BranchParams(m, cfg.Base)
+		d.Token, d.Samples = t.sample(logits, &st, d.Params, 1, ban)
+	case HEHV:
+		if cfg.Mode == Search && cfg.Backspace && t.generated > 0 && t.backspaces < cfg.MaxBackspaces && ban < 0 {
+			d.Action = Backspace
+			break
+		}
+		d.Action = Resample
+		d.Params = LostParams(m, cfg.Base)
+		d.Token, d.Samples = t.sample(logits, &st, d.Params, 1, ban)
+	default:
+		d.Action = MultiSample
+		d.Params = AdaptiveParams(m, cfg.Base)
+		d.Token, d.Samples = t.sample(logits, &st, d.Params, cfg.AdaptiveSamples, ban)
+	}
+	if d.Token >= 0 {
+		d.LogProb = st.logProb(logits[d.Token])
+		d.Score = d.LogProb + d.Confidence
+	} else if d.Action != Branch && d.Action != Backspace {
+		return Decision{Token: -1}, fmt.Errorf("policy: no token left to choose from a row of %d logits", len(logits))
+	}
+	return d, nil
+}
+
+// greedy returns the most probable token after penalties, never ban.
+func (t *Trunk) greedy(logits []float32, st *rowStats, ban int) int {
+	if ban < 0 && !t.pen.Active() {
+		return st.arg
+	}
+	c := &t.cand
+	c.Reset(logits)
+	t.pen.Apply(c)
+	if ban >= 0 {
+		c.Remove(ban)
+	}
+	return c.ArgMax()
+}
+
+// sample runs penalties → temperature → min-p → top-k → top-p and draws n
+// tokens, returning the most probable one under the untruncated
+// distribution (the best entropix score, since every draw of one step has
+// the same confidence) and the number of draws.
+func (t *Trunk) sample(logits []float32, st *rowStats, p Params, n, ban int) (int, int) {
+	c := &t.cand
+	if ban < 0 && !t.pen.Active() && p.Temperature > 0 && p.MinP > 0 {
+		// min-p while loading: p_i/p_max >= min_p at temperature T
+		// iff l_i >= max + T·ln(min_p).
+		c.ResetAbove(logits, float32(st.max+p.Temperature*math.Log(p.MinP)))
+		c.Scale(p.Temperature)
+	} else {
+		c.Reset(logits)
+		t.pen.Apply(c)
+		if ban >= 0 {
+			c.Remove(ban)
+		}
+		c.Scale(p.Temperature)
+		c.KeepMinP(p.MinP)
+	}
+	c.KeepTopK(p.TopK)
+	c.KeepTopP(p.TopP)
+	if !c.prepareDraw() {
+		return -1, 0
+	}
+	best, bestLogit := -1, float32(math.Inf(-1))
+	for range n {
+		tok := c.drawPrepared(&t.rng)
+		if l := logits[tok]; best < 0 || l > bestLogit {
+			best, bestLogit = tok, l
+		}
+	}
+	return best, n
+}
