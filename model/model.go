@@ -57,6 +57,19 @@ type Model struct {
 	closers []io.Closer
 }
 
+// New assembles a model from a config, weights and tokenizer (which may be
+// nil for models that only run on token ids), checking that they agree.
+func New(c Config, w *Weights, tok *tokenizer.Tokenizer, source string) (*Model, error) {
+	m := &Model{Config: c, Weights: w, Tokenizer: tok, Source: source}
+	if w == nil {
+		return nil, errors.New("model: no weights")
+	}
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // Close releases the model's file mappings. The model must not be used
 // afterwards.
 func (m *Model) Close() error {
