@@ -53,13 +53,16 @@ func (o *Output) Logits(r int) []float32 {
 }
 
 // Attention returns row r's attention in the i-th of the layers asked for
-// (the zero value when no attention was asked for).
+// (the zero value when no attention was asked for, or for a NoLogits row).
 func (o *Output) Attention(r, i int) Attention {
 	if i < 0 || i >= len(o.attnLayers) {
 		return Attention{}
 	}
 	n := o.Pos[r] + 1
 	off := o.attnOff[r*len(o.attnLayers)+i]
+	if off < 0 {
+		return Attention{}
+	}
 	h := o.heads
 	return Attention{Heads: h, Len: n, Scores: o.attn[off : off+h*n], Probs: o.attn[off+h*n : off+2*h*n]}
 }
@@ -225,7 +228,11 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 		}
 		parallelFor(n*c.Heads, func(lo, hi int) {
 			for j := lo; j < hi; j++ {
-				r.attend(rows, l, j/c.Heads, j%c.Heads, attnSlot)
+				i, slot := j/c.Heads, attnSlot
+				if slot >= 0 && rows[i].NoLogits {
+					slot = -1
+				}
+				r.attend(rows, l, i, j%c.Heads, slot)
 			}
 		})
 
@@ -276,11 +283,17 @@ func (r *Runner) prepareOutput(rows []Row, attnLayers []int) {
 	}
 	out.logits = grow(out.logits, nl*c.Vocab)
 
+	// Attention is kept only for rows with logits: a prefill's other rows
+	// would cost O(prompt²) memory for nothing.
 	out.attnLayers = append(out.attnLayers[:0], attnLayers...)
 	out.attnOff = out.attnOff[:0]
 	total := 0
-	for i := range rows {
+	for i, row := range rows {
 		for range attnLayers {
+			if row.NoLogits {
+				out.attnOff = append(out.attnOff, -1)
+				continue
+			}
 			out.attnOff = append(out.attnOff, total)
 			total += 2 * c.Heads * (out.Pos[i] + 1)
 		}
