@@ -8,111 +8,131 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/policy"
+	"github.com/entropix-search/entropix-search/tree"
 )
 
-// Mode is a decoding strategy. All modes run in the same engine with the
-// same budget accounting, so they can be compared at equal compute.
-type Mode uint8
-
-const (
-	Greedy Mode = iota // argmax at every step
-)
-
-func (m Mode) String() string {
-	switch m {
-	case Greedy:
-		return "greedy"
-	}
-	return fmt.Sprintf("Mode(%d)", uint8(m))
-}
-
-// Budget bounds a search. Zero fields take defaults; MaxTokens must be
-// positive.
-type Budget struct {
-	MaxTokens int           // new tokens on the committed path
-	MaxRows   int           // forward rows (the compute budget); 0 = no limit
-	Deadline  time.Time     // zero = none (ctx may carry one too)
-	Timeout   time.Duration // relative deadline, from the start of Search
-}
-
-// Options configure an Engine.
-type Options struct {
-	Mode Mode
-	// CacheTokens is the KV cache capacity in token positions over all
-	// branches; 0 picks a default from the context length.
-	CacheTokens int
-	// Stream, if set, receives committed text as soon as it is decided.
-	Stream func(text string)
-}
-
-// Option changes Options.
-type Option func(*Options)
-
-// WithMode selects the decoding mode.
-func WithMode(m Mode) Option { return func(o *Options) { o.Mode = m } }
-
-// WithStream delivers committed text as it is decided.
-func WithStream(f func(text string)) Option { return func(o *Options) { o.Stream = f } }
-
-// Engine searches over one model. It is not safe for concurrent use.
+// Engine searches over one model. It owns a KV cache pool and the scratch
+// of the forward pass, so it runs one Search at a time; it is not safe for
+// concurrent use.
 type Engine struct {
 	m    *model.Model
 	opts Options
 	kv   *kvcache.Pool
 	run  *model.Runner
+
+	// stepHook, when set (by tests), runs before every step and may fail it.
+	stepHook func(step int) error
 }
 
 // New returns an engine for m.
 func New(m *model.Model, opts ...Option) (*Engine, error) {
-	e := &Engine{m: m}
-	for _, o := range opts {
-		o(&e.opts)
+	o := defaultOptions()
+	for _, f := range opts {
+		f(&o)
 	}
-	if e.opts.CacheTokens <= 0 {
-		e.opts.CacheTokens = m.Config.ContextLen
+	if int(o.Mode) >= len(modeNames) {
+		return nil, fmt.Errorf("engine: invalid mode %d", o.Mode)
 	}
-	kv, err := m.NewCache(e.opts.CacheTokens, 16)
+	if o.Width < 1 || o.Width > policy.MaxForkWidth {
+		return nil, fmt.Errorf("engine: width %d outside [1, %d]", o.Width, policy.MaxForkWidth)
+	}
+	if m.Tokenizer == nil {
+		return nil, errors.New("engine: the model has no tokenizer")
+	}
+	if o.ClarifyText != "" && o.ClarifyText != "-" {
+		o.Policy.Clarify = m.Tokenizer.Encode(o.ClarifyText, false)
+	} else {
+		o.Policy.Clarify = nil
+	}
+	if err := o.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if o.CacheTokens <= 0 {
+		o.CacheTokens = min(4*m.Config.ContextLen, 65536)
+	}
+	kv, err := m.NewCache(o.CacheTokens, 16)
 	if err != nil {
 		return nil, err
 	}
-	e.kv = kv
-	e.run = m.NewRunner(kv)
-	return e, nil
+	return &Engine{m: m, opts: o, kv: kv, run: m.NewRunner(kv)}, nil
 }
+
+// Options returns the engine's options (with Policy.Clarify tokenized).
+func (e *Engine) Options() Options { return e.opts }
+
+// Model returns the engine's model.
+func (e *Engine) Model() *model.Model { return e.m }
 
 // Cache returns the engine's KV cache pool (for inspection).
 func (e *Engine) Cache() *kvcache.Pool { return e.kv }
 
 // Stats describe the work a search did.
 type Stats struct {
-	ForwardPasses int
-	Rows          int // forward rows, prompt included
-	PromptTokens  int
-	Generated     int
-	Wall          time.Duration
+	ForwardPasses int `json:"forward_passes"`
+	// Rows are the forward rows spent after the prompt (what
+	// Budget.MaxRows bounds); PromptRows those of the prompt's prefill.
+	Rows       int `json:"rows"`
+	PromptRows int `json:"prompt_rows"`
+	// Generated counts the tokens of the committed path; TokensExplored
+	// every token fed to the model after the prompt, in all branches.
+	Generated      int           `json:"generated"`
+	TokensExplored int           `json:"tokens_explored"`
+	Forks          int           `json:"forks"`
+	Prunes         int           `json:"prunes"`
+	KVBlocksPeak   int           `json:"kv_blocks_peak"`
+	MaxLive        int           `json:"max_live"`
+	Wall           time.Duration `json:"wall_ns"`
+	// ForwardTime is the part of Wall spent in forward passes.
+	ForwardTime time.Duration `json:"forward_ns"`
 }
 
 // Result is the outcome of a search.
 type Result struct {
-	Text   string // the committed continuation (the prompt excluded)
-	Tokens []int  // its token ids
-	Stats  Stats
+	Mode   Mode   `json:"mode"`
+	Text   string `json:"text"`   // the committed continuation, prompt excluded
+	Tokens []int  `json:"tokens"` // its token ids
+	// Tree holds every node the search made; the committed path is marked.
+	Tree  *tree.Tree `json:"tree"`
+	Stats Stats      `json:"stats"`
 	// Stopped says why the search ended: "eos", "max-tokens", "budget",
-	// "deadline", "canceled" or "context-full".
-	Stopped string
+	// "deadline", "canceled", "context-full" or "kv-full".
+	Stopped string `json:"stopped"`
+	// BudgetExhausted is set when a budget (rows, time) cut the search
+	// short: the result is the best found so far.
+	BudgetExhausted bool `json:"budget_exhausted"`
 }
 
 // ErrEmptyPrompt is returned for an empty prompt.
 var ErrEmptyPrompt = errors.New("engine: empty prompt")
 
-// Search continues prompt within the budget. On cancellation or deadline
-// it returns the partial result together with the context's error.
+// Search continues prompt within the budget and returns the best
+// continuation found. When ctx is canceled or its deadline passes, Search
+// returns the partial result together with the context's error; on any
+// other error the result is nil. Every KV block the search took is
+// released before it returns.
 func (e *Engine) Search(ctx context.Context, prompt string, b Budget) (*Result, error) {
 	if prompt == "" {
 		return nil, ErrEmptyPrompt
 	}
-	if b.MaxTokens <= 0 {
-		return nil, fmt.Errorf("engine: budget of %d tokens: must be positive", b.MaxTokens)
+	ids := e.m.Tokenizer.Encode(prompt, e.m.Tokenizer.AddBOS())
+	if len(ids) == 0 {
+		return nil, ErrEmptyPrompt
+	}
+	return e.SearchTokens(ctx, prompt, ids, b)
+}
+
+// SearchTokens is Search for a prompt already tokenized; promptText is
+// used for display (the tree's root).
+func (e *Engine) SearchTokens(ctx context.Context, promptText string, ids []int, b Budget) (*Result, error) {
+	if len(ids) == 0 {
+		return nil, ErrEmptyPrompt
+	}
+	if err := e.checkBudget(&b); err != nil {
+		return nil, err
+	}
+	if len(ids) >= e.m.Config.ContextLen {
+		return nil, fmt.Errorf("engine: prompt of %d tokens does not fit the context of %d", len(ids), e.m.Config.ContextLen)
 	}
 	if b.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -124,109 +144,36 @@ func (e *Engine) Search(ctx context.Context, prompt string, b Budget) (*Result, 
 		ctx, cancel = context.WithDeadline(ctx, b.Deadline)
 		defer cancel()
 	}
-	start := time.Now()
-	tok := e.m.Tokenizer
-	ids := tok.Encode(prompt, true)
-	if len(ids) == 0 {
-		return nil, ErrEmptyPrompt
+	s := newSearch(e, ctx, promptText, ids, b)
+	defer s.release()
+	err := s.run()
+	res := s.result()
+	if err != nil && ctx.Err() == nil {
+		return nil, err
 	}
-	if len(ids) >= e.m.Config.ContextLen {
-		return nil, fmt.Errorf("engine: prompt of %d tokens does not fit the context of %d", len(ids), e.m.Config.ContextLen)
-	}
-	res := &Result{}
-	res.Stats.PromptTokens = len(ids)
-	seq := e.kv.NewSeq()
-	defer e.kv.Free(seq)
-
-	err := e.greedy(ctx, seq, ids, b, res)
-	// Decode the continuation after the prompt's last token, so that its
-	// first piece keeps its leading space.
-	dec := tok.NewDecoder(ids[len(ids)-1])
-	var text []byte
-	for _, t := range res.Tokens {
-		text = append(text, dec.Next(t)...)
-	}
-	res.Text = string(append(text, dec.Flush()...))
-	res.Stats.Wall = time.Since(start)
 	return res, err
 }
 
-func (e *Engine) forward(rows []model.Row, res *Result) (*model.Output, error) {
-	out, err := e.run.Forward(rows)
-	if err != nil {
-		return nil, err
+// checkBudget validates b and fills its defaults for the engine's mode.
+func (e *Engine) checkBudget(b *Budget) error {
+	switch {
+	case b.MaxTokens <= 0:
+		return fmt.Errorf("engine: budget of %d tokens: must be positive", b.MaxTokens)
+	case b.MaxRows < 0 || b.MaxWidth < 0 || b.MaxDepth < 0 || b.Timeout < 0:
+		return fmt.Errorf("engine: negative budget %+v", *b)
 	}
-	res.Stats.ForwardPasses++
-	res.Stats.Rows += len(rows)
-	return out, nil
-}
-
-func (e *Engine) greedy(ctx context.Context, seq *kvcache.Seq, prompt []int, b Budget, res *Result) error {
-	rows := make([]model.Row, len(prompt))
-	for i, t := range prompt {
-		rows[i] = model.Row{Seq: seq, Token: t, NoLogits: i < len(prompt)-1}
-	}
-	out, err := e.forward(rows, res)
-	if err != nil {
-		return err
-	}
-	logits := out.Logits(len(rows) - 1)
-	dec := e.m.Tokenizer.NewDecoder(prompt[len(prompt)-1])
-	defer func() {
-		if e.opts.Stream != nil {
-			if s := dec.Flush(); s != "" {
-				e.opts.Stream(s)
-			}
-		}
-	}()
-	for {
-		if err := ctx.Err(); err != nil {
-			res.Stopped = stopReason(err)
-			return err
-		}
-		next := argmax(logits)
-		if next == e.m.Tokenizer.EOS() {
-			res.Stopped = "eos"
-			return nil
-		}
-		res.Tokens = append(res.Tokens, next)
-		res.Stats.Generated++
-		if e.opts.Stream != nil {
-			e.opts.Stream(dec.Next(next))
-		}
-		if len(res.Tokens) >= b.MaxTokens {
-			res.Stopped = "max-tokens"
-			return nil
-		}
-		if b.MaxRows > 0 && res.Stats.Rows >= b.MaxRows {
-			res.Stopped = "budget"
-			return nil
-		}
-		out, err = e.forward([]model.Row{{Seq: seq, Token: next}}, res)
-		if errors.Is(err, model.ErrContextFull) {
-			res.Stopped = "context-full"
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		logits = out.Logits(0)
-	}
-}
-
-func stopReason(err error) string {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "deadline"
-	}
-	return "canceled"
-}
-
-func argmax(x []float32) int {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
+	if b.MaxWidth == 0 {
+		switch e.opts.Mode {
+		case Beam, CoTDecoding:
+			b.MaxWidth = e.opts.Width
+		case BeamAdaptive:
+			b.MaxWidth = 8
+		default:
+			b.MaxWidth = 1
 		}
 	}
-	return best
+	if b.MaxDepth == 0 {
+		b.MaxDepth = 32
+	}
+	return nil
 }

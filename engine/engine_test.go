@@ -36,11 +36,11 @@ func TestGreedySearch(t *testing.T) {
 	if res.Text != want || streamed.String() != want {
 		t.Fatalf("text %q, streamed %q, want %q", res.Text, streamed.String(), want)
 	}
-	if res.Stopped != "max-tokens" || res.Stats.Generated != 60 || res.Stats.PromptTokens != 5 {
+	if res.Stopped != "max-tokens" || res.Stats.Generated != 60 || res.Stats.PromptRows != 5 {
 		t.Fatalf("stopped %q, stats %+v", res.Stopped, res.Stats)
 	}
 	// The prompt is one batch; then one row per generated token but the last.
-	if res.Stats.ForwardPasses != 60 || res.Stats.Rows != 5+59 {
+	if res.Stats.ForwardPasses != 60 || res.Stats.Rows != 59 {
 		t.Fatalf("stats %+v", res.Stats)
 	}
 	if n := e.Cache().Stats().BlocksInUse; n != 0 {

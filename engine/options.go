@@ -1,0 +1,194 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/entropix-search/entropix-search/policy"
+)
+
+// Mode is a decoding strategy. Every mode runs in the same engine with the
+// same budget accounting, so modes compare at equal compute.
+type Mode uint8
+
+const (
+	Greedy       Mode = iota // argmax at every step
+	Sample                   // the sampler chain (temperature, top-k, top-p, min-p, penalties)
+	Entropix                 // the single-path entropix sampler (quadrants, clarify)
+	Beam                     // fixed-width beam search, length-normalised log-probability
+	CoTDecoding              // top-k first tokens, then greedy; best by answer margin
+	BeamAdaptive             // varentropy-driven tree search (the product)
+)
+
+var modeNames = [...]string{"greedy", "sample", "entropix", "beam", "cot-decoding", "beam-adaptive"}
+
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// Modes lists every mode, in order.
+func Modes() []Mode { return []Mode{Greedy, Sample, Entropix, Beam, CoTDecoding, BeamAdaptive} }
+
+// ParseMode reads a mode name ("beam-adaptive", ...).
+func ParseMode(s string) (Mode, error) {
+	for i, n := range modeNames {
+		if n == s {
+			return Mode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("engine: unknown mode %q (want one of %v)", s, modeNames)
+}
+
+// MarshalText encodes the mode by name.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText decodes a mode name.
+func (m *Mode) UnmarshalText(b []byte) error {
+	v, err := ParseMode(string(b))
+	*m = v
+	return err
+}
+
+// Budget bounds a search. MaxTokens must be positive; zero elsewhere means
+// the default (or no limit, for MaxRows and the deadlines).
+type Budget struct {
+	// MaxTokens bounds the new tokens of the committed path (and the depth
+	// of every branch below the prompt).
+	MaxTokens int
+	// MaxRows bounds the forward rows spent after the prompt: the compute
+	// budget, comparable across modes (a step over B branches costs B rows;
+	// the prompt's prefill is counted in Stats.PromptRows, not here).
+	MaxRows int
+	// MaxWidth bounds the live branches at any time (default: Options.Width
+	// for beam and cot-decoding, 8 for beam-adaptive; 1 for single-path modes).
+	MaxWidth int
+	// MaxDepth bounds how far a branch looks ahead past its fork point
+	// before the siblings are compared (beam-adaptive; default 32).
+	MaxDepth int
+	// Deadline and Timeout stop the search with its best result so far;
+	// the context passed to Search may carry a deadline too.
+	Deadline time.Time
+	Timeout  time.Duration
+}
+
+// Sampling configures the Sample mode's chain.
+type Sampling struct {
+	Temperature float64 // default 0.8
+	TopK        int     // 0: off
+	TopP        float64 // 0 or 1: off
+	MinP        float64 // 0: off
+	// RepeatPenalty divides (or multiplies, when negative) the logits of
+	// the last RepeatWindow tokens; 0 or 1: off.
+	RepeatPenalty float64
+	RepeatWindow  int
+}
+
+// DefaultSampling returns llama.cpp-like defaults.
+func DefaultSampling() Sampling {
+	return Sampling{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05}
+}
+
+// Options configure an Engine.
+type Options struct {
+	Mode Mode
+	Seed uint64
+	// Width is K of beam and cot-decoding (default 4).
+	Width int
+	// Policy configures the entropix trunk (thresholds, clarify cooldown,
+	// fork width, ...). Its Clarify tokens are filled from ClarifyText.
+	Policy policy.Config
+	// ClarifyText is inserted when the model is uniformly unsure
+	// (default policy.DefaultClarifyText); "-" disables insertion.
+	ClarifyText string
+	Sampling    Sampling
+	// Score ranks branches in beam-adaptive and cot-decoding (default:
+	// entropix for beam-adaptive; cot-decoding always uses the margin).
+	Score policy.ScoreKind
+	// PruneMargin prunes a branch whose mean score falls this far below
+	// its best sibling's (default 1.5).
+	PruneMargin float64
+	// SettleSteps is how many confident (LELV) steps in a row end a
+	// branch's lookahead: it is back within the entropy bounds (default 3).
+	SettleSteps int
+	// CacheTokens is the KV cache capacity in token positions over all
+	// branches (default: 4 contexts' worth, at most 65536).
+	CacheTokens int
+	// StopTokens end a branch like end of text (e.g. a chat template's
+	// end-of-turn token); they are not part of the result.
+	StopTokens []int
+	// Stream, if set, receives committed text as soon as it is decided.
+	Stream func(text string)
+	// Log receives debug decisions (zerolog; default: disabled, at no cost).
+	Log zerolog.Logger
+	// Progress, if set, is called after every step.
+	Progress func(Progress)
+}
+
+// Progress is a snapshot of a running search.
+type Progress struct {
+	Step      int
+	Live      int // live branches
+	Committed int // tokens on the committed path
+	Stats     Stats
+	Budget    Budget
+}
+
+// Option changes Options.
+type Option func(*Options)
+
+// WithMode selects the decoding mode.
+func WithMode(m Mode) Option { return func(o *Options) { o.Mode = m } }
+
+// WithSeed sets the seed of every random draw.
+func WithSeed(seed uint64) Option { return func(o *Options) { o.Seed = seed } }
+
+// WithWidth sets K for beam and cot-decoding.
+func WithWidth(k int) Option { return func(o *Options) { o.Width = k } }
+
+// WithPolicy sets the entropix trunk configuration.
+func WithPolicy(c policy.Config) Option { return func(o *Options) { o.Policy = c } }
+
+// WithThresholds sets the quadrant thresholds.
+func WithThresholds(t policy.Thresholds) Option { return func(o *Options) { o.Policy.Thresholds = t } }
+
+// WithClarifyText sets the text inserted when the model is uniformly unsure.
+func WithClarifyText(s string) Option { return func(o *Options) { o.ClarifyText = s } }
+
+// WithSampling configures the Sample mode.
+func WithSampling(s Sampling) Option { return func(o *Options) { o.Sampling = s } }
+
+// WithScore picks how beam-adaptive ranks branches.
+func WithScore(k policy.ScoreKind) Option { return func(o *Options) { o.Score = k } }
+
+// WithStream delivers committed text as it is decided.
+func WithStream(f func(text string)) Option { return func(o *Options) { o.Stream = f } }
+
+// WithStopTokens ends branches at these tokens as at end of text.
+func WithStopTokens(ids ...int) Option { return func(o *Options) { o.StopTokens = ids } }
+
+// WithProgress calls f after every step.
+func WithProgress(f func(Progress)) Option { return func(o *Options) { o.Progress = f } }
+
+// WithLogger logs decisions at debug level.
+func WithLogger(l zerolog.Logger) Option { return func(o *Options) { o.Log = l } }
+
+// WithCacheTokens sets the KV cache capacity in token positions.
+func WithCacheTokens(n int) Option { return func(o *Options) { o.CacheTokens = n } }
+
+func defaultOptions() Options {
+	return Options{
+		Mode:        BeamAdaptive,
+		Width:       4,
+		Policy:      policy.DefaultConfig(),
+		ClarifyText: policy.DefaultClarifyText,
+		Sampling:    DefaultSampling(),
+		PruneMargin: 1.5,
+		SettleSteps: 3,
+		Log:         zerolog.Nop(),
+	}
+}

@@ -1,0 +1,534 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/entropix-search/entropix-search/kvcache"
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/tokenizer"
+	"github.com/entropix-search/entropix-search/policy"
+	"github.com/entropix-search/entropix-search/tree"
+)
+
+// A branch is a live leaf of the search: its tree node, its KV sequence,
+// the tokens it feeds at the next step, and its policy state.
+type branch struct {
+	leaf  tree.ID
+	seq   *kvcache.Seq
+	feed  []int // chosen but not yet run; the last one's logits come next
+	row   int   // row of this branch's logits in the current step
+	trunk *policy.Trunk
+	chain *policy.Chain
+	score policy.PathScore
+	// settled counts confident steps in a row (beam-adaptive lookahead).
+	settled int
+	// prev holds the logits that chose the leaf's token, for Backspace.
+	prev []float32
+	// done says why a beam-adaptive branch stopped looking ahead ("" while
+	// it explores).
+	done string
+}
+
+// search is the state of one Search call.
+type search struct {
+	e     *Engine
+	ctx   context.Context
+	b     Budget
+	opts  *Options
+	tok   *tokenizer.Tokenizer
+	stops []int // end of text, and any Options.StopTokens
+	log   zerolog.Logger
+
+	t      *tree.Tree
+	prompt []int
+	live   []*branch
+	rows   []model.Row
+	out    *model.Output
+	attn   []int // layers whose attention feeds the policy
+	step   int
+	start  time.Time
+	res    *Result
+
+	// Committed output: the last committed node, tokens not yet streamed.
+	committed tree.ID
+	unsent    []int
+	dec       *tokenizer.Decoder
+
+	// Mode state.
+	finished []tree.ID // beam: finished hypotheses
+	group    *group    // beam-adaptive: the fork being explored
+	cand     policy.Candidates
+	top      []int
+}
+
+func newSearch(e *Engine, ctx context.Context, text string, ids []int, b Budget) *search {
+	s := &search{
+		e: e, ctx: ctx, b: b, opts: &e.opts, tok: e.m.Tokenizer, log: e.opts.Log,
+		stops: append([]int{e.m.Tokenizer.EOS()}, e.opts.StopTokens...),
+		t:     tree.New(text, ids), prompt: ids, start: time.Now(),
+		res:       &Result{Mode: e.opts.Mode},
+		committed: tree.Root,
+		dec:       e.m.Tokenizer.NewDecoder(ids[len(ids)-1]),
+	}
+	if e.opts.Mode == Entropix || e.opts.Mode == BeamAdaptive {
+		s.attn = []int{e.m.Config.Layers - 1}
+	}
+	return s
+}
+
+// run drives the search to its end: one batched forward pass per step over
+// every live branch, then the mode's decisions.
+func (s *search) run() error {
+	root := &branch{leaf: tree.Root, seq: s.e.kv.NewSeq(), feed: slices.Clone(s.prompt)}
+	s.t.Node(tree.Root).Seq = root.seq
+	s.live = []*branch{root}
+	if err := s.init(root); err != nil {
+		return err
+	}
+	for s.res.Stopped == "" {
+		if err := s.ctx.Err(); err != nil {
+			s.finish(stopReason(err), true)
+			return err
+		}
+		if len(s.live) == 0 {
+			s.finish("eos", false)
+			break
+		}
+		if !s.fit() {
+			break
+		}
+		if h := s.e.stepHook; h != nil {
+			if err := h(s.step); err != nil {
+				return err
+			}
+		}
+		err := s.forward()
+		switch {
+		case errors.Is(err, model.ErrContextFull):
+			s.finish("context-full", false)
+			return nil
+		case errors.Is(err, kvcache.ErrCacheFull):
+			// fit counts blocks conservatively, so this is rare: drop
+			// the worst branch and try again, or stop.
+			if len(s.live) <= 1 {
+				s.finish("kv-full", true)
+				return nil
+			}
+			s.prune(s.worst(), "kv-full")
+			continue
+		case err != nil:
+			return err
+		}
+		if err := s.advance(); err != nil {
+			return err
+		}
+		s.step++
+		if f := s.opts.Progress; f != nil {
+			st := s.res.Stats
+			st.Wall = time.Since(s.start)
+			f(Progress{Step: s.step, Live: len(s.live), Committed: len(s.res.Tokens), Stats: st, Budget: s.b})
+		}
+	}
+	return nil
+}
+
+// init sets up the mode's policy state on the root branch.
+func (s *search) init(root *branch) error {
+	o := s.opts
+	switch o.Mode {
+	case Sample:
+		sp := o.Sampling
+		var stages []policy.Sampler
+		if sp.RepeatPenalty != 0 && sp.RepeatPenalty != 1 {
+			stages = append(stages, &policy.Penalties{Window: max(sp.RepeatWindow, 64), Repeat: sp.RepeatPenalty})
+		}
+		stages = append(stages, policy.Temperature(sp.Temperature))
+		if sp.MinP > 0 {
+			stages = append(stages, policy.MinP(sp.MinP))
+		}
+		if sp.TopK > 0 {
+			stages = append(stages, policy.TopK(sp.TopK))
+		}
+		if sp.TopP > 0 && sp.TopP < 1 {
+			stages = append(stages, policy.TopP(sp.TopP))
+		}
+		stages = append(stages, policy.NewDist(o.Seed, 0))
+		root.chain = policy.NewChain(stages...)
+		for _, t := range s.prompt {
+			root.chain.Accept(t)
+		}
+	case Entropix, BeamAdaptive:
+		cfg := o.Policy
+		cfg.Mode = policy.SinglePath
+		if o.Mode == BeamAdaptive && s.b.MaxWidth >= 2 {
+			cfg.Mode = policy.Search
+		}
+		tr, err := policy.NewTrunk(cfg, o.Seed, 0)
+		if err != nil {
+			return err
+		}
+		tr.Prime(s.prompt)
+		root.trunk = tr
+	}
+	return nil
+}
+
+// advance applies the mode's decisions to the logits of the last step.
+func (s *search) advance() error {
+	switch s.opts.Mode {
+	case Beam:
+		s.stepBeam()
+	case CoTDecoding:
+		s.stepCoT()
+	case BeamAdaptive:
+		return s.stepAdaptive()
+	default:
+		return s.stepSingle()
+	}
+	return nil
+}
+
+// rowsNeeded is the number of forward rows the next step costs.
+func (s *search) rowsNeeded() int {
+	n := 0
+	for _, br := range s.live {
+		n += len(br.feed)
+	}
+	return n
+}
+
+// blocksNeeded is an upper bound on the KV blocks the next step takes.
+func (s *search) blocksNeeded() int {
+	kv, bs, n := s.e.kv, s.e.kv.BlockSize(), 0
+	for _, br := range s.live {
+		if len(br.feed) == 0 {
+			continue
+		}
+		if kv.AppendNeedsBlock(br.seq) {
+			n++
+		}
+		for p := br.seq.Len() + 1; p < br.seq.Len()+len(br.feed); p++ {
+			if p%bs == 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// fit makes the next step fit the row budget and the KV pool by pruning
+// the worst branches; when even one branch does not fit, it ends the
+// search with the best result so far and returns false.
+func (s *search) fit() bool {
+	if s.step > 0 && s.b.MaxRows > 0 {
+		for s.res.Stats.Rows+s.rowsNeeded() > s.b.MaxRows {
+			if len(s.live) <= 1 {
+				s.finish("budget", true)
+				return false
+			}
+			s.prune(s.worst(), "budget")
+		}
+	}
+	for s.blocksNeeded() > s.e.kv.Stats().FreeBlocks {
+		if len(s.live) <= 1 {
+			s.finish("kv-full", true)
+			return false
+		}
+		s.prune(s.worst(), "kv-full")
+	}
+	return true
+}
+
+// forward runs every live branch's pending tokens as one batch.
+func (s *search) forward() error {
+	// A multi-token feed after the prompt is a clarify insertion; when
+	// Backspace may follow, the logits that predicted its last token are
+	// kept too.
+	stash := s.step > 0 && s.opts.Mode == BeamAdaptive && s.backspaceOn()
+	s.rows = s.rows[:0]
+	for _, br := range s.live {
+		n := len(br.feed)
+		for i, t := range br.feed {
+			want := i == n-1 || (stash && i == n-2)
+			s.rows = append(s.rows, model.Row{Seq: br.seq, Token: t, NoLogits: !want})
+		}
+		br.row = len(s.rows) - 1
+	}
+	t0 := time.Now()
+	out, err := s.e.run.Forward(s.rows, s.attn...)
+	st := &s.res.Stats
+	st.ForwardTime += time.Since(t0)
+	if err != nil {
+		return err
+	}
+	s.out = out
+	st.ForwardPasses++
+	if s.step == 0 {
+		st.PromptRows += len(s.rows)
+	} else {
+		st.Rows += len(s.rows)
+		st.TokensExplored += len(s.rows)
+	}
+	for _, br := range s.live {
+		if stash && len(br.feed) > 1 {
+			br.prev = append(br.prev[:0], out.Logits(br.row-1)...)
+		}
+		br.feed = br.feed[:0]
+	}
+	st.KVBlocksPeak = max(st.KVBlocksPeak, s.e.kv.Stats().BlocksInUse)
+	st.MaxLive = max(st.MaxLive, len(s.live))
+	return nil
+}
+
+// logits and attention of a branch in the current step.
+func (s *search) logits(br *branch) []float32 { return s.out.Logits(br.row) }
+
+func (s *search) attention(br *branch) []policy.Attention {
+	if len(s.attn) == 0 {
+		return nil
+	}
+	a := s.out.Attention(br.row, 0)
+	return []policy.Attention{{Heads: a.Heads, Len: a.Len, Scores: a.Scores, Probs: a.Probs}}
+}
+
+// extend appends token to br as a new node, to be fed at the next step;
+// an end-of-text token finishes the branch instead.
+func (s *search) extend(br *branch, tok int, logProb float64, m policy.Metrics, q policy.Quadrant, a policy.Action) tree.ID {
+	id := s.t.Add(br.leaf, tree.Node{
+		Token: tok, Text: s.tok.Piece(tok), LogProb: logProb, Step: s.step,
+		Metrics: m, Quadrant: q, Action: a,
+	})
+	s.t.Node(br.leaf).Seq = nil
+	br.leaf = id
+	n := s.t.Node(id)
+	if s.isStop(tok) {
+		n.Status, n.Reason = tree.Finished, "eos"
+		n.Seq = br.seq // released with the branch
+		return id
+	}
+	n.Seq = br.seq
+	br.feed = append(br.feed, tok)
+	return id
+}
+
+// isStop reports whether tok ends a branch (end of text, end of turn).
+func (s *search) isStop(tok int) bool { return slices.Contains(s.stops, tok) }
+
+// fork returns a child branch sharing br's cache (copy on write).
+func (s *search) fork(br *branch) *branch {
+	return &branch{leaf: br.leaf, seq: s.e.kv.Fork(br.seq), score: br.score, settled: br.settled}
+}
+
+// prune removes br from the live set, marks its leaf pruned and frees
+// its cache.
+func (s *search) prune(br *branch, reason string) {
+	s.live = slices.DeleteFunc(s.live, func(b *branch) bool { return b == br })
+	s.pruneNode(s.branchTop(br), reason)
+	s.log.Debug().Int("step", s.step).Int32("leaf", int32(br.leaf)).Str("reason", reason).Msg("prune")
+}
+
+func (s *search) pruneNode(id tree.ID, reason string) {
+	if n := s.t.PruneSubtree(id, reason, s.free); n > 0 {
+		s.res.Stats.Prunes++
+	}
+}
+
+func (s *search) free(seq *kvcache.Seq) { s.e.kv.Free(seq) }
+
+// branchTop is the highest node whose subtree holds only br's path: the
+// part of the tree that goes when br is pruned.
+func (s *search) branchTop(br *branch) tree.ID {
+	top := br.leaf
+	for {
+		n := s.t.Node(top)
+		p := n.Parent
+		if p == tree.None || s.t.Node(p).Committed || len(s.t.Node(p).Children) != 1 {
+			return top
+		}
+		if s.group != nil && p == s.group.at {
+			return top
+		}
+		top = p
+	}
+}
+
+// worst returns the live branch ranked lowest by the mode's score.
+func (s *search) worst() *branch {
+	w := s.live[len(s.live)-1]
+	for _, br := range slices.Backward(s.live) {
+		if s.rank(br) < s.rank(w) {
+			w = br
+		}
+	}
+	return w
+}
+
+// rank orders branches for pruning (higher is better).
+func (s *search) rank(br *branch) float64 {
+	switch s.opts.Mode {
+	case Beam:
+		return meanLogProb(br.score)
+	case CoTDecoding:
+		return br.score.CoTMargin()
+	}
+	return br.score.Value(s.opts.Score)
+}
+
+func meanLogProb(p policy.PathScore) float64 {
+	if p.Steps == 0 {
+		return 0
+	}
+	return p.LogProb / float64(p.Steps)
+}
+
+// commit marks the path to id as chosen and queues its new tokens for the
+// stream; keep tokens at the end are held back (they may be backspaced).
+func (s *search) commit(id tree.ID, keep int) {
+	path := s.t.Path(id)
+	i := slices.Index(path, s.committed)
+	for _, n := range path[i+1:] {
+		if t := s.t.Node(n).Token; !s.isStop(t) {
+			s.unsent = append(s.unsent, t)
+			s.res.Tokens = append(s.res.Tokens, t)
+		}
+	}
+	s.t.Commit(id)
+	s.committed = id
+	s.flush(keep)
+}
+
+// flush streams the committed tokens but the last keep.
+func (s *search) flush(keep int) {
+	n := max(len(s.unsent)-keep, 0)
+	if n == 0 {
+		return
+	}
+	for _, t := range s.unsent[:n] {
+		if txt := s.dec.Next(t); txt != "" && s.opts.Stream != nil {
+			s.opts.Stream(txt)
+		}
+	}
+	s.unsent = append(s.unsent[:0], s.unsent[n:]...)
+}
+
+// uncommitLast takes back the last committed token (Backspace).
+func (s *search) uncommitLast() {
+	n := s.t.Node(s.committed)
+	n.Committed = false
+	s.committed = n.Parent
+	s.res.Tokens = s.res.Tokens[:len(s.res.Tokens)-1]
+	s.unsent = s.unsent[:len(s.unsent)-1]
+}
+
+// committedLen is the number of new tokens on the committed path.
+func (s *search) committedLen() int { return len(s.res.Tokens) }
+
+// finish ends the search; exhausted marks a budget or deadline cut.
+func (s *search) finish(reason string, exhausted bool) {
+	if s.res.Stopped != "" {
+		return
+	}
+	s.res.Stopped = reason
+	s.res.BudgetExhausted = exhausted
+	if s.opts.Mode == Beam || s.opts.Mode == CoTDecoding || s.opts.Mode == BeamAdaptive {
+		s.commitBest()
+	}
+}
+
+// commitBest commits the best leaf when a multi-branch search ends.
+func (s *search) commitBest() {
+	switch s.opts.Mode {
+	case Beam:
+		s.commitBeam()
+	case CoTDecoding:
+		s.commitCoT()
+	case BeamAdaptive:
+		s.resolveGroup(true)
+	}
+}
+
+// result completes the Result (text, stats) once the search has ended.
+func (s *search) result() *Result {
+	s.flush(0)
+	if s.opts.Stream != nil {
+		if txt := s.dec.Flush(); txt != "" {
+			s.opts.Stream(txt)
+		}
+	}
+	s.res.Text = decodeAfter(s.tok, s.prompt[len(s.prompt)-1], s.res.Tokens)
+	s.res.Tree = s.t
+	s.res.Stats.Generated = len(s.res.Tokens)
+	s.res.Stats.Wall = time.Since(s.start)
+	return s.res
+}
+
+// release frees every KV sequence the tree still holds.
+func (s *search) release() {
+	for id := range tree.ID(s.t.Len()) {
+		if n := s.t.Node(id); n.Seq != nil {
+			s.e.kv.Free(n.Seq)
+			n.Seq = nil
+		}
+	}
+	s.live = nil
+}
+
+// decodeAfter decodes ids as a continuation of token prev.
+func decodeAfter(tok *tokenizer.Tokenizer, prev int, ids []int) string {
+	d := tok.NewDecoder(prev)
+	var b []byte
+	for _, t := range ids {
+		b = append(b, d.Next(t)...)
+	}
+	return string(append(b, d.Flush()...))
+}
+
+func stopReason(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "deadline"
+	}
+	return "canceled"
+}
+
+// logSumExp returns log Σ exp(logits) and the index of the largest.
+func logSumExp(logits []float32) (lz float64, arg int) {
+	mx := logits[0]
+	for i, v := range logits {
+		if v > mx {
+			mx, arg = v, i
+		}
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v - mx))
+	}
+	return float64(mx) + math.Log(sum), arg
+}
+
+// topK writes the indices of the k largest logits, largest first, to dst.
+func topK(logits []float32, k int, dst []int) []int {
+	dst = dst[:0]
+	for i, v := range logits {
+		if len(dst) == k && v <= logits[dst[k-1]] {
+			continue
+		}
+		j := len(dst)
+		if j < k {
+			dst = append(dst, i)
+		} else {
+			j = k - 1
+		}
+		for j > 0 && logits[dst[j-1]] < v {
+			dst[j] = dst[j-1]
+			j--
+		}
+		dst[j] = i
+	}
+	return dst
+}

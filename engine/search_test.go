@@ -1,0 +1,242 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"slices"
+	"testing"
+
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/modeltest"
+	"github.com/entropix-search/entropix-search/policy"
+	"github.com/entropix-search/entropix-search/tree"
+)
+
+func loadStories(t testing.TB) *model.Model {
+	t.Helper()
+	m, err := model.Load(modeltest.Path(t, modeltest.Stories260KBin), modeltest.Path(t, modeltest.Tok512))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func newEngine(t testing.TB, m *model.Model, opts ...Option) *Engine {
+	t.Helper()
+	e, err := New(m, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func runSearch(t testing.TB, e *Engine, prompt string, b Budget) *Result {
+	t.Helper()
+	res, err := e.Search(context.Background(), prompt, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.Cache().Stats().BlocksInUse; n != 0 {
+		t.Fatalf("%v: %d KV blocks still in use after Search", e.opts.Mode, n)
+	}
+	return res
+}
+
+// forking returns thresholds under which stories260K forks often: its
+// own calibration puts LEHV at high varentropy with moderate entropy.
+func forking() policy.Thresholds {
+	th := policy.EntropixV1
+	th.Name = "test-forking"
+	th.HighVarentropy = 1.0
+	th.HighEntropy = 6
+	th.LowEntropy = 0.05
+	th.LowVarentropy = 0.05
+	th.BranchEntropy = 6
+	return th
+}
+
+func treeJSON(t testing.TB, tr *tree.Tree) []byte {
+	t.Helper()
+	b, err := json.Marshal(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Must-show 1: a fixed seed gives the same output in every mode.
+func TestDeterministic(t *testing.T) {
+	m := loadStories(t)
+	for _, mode := range Modes() {
+		t.Run(mode.String(), func(t *testing.T) {
+			b := Budget{MaxTokens: 40, MaxRows: 200}
+			opts := []Option{WithMode(mode), WithSeed(7), WithThresholds(forking())}
+			r1 := runSearch(t, newEngine(t, m, opts...), "Once upon a time", b)
+			r2 := runSearch(t, newEngine(t, m, opts...), "Once upon a time", b)
+			if r1.Text != r2.Text || !slices.Equal(r1.Tokens, r2.Tokens) {
+				t.Fatalf("two runs differ:\n%q\n%q", r1.Text, r2.Text)
+			}
+			if !bytes.Equal(treeJSON(t, r1.Tree), treeJSON(t, r2.Tree)) {
+				t.Fatal("two runs built different trees")
+			}
+			if len(r1.Tokens) == 0 || r1.Stats.Rows > b.MaxRows {
+				t.Fatalf("tokens %d, rows %d (budget %d)", len(r1.Tokens), r1.Stats.Rows, b.MaxRows)
+			}
+		})
+	}
+}
+
+// Must-show 2: the KV pool is back to empty after every kind of ending.
+func TestNoLeakedBlocks(t *testing.T) {
+	m := loadStories(t)
+	for _, mode := range Modes() {
+		e := newEngine(t, m, WithMode(mode), WithSeed(1), WithThresholds(forking()))
+		check := func(how string) {
+			if n := e.Cache().Stats().BlocksInUse; n != 0 {
+				t.Errorf("%v, %s: %d KV blocks leaked", mode, how, n)
+			}
+		}
+		// Normal end and budget exhaustion.
+		runSearch(t, e, "Once upon a time", Budget{MaxTokens: 30})
+		res := runSearch(t, e, "Once upon a time", Budget{MaxTokens: 200, MaxRows: 25})
+		if mode != Greedy && mode != Sample && mode != Entropix && !res.BudgetExhausted {
+			t.Errorf("%v: 25 rows for 200 tokens did not exhaust the budget (stopped %q)", mode, res.Stopped)
+		}
+		// Cancellation mid-search.
+		ctx, cancel := context.WithCancel(context.Background())
+		e.stepHook = func(step int) error {
+			if step == 7 {
+				cancel()
+			}
+			return nil
+		}
+		res, err := e.Search(ctx, "Once upon a time", Budget{MaxTokens: 100})
+		if !errors.Is(err, context.Canceled) || res == nil || res.Stopped != "canceled" {
+			t.Errorf("%v: canceled search returned %v, %v", mode, res, err)
+		}
+		check("canceled")
+		// An error injected in the middle of a step.
+		boom := errors.New("injected")
+		e.stepHook = func(step int) error {
+			if step == 5 {
+				return boom
+			}
+			return nil
+		}
+		if _, err := e.Search(context.Background(), "Once upon a time", Budget{MaxTokens: 100}); !errors.Is(err, boom) {
+			t.Errorf("%v: injected error: %v", mode, err)
+		}
+		e.stepHook = nil
+		check("injected error")
+	}
+}
+
+// Must-show 3: a search forced to fork at every step stays within its
+// width, terminates, and spends no more rows than its budget.
+func TestForcedForks(t *testing.T) {
+	m := loadStories(t)
+	th := policy.EntropixV1
+	th.Name = "always-fork"
+	th.LowEntropy, th.LowVarentropy = 0, 0
+	th.HighEntropy, th.HighVarentropy = 1e9, 0
+	th.BranchEntropy = 1e9
+	cfg := policy.DefaultConfig()
+	cfg.Thresholds = th
+	cfg.Fork.MinPHigh, cfg.Fork.MinPLow = 1e-6, 1e-6
+	cfg.Fork.MaxWidth = 8
+	for _, b := range []Budget{
+		{MaxTokens: 64, MaxRows: 300, MaxWidth: 4, MaxDepth: 6},
+		{MaxTokens: 64, MaxRows: 97, MaxWidth: 8, MaxDepth: 40},
+		{MaxTokens: 20, MaxWidth: 3, MaxDepth: 3},
+	} {
+		e := newEngine(t, m, WithMode(BeamAdaptive), WithPolicy(cfg), WithSeed(3))
+		res := runSearch(t, e, "Once upon a time", b)
+		st := res.Stats
+		if st.MaxLive > b.MaxWidth {
+			t.Errorf("%+v: %d live branches, width budget %d", b, st.MaxLive, b.MaxWidth)
+		}
+		if b.MaxRows > 0 && st.Rows > b.MaxRows {
+			t.Errorf("%+v: spent %d rows", b, st.Rows)
+		}
+		if st.Forks == 0 || st.Prunes == 0 {
+			t.Errorf("%+v: %d forks, %d prunes: the forced fork did not happen", b, st.Forks, st.Prunes)
+		}
+		if len(res.Tokens) == 0 || len(res.Tokens) > b.MaxTokens {
+			t.Errorf("%+v: %d tokens", b, len(res.Tokens))
+		}
+		t.Logf("%+v: stopped %s, %d tokens, %+v", b, res.Stopped, len(res.Tokens), st)
+	}
+}
+
+// Must-show 4: beam-adaptive on stories260K makes a tree with forks,
+// prunes and a committed path; Graphviz accepts its DOT and its JSON
+// round-trips.
+func TestAdaptiveTree(t *testing.T) {
+	m := loadStories(t)
+	e := newEngine(t, m, WithMode(BeamAdaptive), WithThresholds(forking()), WithSeed(11))
+	res := runSearch(t, e, "Once upon a time", Budget{MaxTokens: 80})
+	st := res.Stats
+	if st.Forks == 0 || st.Prunes == 0 || len(res.Tokens) == 0 {
+		t.Fatalf("forks %d, prunes %d, tokens %d", st.Forks, st.Prunes, len(res.Tokens))
+	}
+	tr := res.Tree
+	var committed []int
+	for id, n := range tr.All() {
+		if n.Committed && id != tree.Root {
+			committed = append(committed, n.Token)
+		}
+	}
+	if !slices.Equal(committed, res.Tokens) && !slices.Equal(committed, append(slices.Clone(res.Tokens), m.Tokenizer.EOS())) {
+		t.Fatalf("committed path %v, result tokens %v", committed, res.Tokens)
+	}
+	var dot bytes.Buffer
+	if err := tr.WriteDOT(&dot, tree.DOTOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if path, err := exec.LookPath("dot"); err == nil {
+		cmd := exec.Command(path, "-Tsvg")
+		cmd.Stdin = bytes.NewReader(dot.Bytes())
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if out, err := cmd.Output(); err != nil || !bytes.Contains(out, []byte("<svg")) {
+			t.Fatalf("dot -Tsvg rejected the tree: %v\n%s", err, stderr.String())
+		}
+	} else {
+		t.Log("Graphviz dot not installed: DOT not checked by Graphviz")
+	}
+	js := treeJSON(t, tr)
+	var back tree.Tree
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if again := treeJSON(t, &back); !bytes.Equal(js, again) {
+		t.Fatal("tree JSON does not round-trip")
+	}
+	t.Logf("%d nodes, %+v\n%s", tr.Len(), st, res.Text)
+}
+
+// Must-show 5: width-1 equivalences.
+func TestWidthOneEquivalences(t *testing.T) {
+	m := loadStories(t)
+	for _, prompt := range []string{"Once upon a time", "The little dog", "Lily wanted to"} {
+		b := Budget{MaxTokens: 50}
+		greedy := runSearch(t, newEngine(t, m, WithMode(Greedy)), prompt, b)
+		beam1 := runSearch(t, newEngine(t, m, WithMode(Beam), WithWidth(1)), prompt, b)
+		if !slices.Equal(greedy.Tokens, beam1.Tokens) {
+			t.Errorf("%q: beam width 1 %q != greedy %q", prompt, beam1.Text, greedy.Text)
+		}
+		b1 := b
+		b1.MaxWidth = 1
+		for seed := range uint64(3) {
+			ent := runSearch(t, newEngine(t, m, WithMode(Entropix), WithSeed(seed)), prompt, b)
+			ada := runSearch(t, newEngine(t, m, WithMode(BeamAdaptive), WithSeed(seed)), prompt, b1)
+			if !slices.Equal(ent.Tokens, ada.Tokens) {
+				t.Errorf("%q seed %d: beam-adaptive without branching %q != entropix %q", prompt, seed, ada.Text, ent.Text)
+			}
+		}
+	}
+}
