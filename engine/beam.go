@@ -8,18 +8,14 @@ import (
 	"github.com/entropix-search/entropix-search/tree"
 )
 
-// beamCand is one possible extension of a beam.
+// beamCand is one possible extension of a beam: small, so that sorting
+// K² of them per step stays cheap.
 type beamCand struct {
-	parent  *branch
-	order   int // the parent's index, for deterministic ties
-	leaf    tree.ID
-	tok     int
+	norm    float64 // length-normalised log-probability with the token
 	logProb float64
-	score   policy.PathScore // the parent's, with this token added
-	metrics policy.Metrics
+	parent  int32 // index into s.live
+	tok     int32
 }
-
-func (c *beamCand) norm() float64 { return meanLogProb(c.score) }
 
 // stepBeam is one step of fixed-width beam search: every beam proposes its
 // K most probable tokens; the K best extensions by length-normalised
@@ -28,26 +24,37 @@ func (c *beamCand) norm() float64 { return meanLogProb(c.score) }
 // finished hypotheses, and beams with no surviving child are pruned.
 func (s *search) stepBeam() {
 	k := s.b.MaxWidth
-	var cands []beamCand
+	cands := s.beamCands[:0]
+	metrics := s.beamMetrics[:0]
+	leaves := s.beamLeaves[:0]
 	for i, br := range s.live {
 		logits := s.logits(br)
 		lz, _ := logSumExp(logits)
 		m, _ := policy.Measure(logits, 0)
+		metrics = append(metrics, m)
+		leaves = append(leaves, br.leaf)
 		s.top = topK(logits, k, s.top)
 		for _, t := range s.top {
-			c := beamCand{parent: br, order: i, leaf: br.leaf, tok: t, logProb: float64(logits[t]) - lz, score: br.score, metrics: m}
-			c.score.Add(policy.StepScore{LogProb: c.logProb})
-			cands = append(cands, c)
+			lp := float64(logits[t]) - lz
+			norm := (br.score.LogProb + lp) / float64(br.score.Steps+1)
+			cands = append(cands, beamCand{norm: norm, logProb: lp, parent: int32(i), tok: int32(t)})
 		}
 	}
-	slices.SortStableFunc(cands, func(a, b beamCand) int {
-		if c := cmp.Compare(b.norm(), a.norm()); c != 0 {
+	// A total order (score, then parent, then token): deterministic.
+	slices.SortFunc(cands, func(a, b beamCand) int {
+		if c := cmp.Compare(b.norm, a.norm); c != 0 {
 			return c
 		}
-		return cmp.Or(cmp.Compare(a.order, b.order), cmp.Compare(a.tok, b.tok))
+		return cmp.Or(cmp.Compare(a.parent, b.parent), cmp.Compare(a.tok, b.tok))
 	})
+	s.beamCands, s.beamMetrics, s.beamLeaves = cands, metrics, leaves
 
-	used := map[*branch]bool{}
+	used := make([]bool, len(s.live))
+	scores := s.beamScores[:0] // the parents' scores before this step
+	for _, br := range s.live {
+		scores = append(scores, br.score)
+	}
+	s.beamScores = scores
 	var next []*branch
 	q := s.opts.Policy.Thresholds
 	for i := range cands {
@@ -55,27 +62,30 @@ func (s *search) stepBeam() {
 		if len(next) == k {
 			break
 		}
-		if s.isStop(c.tok) {
-			id := s.t.Add(c.leaf, tree.Node{Token: c.tok, Text: s.tok.Piece(c.tok), LogProb: c.logProb, Step: s.step,
-				Metrics: c.metrics, Quadrant: q.Quadrant(c.metrics), Action: policy.Greedy,
-				Status: tree.Finished, Reason: "eos", Score: c.norm()})
+		tok, m := int(c.tok), metrics[c.parent]
+		if s.isStop(tok) {
+			id := s.t.Add(leaves[c.parent], tree.Node{Token: tok, Text: s.tok.Piece(tok), LogProb: c.logProb, Step: s.step,
+				Metrics: m, Quadrant: q.Quadrant(m), Action: policy.Greedy,
+				Status: tree.Finished, Reason: "eos", Score: c.norm})
 			s.finished = append(s.finished, id)
 			continue
 		}
-		br := c.parent
-		if used[br] {
-			br = s.fork(c.parent)
-			br.leaf = c.leaf
+		parent := s.live[c.parent]
+		br := parent
+		if used[c.parent] { // a second child: fork the parent's cache
+			br = s.fork(parent)
+			br.leaf = leaves[c.parent]
+			br.score = scores[c.parent]
 		}
 		used[c.parent] = true
-		br.score = c.score
-		s.extend(br, c.tok, c.logProb, c.metrics, q.Quadrant(c.metrics), policy.Greedy)
-		s.t.Node(br.leaf).Score = c.norm()
+		br.score.Add(policy.StepScore{LogProb: c.logProb})
+		s.extend(br, tok, c.logProb, m, q.Quadrant(m), policy.Greedy)
+		s.t.Node(br.leaf).Score = c.norm
 		next = append(next, br)
 	}
-	for _, br := range s.live {
-		if !used[br] {
-			s.pruneNode(br.leaf, "beam-dropped")
+	for i, br := range s.live {
+		if !used[i] {
+			s.pruneNode(s.branchTop(br), "beam-dropped")
 		}
 	}
 	s.live = next

@@ -61,10 +61,14 @@ type search struct {
 	dec       *tokenizer.Decoder
 
 	// Mode state.
-	finished []tree.ID // beam: finished hypotheses
-	group    *group    // beam-adaptive: the fork being explored
-	cand     policy.Candidates
-	top      []int
+	finished    []tree.ID // beam: finished hypotheses
+	beamCands   []beamCand
+	beamMetrics []policy.Metrics
+	beamLeaves  []tree.ID
+	beamScores  []policy.PathScore
+	group       *group // beam-adaptive: the fork being explored
+	cand        policy.Candidates
+	top         []int
 }
 
 func newSearch(e *Engine, ctx context.Context, text string, ids []int, b Budget) *search {
@@ -511,24 +515,53 @@ func logSumExp(logits []float32) (lz float64, arg int) {
 	return float64(mx) + math.Log(sum), arg
 }
 
-// topK writes the indices of the k largest logits, largest first, to dst.
+// topK writes the indices of the k largest logits, largest first, to dst
+// (ties: the lower index first). It keeps a min-heap of the best k seen:
+// O(V log k).
 func topK(logits []float32, k int, dst []int) []int {
 	dst = dst[:0]
-	for i, v := range logits {
-		if len(dst) == k && v <= logits[dst[k-1]] {
+	k = min(k, len(logits))
+	less := func(a, b int) bool { // a ranks below b
+		return logits[a] < logits[b] || (logits[a] == logits[b] && a > b)
+	}
+	down := func(h []int, i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			if r := l + 1; r < len(h) && less(h[r], h[l]) {
+				l = r
+			}
+			if !less(h[l], h[i]) {
+				return
+			}
+			h[i], h[l] = h[l], h[i]
+			i = l
+		}
+	}
+	for i := range logits {
+		if len(dst) < k {
+			dst = append(dst, i)
+			for j := len(dst) - 1; j > 0; { // sift up
+				p := (j - 1) / 2
+				if !less(dst[j], dst[p]) {
+					break
+				}
+				dst[j], dst[p] = dst[p], dst[j]
+				j = p
+			}
 			continue
 		}
-		j := len(dst)
-		if j < k {
-			dst = append(dst, i)
-		} else {
-			j = k - 1
+		if less(dst[0], i) {
+			dst[0] = i
+			down(dst, 0)
 		}
-		for j > 0 && logits[dst[j-1]] < v {
-			dst[j] = dst[j-1]
-			j--
-		}
-		dst[j] = i
+	}
+	// Pop the heap into descending order.
+	for n := len(dst) - 1; n > 0; n-- {
+		dst[0], dst[n] = dst[n], dst[0]
+		down(dst[:n], 0)
 	}
 	return dst
 }

@@ -240,3 +240,14 @@ func TestWidthOneEquivalences(t *testing.T) {
 		}
 	}
 }
+
+func TestTopK(t *testing.T) {
+	logits := []float32{0.5, 3, -1, 3, 2, 7, 0.5, -9}
+	for k := 1; k <= len(logits); k++ {
+		got := topK(logits, k, nil)
+		want := []int{5, 1, 3, 4, 0, 6, 2, 7}[:k]
+		if !slices.Equal(got, want) {
+			t.Errorf("k=%d: %v, want %v", k, got, want)
+		}
+	}
+}
