@@ -285,10 +285,15 @@ func (s *search) resolveGroup(final bool) {
 		s.group = nil
 		return
 	}
-	for _, br := range append(slices.Clone(s.live), g.done...) {
-		if br != best {
-			s.live = slices.DeleteFunc(s.live, func(b *branch) bool { return b == br })
-			s.pruneNode(s.branchTop(br), "lost-to-sibling")
+	s.live = []*branch{best}
+	// Everything hanging off the winning path below the fork point goes:
+	// the losers' subtrees, nested forks included, and their caches.
+	path := s.t.Path(best.leaf)
+	for i := slices.Index(path, g.at); i >= 0 && i+1 < len(path); i++ {
+		for _, c := range s.t.Node(path[i]).Children {
+			if c != path[i+1] {
+				s.pruneNode(c, "lost-to-sibling")
+			}
 		}
 	}
 	s.group = nil
@@ -297,7 +302,6 @@ func (s *search) resolveGroup(final bool) {
 		keep = 1
 	}
 	s.commit(best.leaf, keep)
-	s.live = []*branch{best}
 	why := best.done
 	best.done, best.settled = "", 0
 	if final {

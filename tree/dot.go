@@ -62,7 +62,7 @@ const (
 )
 
 // WriteDOT writes the tree as a Graphviz digraph: one box per node (or per
-// collapsed run of greedy nodes) labelled with its text, entropy,
+// collapsed run of routine steps) labelled with its text, entropy,
 // varentropy and action, filled by quadrant; pruned nodes dashed and grey,
 // finished leaves with a double border, the committed path bold; and a
 // legend. The same tree and options give the same bytes.
@@ -259,7 +259,7 @@ func writeLegend(b *bytes.Buffer) {
 		{"lehv", `LEHV\nfew options`, `fillcolor="` + quadrantColors[policy.LEHV] + `"`},
 		{"hehv", `HEHV\nlost`, `fillcolor="` + quadrantColors[policy.HEHV] + `"`},
 		{"adaptive", `adaptive`, `fillcolor="` + quadrantColors[policy.Adaptive] + `"`},
-		{"run", `collapsed\ngreedy run`, `shape=box3d, style=filled, fillcolor="` + quadrantColors[policy.LELV] + `"`},
+		{"run", `collapsed run\nof routine steps`, `shape=box3d, style=filled, fillcolor="` + quadrantColors[policy.LELV] + `"`},
 		{"pruned", `pruned`, `style="rounded,filled,dashed", color="` + prunedColor + `", fontcolor="` + prunedFont + `", fillcolor="#ffffff"`},
 		{"finished", `finished`, `peripheries=2, fillcolor="#ffffff"`},
 		{"committed", `committed path`, `penwidth=` + boldWidth + `, fillcolor="#ffffff"`},
