@@ -1,0 +1,38 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/entropix-search/entropix-search/engine"
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/modeltest"
+)
+
+// Search continues a prompt with the product's mode, beam-adaptive, within
+// a budget of 40 new tokens and 80 forward rows. (The example runs on the
+// shared stories260K model, which CI always has next to the repository.)
+func ExampleEngine_Search() {
+	dir := modeltest.SharedDir()
+	m, err := model.Load(dir+"/models/stories260K/stories260K.bin", dir+"/models/stories260K/tok512.bin")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+
+	e, err := engine.New(m, engine.WithMode(engine.BeamAdaptive), engine.WithSeed(42))
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := e.Search(context.Background(), "Lily wanted to", engine.Budget{MaxTokens: 40, MaxRows: 80})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("Lily wanted to%s\n", res.Text)
+	fmt.Printf("%d tokens, %d forks, %d prunes, within %d rows: %v\n",
+		res.Stats.Generated, res.Stats.Forks, res.Stats.Prunes, 80, res.Stats.Rows <= 80)
+	// Output:
+	// Lily wanted to play with her dolls. They were having fun. The dog was very silly and strong! Lily and her dog wanted to be
+	// 40 tokens, 5 forks, 2 prunes, within 80 rows: true
+}
