@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
 // FuzzParse checks that Parse never panics, that its errors carry the
@@ -19,7 +21,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(writeImage(f, []KV{{"general.alignment", Uint32(64)}, {"general.architecture", String("llama")}},
 		[]WriteTensor{{"w", []uint64{32}, Q8_0, make([]byte, 34)}}))
-	if real, err := os.ReadFile(sharedFile(f, storiesGGUF)); err == nil {
+	if real, err := os.ReadFile(modeltest.Path(f, storiesGGUF)); err == nil {
 		f.Add(real[:4096])
 		f.Add(real[:14176]) // metadata and tensor infos, no data
 	}

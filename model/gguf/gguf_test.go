@@ -10,37 +10,14 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-)
 
-// sharedFile returns the path of a file under the repository's ../shared
-// directory, skipping the test when it is absent.
-func sharedFile(t testing.TB, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared file %s not available: %v", rel, err)
-	}
-	return p
-}
+	"github.com/entropix-search/entropix-search/model/modeltest"
+)
 
 const storiesGGUF = "models/stories260K/stories260K.gguf"
 
 func TestStories260K(t *testing.T) {
-	f, err := Open(sharedFile(t, storiesGGUF))
+	f, err := Open(modeltest.Path(t, storiesGGUF))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +101,7 @@ func TestStories260K(t *testing.T) {
 			t.Fatalf("output_norm.weight holds %v", x)
 		}
 	}
-	if bin, err := os.ReadFile(filepath.Join(filepath.Dir(sharedFile(t, storiesGGUF)), "stories260K.bin")); err == nil {
+	if bin, err := os.ReadFile(filepath.Join(filepath.Dir(modeltest.Path(t, storiesGGUF)), "stories260K.bin")); err == nil {
 		emb, _ := f.Tensor("token_embd.weight")
 		if !bytes.Equal(f.TensorData(emb), bin[28:28+emb.Size]) {
 			t.Error("token_embd.weight differs from the llama2.c checkpoint's embedding table")
@@ -144,7 +121,7 @@ func TestStories260K(t *testing.T) {
 
 // TestParseMatchesOpen checks that the in-memory path sees what the mapped one does.
 func TestParseMatchesOpen(t *testing.T) {
-	path := sharedFile(t, storiesGGUF)
+	path := modeltest.Path(t, storiesGGUF)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -537,7 +514,7 @@ func TestTypes(t *testing.T) {
 }
 
 func BenchmarkParseStories260K(b *testing.B) {
-	data, err := os.ReadFile(sharedFile(b, storiesGGUF))
+	data, err := os.ReadFile(modeltest.Path(b, storiesGGUF))
 	if err != nil {
 		b.Fatal(err)
 	}

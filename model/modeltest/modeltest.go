@@ -34,6 +34,16 @@ func SharedDir() string {
 	return ""
 }
 
+// Dir returns SharedDir, skipping the test when it is absent.
+func Dir(tb testing.TB) string {
+	tb.Helper()
+	d := SharedDir()
+	if d == "" {
+		tb.Skip("../shared (real models and oracles) is absent next to the repository; skipping")
+	}
+	return d
+}
+
 // Path returns the path of a file under ../shared, skipping the test when
 // it is not there.
 func Path(tb testing.TB, rel string) string {

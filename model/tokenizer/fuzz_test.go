@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
 // fuzzTokenizers returns the tokenizers the round-trip fuzzer checks: the
@@ -16,7 +18,7 @@ import (
 func fuzzTokenizers(tb testing.TB) map[string]*Tokenizer {
 	toks := map[string]*Tokenizer{"gpt2-hand": handTokenizer(tb)}
 	for name, f := range vocabFiles {
-		if _, err := os.Stat(filepath.Join(sharedDir(tb), f.path)); err != nil {
+		if _, err := os.Stat(filepath.Join(modeltest.Dir(tb), f.path)); err != nil {
 			continue
 		}
 		tok := llamaTok(tb, name)
@@ -81,7 +83,7 @@ func FuzzRoundTrip(f *testing.F) {
 // return an error or a working tokenizer, never panic or allocate more
 // than the input justifies.
 func FuzzLoadLlama2C(f *testing.F) {
-	if data, err := os.ReadFile(filepath.Join(sharedDir(f), vocabFiles["tok512"].path)); err == nil {
+	if data, err := os.ReadFile(filepath.Join(modeltest.Dir(f), vocabFiles["tok512"].path)); err == nil {
 		f.Add(data, uint16(512))
 		f.Add(data[:len(data)/2], uint16(512))
 	}

@@ -8,27 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-)
 
-// sharedDir returns the shared data directory: ../shared from the
-// repository root (the directory holding go.mod above this package).
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the package directory")
-		}
-		dir = parent
-	}
-}
+	"github.com/entropix-search/entropix-search/model/modeltest"
+)
 
 var vocabFiles = map[string]struct {
 	path string
@@ -67,7 +49,7 @@ func llamaTokData(t testing.TB, name string) (*Tokenizer, []byte) {
 	}
 	v, _ := loadOnce.LoadOrStore(name, new(loaded))
 	l := v.(*loaded)
-	path := filepath.Join(sharedDir(t), f.path)
+	path := filepath.Join(modeltest.Dir(t), f.path)
 	l.once.Do(func() {
 		l.data, l.err = os.ReadFile(path)
 		if l.err == nil {

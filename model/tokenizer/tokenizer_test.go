@@ -11,11 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
 // TestOracle reproduces run.c's encodings in shared/oracle/tokenizer.tsv.
 func TestOracle(t *testing.T) {
-	path := filepath.Join(sharedDir(t), "oracle", "tokenizer.tsv")
+	path := filepath.Join(modeltest.Dir(t), "oracle", "tokenizer.tsv")
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		t.Skipf("oracle %s is absent", path)
@@ -341,7 +343,7 @@ func llama2cImage(maxLen int32, toks ...string) []byte {
 }
 
 func TestLoadLlama2CErrors(t *testing.T) {
-	dir := sharedDir(t)
+	dir := modeltest.Dir(t)
 	path := filepath.Join(dir, "models/stories260K/tok512.bin")
 	if _, err := os.Stat(path); err == nil {
 		_, err := LoadLlama2C(path, 32000)
