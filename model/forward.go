@@ -226,7 +226,7 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 				attnSlot = i
 			}
 		}
-		parallelFor(n*c.Heads, func(lo, hi int) {
+		kernels.Parallel(n*c.Heads, func(lo, hi int) {
 			for j := lo; j < hi; j++ {
 				i, slot := j/c.Heads, attnSlot
 				if slot >= 0 && rows[i].NoLogits {
@@ -329,13 +329,15 @@ func (r *Runner) attend(rows []Row, l, i, h, slot int) {
 		defer r.scratch.Put(bp)
 	}
 
+	// Scores block by block, each block's keys stride KVDim apart: one
+	// kernel call per block rather than one per position.
 	bs := r.kv.BlockSize()
 	for b := 0; b*bs < n; b++ {
-		kb := r.kv.KeyBlock(seq, l, b)
 		cnt := min(bs, n-b*bs)
-		for s := 0; s < cnt; s++ {
-			att[b*bs+s] = kernels.Dot(q, kb[s*kvd+kvOff:s*kvd+kvOff+hd]) * scale
-		}
+		kernels.DotStrided(att[b*bs:b*bs+cnt], q, r.kv.KeyBlock(seq, l, b)[kvOff:], kvd)
+	}
+	for t := range att {
+		att[t] *= scale
 	}
 	if keep != nil {
 		copy(keep, att)
@@ -345,14 +347,7 @@ func (r *Runner) attend(rows []Row, l, i, h, slot int) {
 	o := r.ao[i*c.QDim()+h*hd:][:hd]
 	clear(o)
 	for b := 0; b*bs < n; b++ {
-		vb := r.kv.ValueBlock(seq, l, b)
 		cnt := min(bs, n-b*bs)
-		for s := 0; s < cnt; s++ {
-			kernels.Axpy(att[b*bs+s], vb[s*kvd+kvOff:s*kvd+kvOff+hd], o)
-		}
+		kernels.AxpyStrided(o, att[b*bs:b*bs+cnt], r.kv.ValueBlock(seq, l, b)[kvOff:], kvd)
 	}
 }
-
-// parallelFor runs fn over [0,n) in chunks.
-// TODO(kernels): switch to the kernels worker pool.
-func parallelFor(n int, fn func(lo, hi int)) { fn(0, n) }

@@ -5,4 +5,44 @@
 // The forward pass (package model) reads top to bottom and calls these; all
 // the speed work lives here. Every kernel has a pure-Go version; faster
 // versions may replace it at run time, and tests check that both agree.
+//
+// # Matrix products
+//
+// Decoding is memory-bound: a step reads every weight once, so Mat.MatMul
+// takes a batch of n activation rows (the branches of a search tree, or a
+// prompt's positions) and reuses each weight load for all of them. The
+// amd64 micro-kernels compute a tile of 4 weight rows times up to 4
+// activation rows with the partial sums in vector registers; a 16-row step
+// costs a small multiple of a 1-row step instead of 16 times it.
+//
+// F32 weights stay the caller's row-major slice. Q8_0 weights are unpacked
+// into a kernel-friendly layout (q8.go), and Q8_0 products quantize the
+// activations to int8 blocks first, as llama.cpp does, so that the inner
+// loop is an int8 dot product (AVX-512 VNNI where available).
+//
+// # Attention
+//
+// DotStrided and AxpyStrided do one head's scores against all cached keys,
+// and its weighted sum of cached values, in one call each; Softmax and
+// SwiGLU use a vectorized exp.
+//
+// # Threads
+//
+// MatMul splits large products by weight rows across a persistent worker
+// pool (Pool; the package default is sized by GOMAXPROCS and changed with
+// SetThreads). Parallel exposes the same pool to other loops, such as
+// attention over rows and heads.
+//
+// # Dispatch
+//
+// On amd64 the implementation is chosen at start-up from the CPU features
+// (dispatch_amd64.go; Implementation reports the choice). The build tag
+// purego, or any other architecture, selects the pure-Go kernels.
+//
+// The assembly is generated with avo by the command in asmgen/, a module
+// of its own so that the main module does not depend on avo; run go
+// generate in this directory after changing it.
 package kernels
+
+//go:generate go -C asmgen run . -set matmul -out ../matmul_amd64.s -stubs ../matmul_stubs_amd64.go -pkg kernels
+//go:generate go -C asmgen run . -set vec -out ../vec_amd64.s -stubs ../vec_stubs_amd64.go -pkg kernels

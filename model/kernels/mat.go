@@ -29,22 +29,30 @@ const Q8BlockSize = 32
 
 // Mat is a weight matrix of Rows x Cols (row-major: row r holds the weights
 // of output r). It is read-only once built and safe for concurrent use.
+//
+// F32 weights are the caller's slice, row-major. Q8_0 weights are unpacked
+// from ggml's 34-byte blocks into a layout the kernels stream directly (see
+// q8.go): per row, the quants biased to uint8 (q+128) and interleaved for
+// VNNI, and separately the per-block float32 scales.
 type Mat struct {
 	Type       DType
 	Rows, Cols int
 
 	f32 []float32 // F32: Rows*Cols
 
-	// Q8_0, unpacked from ggml's 34-byte blocks so that scales and quants
-	// are each contiguous: row r, block b has scale q8d[r*nb+b] and quants
-	// q8q[(r*nb+b)*32 : +32].
-	q8d []float32
-	q8q []int8
+	// Q8_0 (layout in q8.go): row r's biased quants are
+	// q8q[r*q8Stride:][:q8Stride] and its block scales
+	// q8d[r*q8Blocks:][:q8Blocks].
+	q8d      []float32
+	q8q      []uint8
+	q8g      q8Geom
+	q8Blocks int // scales per row, padding included
+	q8Stride int // bytes per row
 }
 
 // NewF32Mat wraps row-major float32 weights (not copied).
 func NewF32Mat(rows, cols int, w []float32) (*Mat, error) {
-	if rows <= 0 || cols <= 0 || len(w) != rows*cols {
+	if rows <= 0 || cols <= 0 || len(w)/cols != rows || len(w) != rows*cols {
 		return nil, fmt.Errorf("kernels: F32 matrix %dx%d needs %d values, have %d", rows, cols, rows*cols, len(w))
 	}
 	return &Mat{Type: F32, Rows: rows, Cols: cols, f32: w}, nil
@@ -56,16 +64,20 @@ func NewQ8Mat(rows, cols int, raw []byte) (*Mat, error) {
 	if rows <= 0 || cols <= 0 || cols%Q8BlockSize != 0 {
 		return nil, fmt.Errorf("kernels: Q8_0 matrix %dx%d: columns must be a positive multiple of %d", rows, cols, Q8BlockSize)
 	}
-	nb := rows * cols / Q8BlockSize
-	if len(raw) != nb*(2+Q8BlockSize) {
-		return nil, fmt.Errorf("kernels: Q8_0 matrix %dx%d needs %d bytes, have %d", rows, cols, nb*(2+Q8BlockSize), len(raw))
+	nb := cols / Q8BlockSize // blocks per row
+	const blockBytes = 2 + Q8BlockSize
+	if len(raw)/blockBytes/nb != rows || len(raw) != rows*nb*blockBytes {
+		return nil, fmt.Errorf("kernels: Q8_0 matrix %dx%d needs %d bytes, have %d", rows, cols, rows*nb*blockBytes, len(raw))
 	}
-	m := &Mat{Type: Q8_0, Rows: rows, Cols: cols, q8d: make([]float32, nb), q8q: make([]int8, nb*Q8BlockSize)}
-	for b := 0; b < nb; b++ {
-		blk := raw[b*(2+Q8BlockSize):]
-		m.q8d[b] = HalfToFloat(binary.LittleEndian.Uint16(blk))
-		for i := 0; i < Q8BlockSize; i++ {
-			m.q8q[b*Q8BlockSize+i] = int8(blk[2+i])
+	m := newQ8Mat(rows, cols)
+	for r := 0; r < rows; r++ {
+		q := m.q8q[r*m.q8Stride:][:m.q8Stride]
+		for b := 0; b < nb; b++ {
+			blk := raw[(r*nb+b)*blockBytes:][:blockBytes]
+			m.q8d[r*m.q8Blocks+b] = HalfToFloat(binary.LittleEndian.Uint16(blk))
+			for e := 0; e < Q8BlockSize; e++ {
+				q[m.q8g.wOff(b, e)] = blk[2+e] ^ 0x80 // int8 -> biased uint8
+			}
 		}
 	}
 	return m, nil
@@ -83,7 +95,7 @@ func QuantizeQ8(rows, cols int, w []float32) (*Mat, error) {
 
 // EncodeQ8 returns ggml Q8_0 blocks for row-major float32 weights.
 func EncodeQ8(rows, cols int, w []float32) ([]byte, error) {
-	if rows <= 0 || cols <= 0 || cols%Q8BlockSize != 0 || len(w) != rows*cols {
+	if rows <= 0 || cols <= 0 || cols%Q8BlockSize != 0 || len(w)/cols != rows || len(w) != rows*cols {
 		return nil, fmt.Errorf("kernels: cannot quantize %d values as a %dx%d Q8_0 matrix", len(w), rows, cols)
 	}
 	nb := len(w) / Q8BlockSize
@@ -116,11 +128,12 @@ func (m *Mat) Row(dst []float32, r int) {
 		copy(dst[:m.Cols], m.f32[r*m.Cols:])
 	case Q8_0:
 		nb := m.Cols / Q8BlockSize
+		dst = dst[:m.Cols]
+		q := m.q8q[r*m.q8Stride:][:m.q8Stride]
 		for b := 0; b < nb; b++ {
-			d := m.q8d[r*nb+b]
-			q := m.q8q[(r*nb+b)*Q8BlockSize:]
-			for i := 0; i < Q8BlockSize; i++ {
-				dst[b*Q8BlockSize+i] = d * float32(q[i])
+			d := m.q8d[r*m.q8Blocks+b]
+			for e := 0; e < Q8BlockSize; e++ {
+				dst[b*Q8BlockSize+e] = d * float32(int8(q[m.q8g.wOff(b, e)]^0x80))
 			}
 		}
 	}
@@ -132,44 +145,102 @@ func (m *Mat) Bytes() int64 {
 }
 
 // MatMul computes out[b*Rows+r] = sum_i m[r,i] * x[b*Cols+i] for the n rows
-// of x: every weight is read once for the whole batch.
+// of x: every weight is read once for the whole batch. out must not overlap
+// x.
+//
+// For Q8_0 weights the rows of x are first quantized the same way, per
+// block of 32 (scale max|x|/127, round half to even, float32 scale), and
+// the products are exact int8 dot products scaled by both block scales, as
+// llama.cpp does: the result differs from the float product with the
+// dequantized weights by the activation rounding (typically 1e-3 relative).
+//
+// The rows of m are split across the default pool's threads (see
+// SetThreads) when the product is large enough to gain from it.
 func (m *Mat) MatMul(out, x []float32, n int) {
-	if len(x) < n*m.Cols || len(out) < n*m.Rows {
+	if n < 0 || len(x) < n*m.Cols || len(out) < n*m.Rows {
 		panic(fmt.Sprintf("kernels: MatMul %dx%d with %d rows: x has %d, out has %d", m.Rows, m.Cols, n, len(x), len(out)))
 	}
+	if n == 0 {
+		return
+	}
+	j := matMulJob{m: m, out: out, x: x, n: n}
 	switch m.Type {
 	case F32:
-		matMulF32Go(out, x, m.f32, n, m.Rows, m.Cols)
+		DefaultPool().matMul(j)
 	case Q8_0:
-		matMulQ8Go(out, x, m.q8d, m.q8q, n, m.Rows, m.Cols)
+		s := getQ8Scratch(n * m.q8g.xBytes())
+		quantizeQ8Rows(s.buf, x, n, m.Cols)
+		j.xq = s.buf
+		DefaultPool().matMul(j)
+		j.xq = nil
+		putQ8Scratch(s)
 	}
 }
 
-func matMulF32Go(out, x, w []float32, n, rows, cols int) {
-	for r := 0; r < rows; r++ {
+// rowBlock is the number of weight rows the micro-kernels handle per pass;
+// MatMul splits work across threads in whole blocks.
+const rowBlock = 4
+
+// parallelWork is the work below which MatMul stays on the calling
+// goroutine, in multiply-adds of F32 (Q8_0 multiply-adds count a quarter:
+// they run about four times faster): starting a loop on the pool costs
+// about a microsecond, the time of some 1<<16 F32 multiply-adds.
+const parallelWork = 1 << 16
+
+// matMulJob is one MatMul split over blocks of rowBlock weight rows.
+type matMulJob struct {
+	m      *Mat
+	out, x []float32
+	xq     []byte // Q8_0: quantized x (q8.go)
+	n      int
+}
+
+func (j *matMulJob) run(lo, hi int) {
+	r0, r1 := lo*rowBlock, min(hi*rowBlock, j.m.Rows)
+	switch j.m.Type {
+	case F32:
+		f32Rows(j.out, j.x, j.m.f32, j.n, j.m.Rows, j.m.Cols, r0, r1)
+	case Q8_0:
+		q8Rows(j.out, j.m, j.xq, j.n, r0, r1)
+	}
+}
+
+// matMul runs j over the pool, or on the caller for small products.
+func (p *Pool) matMul(j matMulJob) {
+	blocks := (j.m.Rows + rowBlock - 1) / rowBlock
+	work := j.m.Rows * j.m.Cols * j.n
+	if j.m.Type == Q8_0 {
+		work /= 4
+	}
+	if blocks > 1 && work >= parallelWork && p.mu.TryLock() {
+		if len(p.workers) > 0 {
+			p.mm = j
+			p.runLocked(blocks, &p.mm)
+			p.mm = matMulJob{}
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+	}
+	j.run(0, blocks)
+}
+
+// xBlockBytes bounds the activation rows one pass over a weight block
+// reuses, so that they stay in the L2 cache for long batches (prefill).
+const xBlockBytes = 256 << 10
+
+// xBlockRows returns how many activation rows of rowBytes to process per
+// pass over the weights: a multiple of 4, at least 4.
+func xBlockRows(rowBytes int) int {
+	return max(4, xBlockBytes/rowBytes&^3)
+}
+
+// f32RowsGo computes output rows [r0, r1) of an F32 MatMul in pure Go.
+func f32RowsGo(out, x, w []float32, n, rows, cols, r0, r1 int) {
+	for r := r0; r < r1; r++ {
 		wr := w[r*cols : (r+1)*cols]
 		for b := 0; b < n; b++ {
-			out[b*rows+r] = Dot(wr, x[b*cols:(b+1)*cols])
-		}
-	}
-}
-
-func matMulQ8Go(out, x, d []float32, q []int8, n, rows, cols int) {
-	nb := cols / Q8BlockSize
-	for r := 0; r < rows; r++ {
-		for b := 0; b < n; b++ {
-			xb := x[b*cols : (b+1)*cols]
-			var sum float32
-			for k := 0; k < nb; k++ {
-				qk := q[(r*nb+k)*Q8BlockSize : (r*nb+k+1)*Q8BlockSize]
-				xk := xb[k*Q8BlockSize : (k+1)*Q8BlockSize]
-				var s float32
-				for i, v := range qk {
-					s += float32(v) * xk[i]
-				}
-				sum += s * d[r*nb+k]
-			}
-			out[b*rows+r] = sum
+			out[b*rows+r] = dotGo(wr, x[b*cols:(b+1)*cols])
 		}
 	}
 }

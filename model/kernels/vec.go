@@ -1,41 +1,68 @@
 package kernels
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Dot returns sum a[i]*b[i] over len(a) elements.
 func Dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+	if len(a) == 0 {
+		return 0
 	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
+	return dot(a, b[:len(a)])
 }
 
 // Axpy computes y += a*x over len(x) elements.
 func Axpy(a float32, x, y []float32) {
-	y = y[:len(x)]
-	for i, v := range x {
-		y[i] += a * v
+	if len(x) == 0 {
+		return
 	}
+	axpy(a, x, y[:len(x)])
+}
+
+// DotStrided sets out[t] = Dot(q, k[t*stride:][:len(q)]) for every t <
+// len(out): one query's attention scores against len(out) cached keys
+// stored stride floats apart, in one call (four keys per pass on AVX-512).
+func DotStrided(out, q, k []float32, stride int) {
+	n, dim := len(out), len(q)
+	if n == 0 {
+		return
+	}
+	if stride < 0 || len(k) < (n-1)*stride+dim {
+		panic(fmt.Sprintf("kernels: DotStrided of %d keys of %d with stride %d: k has %d", n, dim, stride, len(k)))
+	}
+	if dim == 0 {
+		clear(out)
+		return
+	}
+	dotStrided(out, q, k, stride)
+}
+
+// AxpyStrided adds a[t] * v[t*stride:][:len(y)] to y for every t < len(a):
+// attention's weighted sum of len(a) cached values stored stride floats
+// apart, in one call (y stays in registers on AVX-512).
+func AxpyStrided(y, a, v []float32, stride int) {
+	n, dim := len(a), len(y)
+	if n == 0 || dim == 0 {
+		return
+	}
+	if stride < 0 || len(v) < (n-1)*stride+dim {
+		panic(fmt.Sprintf("kernels: AxpyStrided of %d values of %d with stride %d: v has %d", n, dim, stride, len(v)))
+	}
+	axpyStrided(y, a, v, stride)
 }
 
 // RMSNorm writes x / rms(x) * w into out (out may alias x).
 func RMSNorm(out, x, w []float32, eps float32) {
-	var ss float32
-	for _, v := range x {
-		ss += v * v
+	if len(x) == 0 {
+		return
 	}
+	ss := Dot(x, x)
 	ss = ss/float32(len(x)) + eps
 	inv := float32(1 / math.Sqrt(float64(ss)))
 	out = out[:len(x)]
+	w = w[:len(x)]
 	for i, v := range x {
 		out[i] = w[i] * (inv * v)
 	}
@@ -46,34 +73,18 @@ func Softmax(x []float32) {
 	if len(x) == 0 {
 		return
 	}
-	mx := x[0]
-	for _, v := range x[1:] {
-		mx = max(mx, v)
-	}
-	var sum float32
-	for i, v := range x {
-		e := float32(math.Exp(float64(v - mx)))
-		x[i] = e
-		sum += e
-	}
-	inv := 1 / sum
-	for i := range x {
-		x[i] *= inv
-	}
+	softmax(x)
 }
 
 // SwiGLU computes h[i] = silu(h[i]) * g[i] in place.
 func SwiGLU(h, g []float32) {
-	g = g[:len(h)]
-	for i, v := range h {
-		h[i] = v / (1 + float32(math.Exp(float64(-v)))) * g[i]
+	if len(h) == 0 {
+		return
 	}
+	swiGLU(h, g[:len(h)])
 }
 
 // Add computes y += x.
 func Add(y, x []float32) {
-	x = x[:len(y)]
-	for i := range y {
-		y[i] += x[i]
-	}
+	Axpy(1, x[:len(y)], y)
 }

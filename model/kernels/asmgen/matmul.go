@@ -1,0 +1,511 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// isa describes one vector instruction set the kernels are generated for.
+type isa struct {
+	name  string                // suffix of the generated function names
+	lanes int                   // float32 lanes per vector
+	vec   func() reg.VecVirtual // allocates one full-width vector register
+	evex  bool                  // AVX-512 (opmask tails, EVEX-only reductions)
+}
+
+var (
+	isaAVX512 = isa{name: "AVX512", lanes: 16, vec: ZMM, evex: true}
+	isaAVX2   = isa{name: "AVX2", lanes: 8, vec: YMM, evex: false}
+)
+
+// Maximum micro-kernel shapes: MR weight rows x NR activation rows.
+const (
+	f32NRAVX512 = 4
+	f32NRAVX2   = 2
+	q8NRVNNI    = 4
+	q8NRAVX2    = 2
+)
+
+func genMatMul() {
+	for _, s := range []isa{isaAVX512, isaAVX2} {
+		nrMax := f32NRAVX512
+		if !s.evex {
+			nrMax = f32NRAVX2
+		}
+		for _, mr := range []int{1, 4} {
+			for nr := 1; nr <= nrMax; nr++ {
+				f32Tile(s, mr, nr)
+			}
+		}
+	}
+	for _, mr := range []int{1, 4} {
+		for nr := 1; nr <= q8NRVNNI; nr++ {
+			q8TileVNNI(mr, nr)
+		}
+	}
+	for _, mr := range []int{1, 4} {
+		for nr := 1; nr <= q8NRAVX2; nr++ {
+			q8TileAVX2(mr, nr)
+		}
+	}
+}
+
+// rowPtrs returns n pointers: base, base+stride, base+2*stride, ...
+func rowPtrs(base, stride reg.Register, n int) []reg.Register {
+	p := []reg.Register{base}
+	for i := 1; i < n; i++ {
+		r := GP64()
+		LEAQ(Mem{Base: p[i-1], Index: stride, Scale: 1}, r)
+		p = append(p, r)
+	}
+	return p
+}
+
+// loadStride loads an element stride parameter and scales it to bytes.
+func loadStride(name string, elemShift uint8) reg.Register {
+	r := Load(Param(name), GP64())
+	if elemShift != 0 {
+		SHLQ(U8(elemShift), r)
+	}
+	return r
+}
+
+// toXMM sums the lanes of a float vector down to 4 lanes (an XMM view of the
+// same register).
+func toXMM(s isa, v reg.VecVirtual) reg.Register {
+	if s.evex {
+		hi := YMM()
+		VEXTRACTF64X4(U8(1), v.AsZ(), hi)
+		VADDPS(hi, v.AsY(), v.AsY())
+		lo := XMM()
+		VEXTRACTF32X4(U8(1), v.AsY(), lo)
+		VADDPS(lo, v.AsX(), v.AsX())
+		return v.AsX()
+	}
+	hi := XMM()
+	VEXTRACTF128(U8(1), v.AsY(), hi)
+	VADDPS(hi, v.AsX(), v.AsX())
+	return v.AsX()
+}
+
+// storeSum4 stores sum(acc[i]) to out[i] for i < len(acc) (1 or 4).
+// Only instructions with EVEX forms are used so that any register works.
+func storeSum4(s isa, acc []reg.VecVirtual, out Mem) {
+	if len(acc) == 1 {
+		x := toXMM(s, acc[0])
+		t := XMM()
+		VSHUFPS(U8(0xEE), x, x, t) // [x2 x3 x2 x3]
+		VADDPS(t, x, x)            // [x0+x2 x1+x3 ..]
+		VSHUFPS(U8(0x55), x, x, t) // [x1+x3 ...]
+		VADDSS(t, x, x)
+		VMOVSS(x, out)
+		return
+	}
+	a, b, c, d := toXMM(s, acc[0]), toXMM(s, acc[1]), toXMM(s, acc[2]), toXMM(s, acc[3])
+	t := XMM()
+	VUNPCKLPS(b, a, t) // [a0 b0 a1 b1]
+	VUNPCKHPS(b, a, a) // [a2 b2 a3 b3]
+	VADDPS(t, a, a)    // [a0+a2 b0+b2 a1+a3 b1+b3]
+	VUNPCKLPS(d, c, t)
+	VUNPCKHPS(d, c, c)
+	VADDPS(t, c, c)            // [c0+c2 d0+d2 c1+c3 d1+d3]
+	VSHUFPS(U8(0x44), c, a, t) // [a0+a2 b0+b2 c0+c2 d0+d2]
+	VSHUFPS(U8(0xEE), c, a, a) // [a1+a3 b1+b3 c1+c3 d1+d3]
+	VADDPS(t, a, a)
+	VMOVUPS(a, out)
+}
+
+// f32Tile generates f32Tile{mr}x{nr}{isa}: for i < mr, j < nr,
+// out[j*ldo+i] = sum_k w[i*ldw+k] * x[j*ldx+k] over k < cols.
+func f32Tile(s isa, mr, nr int) {
+	name := fmt.Sprintf("f32Tile%dx%d%s", mr, nr, s.name)
+	TEXT(name, NOSPLIT, "func(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes a %dx%d tile of dot products of F32 weight rows and activation rows.", name, mr, nr))
+
+	wr := rowPtrs(Load(Param("w"), GP64()), loadStride("ldw", 2), mr)
+	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 2), nr)
+
+	acc := make([][]reg.VecVirtual, mr)
+	for i := range acc {
+		acc[i] = make([]reg.VecVirtual, nr)
+		for j := range acc[i] {
+			acc[i][j] = s.vec()
+			VXORPS(acc[i][j], acc[i][j], acc[i][j])
+		}
+	}
+
+	cols := Load(Param("cols"), GP64())
+	end := GP64()
+	MOVQ(cols, end)
+	ANDQ(I32(-s.lanes), end)
+	SHLQ(U8(2), end)
+	off := GP64()
+	XORQ(off, off)
+
+	step := func(load func(m Mem, dst reg.VecVirtual)) {
+		xv := make([]reg.VecVirtual, nr)
+		for j := range xv {
+			xv[j] = s.vec()
+			load(Mem{Base: xr[j], Index: off, Scale: 1}, xv[j])
+		}
+		for i := 0; i < mr; i++ {
+			wv := s.vec()
+			load(Mem{Base: wr[i], Index: off, Scale: 1}, wv)
+			for j := 0; j < nr; j++ {
+				VFMADD231PS(wv, xv[j], acc[i][j])
+			}
+		}
+	}
+
+	Label("loop")
+	CMPQ(off, end)
+	JAE(LabelRef("tail"))
+	step(func(m Mem, dst reg.VecVirtual) { VMOVUPS(m, dst) })
+	ADDQ(U32(4*s.lanes), off)
+	JMP(LabelRef("loop"))
+
+	Label("tail")
+	rem := GP64()
+	MOVQ(cols, rem)
+	ANDQ(U32(s.lanes-1), rem)
+	JZ(LabelRef("reduce"))
+	if s.evex {
+		bits := GP64()
+		MOVQ(I32(-1), bits)
+		BZHIQ(rem, bits, bits)
+		k := K()
+		KMOVW(bits.As32(), k)
+		step(func(m Mem, dst reg.VecVirtual) { VMOVUPS_Z(m, k, dst) })
+	} else {
+		mask := avx2TailMask(rem)
+		step(func(m Mem, dst reg.VecVirtual) { VMASKMOVPS(m, mask, dst) })
+	}
+
+	Label("reduce")
+	outp := Load(Param("out"), GP64())
+	ldo := loadStride("ldo", 2)
+	for j := 0; j < nr; j++ {
+		col := make([]reg.VecVirtual, mr)
+		for i := range col {
+			col[i] = acc[i][j]
+		}
+		storeSum4(s, col, Mem{Base: outp})
+		if j+1 < nr {
+			ADDQ(ldo, outp)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+var tailMaskData Mem
+var tailMaskDone bool
+
+// avx2TailMask returns a YMM lane mask with the low rem (1..7) lanes set.
+func avx2TailMask(rem reg.Register) reg.VecVirtual {
+	if !tailMaskDone {
+		tailMaskData = GLOBL("tailmask8", RODATA|NOPTR)
+		for i := 0; i < 16; i++ {
+			v := uint32(0)
+			if i < 8 {
+				v = 0xffffffff
+			}
+			DATA(4*i, U32(v))
+		}
+		tailMaskDone = true
+	}
+	base := GP64()
+	LEAQ(tailMaskData, base)
+	idx := GP64()
+	MOVQ(U32(8), idx)
+	SUBQ(rem, idx)
+	mask := YMM()
+	VMOVDQU(Mem{Base: base, Index: idx, Scale: 4}, mask)
+	return mask
+}
+
+// Q8_0 layouts (see q8.go in the kernels package for the full story).
+//
+// A row of nb blocks is stored as nsc = nb/8 super-chunks of 8 blocks
+// followed by ntail = ceil((nb%8)/2) chunks of 2 blocks (the last one
+// padded with a zero block when nb%8 is odd).
+//
+// Super-chunk: 4 vectors of 64 bytes; vector k, 32-bit lane l holds bytes
+// 8k+4(l&1) .. +3 of block l>>1. Four VPDPBUSDs thus sum, in lanes 2i and
+// 2i+1, the whole of block i, with no scaling in between.
+// Chunk: 64 bytes, block 0 then block 1 (lanes 0-7 and 8-15).
+//
+// Weights: quants biased to uint8 (q+128); per row 8 (super-chunk) or 2
+// (chunk) float32 block scales, in block order.
+// Activations (signed int8), per super-chunk 384 bytes: the 256 quant
+// bytes, 16 float32 scales (lanes 2i, 2i+1 = block i), 16 int32 lane
+// corrections (-128 * the sum of the lane's 16 quants); per chunk 192
+// bytes: 64 quant bytes, 16 scales (8 per block), 16 corrections
+// (-128 * the lane's 4 quants). Starting each lane from its correction
+// cancels the +128 weight bias exactly.
+const (
+	scWBytes    = 256
+	scXBytes    = 384
+	chunkXBytes = 192
+)
+
+var permIdx Mem
+var permIdxDone bool
+
+// q8Prologue loads the tile pointers shared by the Q8 kernels.
+func q8Prologue(mr, nr int) (wr, dr, xr []reg.Register) {
+	wr = rowPtrs(Load(Param("w"), GP64()), loadStride("ldw", 0), mr)
+	dr = rowPtrs(Load(Param("d"), GP64()), loadStride("ldd", 2), mr)
+	xr = rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nr)
+	return
+}
+
+func q8Advance(wr, dr, xr []reg.Register, w, d, x int) {
+	for _, p := range wr {
+		ADDQ(U32(w), p)
+	}
+	for _, p := range dr {
+		ADDQ(U32(d), p)
+	}
+	for _, p := range xr {
+		ADDQ(U32(x), p)
+	}
+}
+
+// q8Epilogue reduces and stores the float accumulators.
+func q8Epilogue(s isa, acc [][]reg.VecVirtual, nr int) {
+	outp := Load(Param("out"), GP64())
+	ldo := loadStride("ldo", 2)
+	for j := 0; j < nr; j++ {
+		col := make([]reg.VecVirtual, len(acc))
+		for i := range col {
+			col[i] = acc[i][j]
+		}
+		storeSum4(s, col, Mem{Base: outp})
+		if j+1 < nr {
+			ADDQ(ldo, outp)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+const q8Sig = "func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, nsc int, nchunk int, out *float32, ldo int, pf int)"
+
+// q8TileVNNI generates q8Tile{mr}x{nr}VNNI (AVX-512 VNNI): for i < mr,
+// j < nr, out[j*ldo+i] = the Q8_0 dot product of weight row i and
+// activation row j (layouts above). ldw and ldx are byte strides, ldd is
+// in float32s.
+func q8TileVNNI(mr, nr int) {
+	name := fmt.Sprintf("q8Tile%dx%dVNNI", mr, nr)
+	TEXT(name, NOSPLIT, q8Sig)
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes a %dx%d tile of Q8_0 weight rows times quantized activation rows.", name, mr, nr))
+
+	if !permIdxDone {
+		permIdx = GLOBL("q8permidx", RODATA|NOPTR)
+		for i := 0; i < 16; i++ {
+			DATA(4*i, U32(uint32(i/8)))
+		}
+		permIdxDone = true
+	}
+	wr, dr, xr := q8Prologue(mr, nr)
+	acc := make([][]reg.VecVirtual, mr)
+	for i := range acc {
+		acc[i] = make([]reg.VecVirtual, nr)
+		for j := range acc[i] {
+			acc[i][j] = ZMM()
+			VXORPS(acc[i][j], acc[i][j], acc[i][j])
+		}
+	}
+
+	// pf is a byte distance: per super-chunk or chunk of each row, the
+	// kernel prefetches the cache line pf bytes further (in later rows), so
+	// that DRAM latency overlaps the arithmetic. The AVX2 kernels ignore it.
+	pf := Load(Param("pf"), GP64())
+	n := Load(Param("nsc"), GP64())
+	Label("scloop")
+	TESTQ(n, n)
+	JZ(LabelRef("chunks"))
+	for i := 0; i < mr; i++ {
+		PREFETCHT0(Mem{Base: wr[i], Index: pf, Scale: 1})
+		wv := make([]reg.VecVirtual, 4)
+		for k := range wv {
+			wv[k] = ZMM()
+			VMOVDQU64(Mem{Base: wr[i], Disp: 64 * k}, wv[k])
+		}
+		dv := ZMM()
+		VPMOVZXDQ(Mem{Base: dr[i]}, dv) // 8 scales -> even lanes
+		VMOVSLDUP(dv, dv)               // lanes 2b, 2b+1 = scale of block b
+		for j := 0; j < nr; j++ {
+			isum := ZMM()
+			VMOVDQU32(Mem{Base: xr[j], Disp: 320}, isum)
+			for k := 0; k < 4; k++ {
+				VPDPBUSD(Mem{Base: xr[j], Disp: 64 * k}, wv[k], isum)
+			}
+			VCVTDQ2PS(isum, isum)
+			sc := ZMM()
+			VMULPS(Mem{Base: xr[j], Disp: 256}, dv, sc)
+			VFMADD231PS(sc, isum, acc[i][j])
+		}
+	}
+	q8Advance(wr, dr, xr, scWBytes, 32, scXBytes)
+	DECQ(n)
+	JMP(LabelRef("scloop"))
+
+	Label("chunks")
+	Load(Param("nchunk"), n)
+	idx := ZMM()
+	VMOVDQU32(permIdx, idx)
+	Label("chunkloop")
+	TESTQ(n, n)
+	JZ(LabelRef("reduce"))
+	for i := 0; i < mr; i++ {
+		PREFETCHT0(Mem{Base: wr[i], Index: pf, Scale: 1})
+		wv := ZMM()
+		VMOVDQU64(Mem{Base: wr[i]}, wv)
+		dv := ZMM()
+		VMOVSD(Mem{Base: dr[i]}, dv.AsX())
+		VPERMPS(dv, idx, dv) // lanes 0-7: block 0's scale, 8-15: block 1's
+		for j := 0; j < nr; j++ {
+			isum := ZMM()
+			VMOVDQU32(Mem{Base: xr[j], Disp: 128}, isum)
+			VPDPBUSD(Mem{Base: xr[j]}, wv, isum)
+			VCVTDQ2PS(isum, isum)
+			sc := ZMM()
+			VMULPS(Mem{Base: xr[j], Disp: 64}, dv, sc)
+			VFMADD231PS(sc, isum, acc[i][j])
+		}
+	}
+	q8Advance(wr, dr, xr, 64, 8, chunkXBytes)
+	DECQ(n)
+	JMP(LabelRef("chunkloop"))
+
+	Label("reduce")
+	q8Epilogue(isaAVX512, acc, nr)
+}
+
+var avx2Consts Mem
+var avx2ConstsDone bool
+
+// q8TileAVX2 is q8TileVNNI for AVX2: 32-byte halves, and the sign trick
+// (|w| unsigned times sign(w)*x signed) with VPMADDUBSW and VPMADDWD, since
+// the biased weights would overflow VPMADDUBSW's int16 sums.
+func q8TileAVX2(mr, nr int) {
+	name := fmt.Sprintf("q8Tile%dx%dAVX2", mr, nr)
+	TEXT(name, NOSPLIT, q8Sig)
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes a %dx%d tile of Q8_0 weight rows times quantized activation rows.", name, mr, nr))
+
+	if !avx2ConstsDone {
+		// 32 bytes of 0x80, then 16 int16 ones.
+		avx2Consts = GLOBL("q8avx2consts", RODATA|NOPTR)
+		for i := 0; i < 8; i++ {
+			DATA(4*i, U32(0x80808080))
+		}
+		for i := 0; i < 8; i++ {
+			DATA(32+4*i, U32(0x00010001))
+		}
+		avx2ConstsDone = true
+	}
+	wr, dr, xr := q8Prologue(mr, nr)
+	cst := GP64()
+	LEAQ(avx2Consts, cst)
+	acc := make([][]reg.VecVirtual, mr)
+	for i := range acc {
+		acc[i] = make([]reg.VecVirtual, nr)
+		for j := range acc[i] {
+			acc[i][j] = YMM()
+			VXORPS(acc[i][j], acc[i][j], acc[i][j])
+		}
+	}
+
+	// dot32 returns the int32 lanes of sign-trick products of the 32 biased
+	// weight bytes at wm with the activation bytes at each xm[j].
+	dot32 := func(wm Mem, xm []Mem, into []reg.VecVirtual, first bool) {
+		ws := YMM()
+		VMOVDQU(wm, ws)
+		VPXOR(Mem{Base: cst}, ws, ws) // remove the +128 bias
+		aw := YMM()
+		VPABSB(ws, aw)
+		for j := range xm {
+			t := YMM()
+			VMOVDQU(xm[j], t)
+			VPSIGNB(ws, t, t)
+			VPMADDUBSW(t, aw, t)
+			VPMADDWD(Mem{Base: cst, Disp: 32}, t, t)
+			if first {
+				VMOVDQA(t, into[j])
+			} else {
+				VPADDD(t, into[j], into[j])
+			}
+		}
+	}
+
+	n := Load(Param("nsc"), GP64())
+	Label("scloop")
+	TESTQ(n, n)
+	JZ(LabelRef("chunks"))
+	for i := 0; i < mr; i++ {
+		for u := 0; u < 2; u++ { // blocks 4u .. 4u+3
+			isum := make([]reg.VecVirtual, nr)
+			for j := range isum {
+				isum[j] = YMM()
+			}
+			for k := 0; k < 4; k++ {
+				xm := make([]Mem, nr)
+				for j := range xm {
+					xm[j] = Mem{Base: xr[j], Disp: 64*k + 32*u}
+				}
+				dot32(Mem{Base: wr[i], Disp: 64*k + 32*u}, xm, isum, k == 0)
+			}
+			dv := YMM()
+			VPMOVZXDQ(Mem{Base: dr[i], Disp: 16 * u}, dv)
+			VMOVSLDUP(dv, dv)
+			for j := 0; j < nr; j++ {
+				VCVTDQ2PS(isum[j], isum[j])
+				sc := YMM()
+				VMULPS(Mem{Base: xr[j], Disp: 256 + 32*u}, dv, sc)
+				VFMADD231PS(sc, isum[j], acc[i][j])
+			}
+		}
+	}
+	q8Advance(wr, dr, xr, scWBytes, 32, scXBytes)
+	DECQ(n)
+	JMP(LabelRef("scloop"))
+
+	Label("chunks")
+	Load(Param("nchunk"), n)
+	Label("chunkloop")
+	TESTQ(n, n)
+	JZ(LabelRef("reduce"))
+	for i := 0; i < mr; i++ {
+		for h := 0; h < 2; h++ {
+			isum := make([]reg.VecVirtual, nr)
+			xm := make([]Mem, nr)
+			for j := range isum {
+				isum[j] = YMM()
+				xm[j] = Mem{Base: xr[j], Disp: 32 * h}
+			}
+			dot32(Mem{Base: wr[i], Disp: 32 * h}, xm, isum, true)
+			dv := YMM()
+			VBROADCASTSS(Mem{Base: dr[i], Disp: 4 * h}, dv)
+			for j := 0; j < nr; j++ {
+				VCVTDQ2PS(isum[j], isum[j])
+				sc := YMM()
+				VMULPS(Mem{Base: xr[j], Disp: 64 + 32*h}, dv, sc)
+				VFMADD231PS(sc, isum[j], acc[i][j])
+			}
+		}
+	}
+	q8Advance(wr, dr, xr, 64, 8, chunkXBytes)
+	DECQ(n)
+	JMP(LabelRef("chunkloop"))
+
+	Label("reduce")
+	q8Epilogue(isaAVX2, acc, nr)
+}

@@ -1,0 +1,767 @@
+package main
+
+import (
+	"math"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+func genVec() {
+	for _, s := range []isa{isaAVX512, isaAVX2} {
+		dot(s)
+		axpy(s)
+	}
+	quantVNNI()
+	maxAVX512()
+	expSubSumAVX512()
+	scaleAVX512()
+	siluMulAVX512()
+	dotStridedAVX512()
+	axpyStridedAVX512()
+}
+
+// broadcastConst returns a full-width vector with every 32-bit lane = bits.
+func broadcastConst(s isa, bits uint32) reg.VecVirtual {
+	g := GP32()
+	MOVL(U32(bits), g)
+	v := s.vec()
+	if s.evex {
+		VPBROADCASTD(g, v)
+		return v
+	}
+	VMOVD(g, v.AsX())
+	VPBROADCASTD(v.AsX(), v)
+	return v
+}
+
+// dot generates dot{isa}(a, b *float32, n int) float32 = sum a[i]*b[i].
+func dot(s isa) {
+	name := "dot" + s.name
+	TEXT(name, NOSPLIT, "func(a, b *float32, n int) float32")
+	Pragma("noescape")
+	Doc(name + " returns sum a[i]*b[i] for i < n.")
+	a := Load(Param("a"), GP64())
+	b := Load(Param("b"), GP64())
+	n := Load(Param("n"), GP64())
+	const unroll = 4
+	acc := make([]reg.VecVirtual, unroll)
+	for i := range acc {
+		acc[i] = s.vec()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
+	vb := 4 * s.lanes // bytes per vector
+	off := GP64()
+	XORQ(off, off)
+	end := GP64()
+	MOVQ(n, end)
+	ANDQ(I32(-unroll*s.lanes), end)
+	SHLQ(U8(2), end)
+
+	Label("loop4")
+	CMPQ(off, end)
+	JAE(LabelRef("loop1"))
+	for u := 0; u < unroll; u++ {
+		v := s.vec()
+		VMOVUPS(Mem{Base: a, Index: off, Scale: 1, Disp: u * vb}, v)
+		VFMADD231PS(Mem{Base: b, Index: off, Scale: 1, Disp: u * vb}, v, acc[u])
+	}
+	ADDQ(U32(unroll*vb), off)
+	JMP(LabelRef("loop4"))
+
+	Label("loop1")
+	MOVQ(n, end)
+	ANDQ(I32(-s.lanes), end)
+	SHLQ(U8(2), end)
+	Label("loop1b")
+	CMPQ(off, end)
+	JAE(LabelRef("tail"))
+	v := s.vec()
+	VMOVUPS(Mem{Base: a, Index: off, Scale: 1}, v)
+	VFMADD231PS(Mem{Base: b, Index: off, Scale: 1}, v, acc[1])
+	ADDQ(U32(vb), off)
+	JMP(LabelRef("loop1b"))
+
+	Label("tail")
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	rem := GP64()
+	MOVQ(n, rem)
+	ANDQ(U32(s.lanes-1), rem)
+	if s.evex {
+		JZ(LabelRef("reduce"))
+		bits := GP64()
+		MOVQ(I32(-1), bits)
+		BZHIQ(rem, bits, bits)
+		k := K()
+		KMOVW(bits.As32(), k)
+		va, vbv := s.vec(), s.vec()
+		VMOVUPS_Z(Mem{Base: a, Index: off, Scale: 1}, k, va)
+		VMOVUPS_Z(Mem{Base: b, Index: off, Scale: 1}, k, vbv)
+		VFMADD231PS(vbv, va, acc[0])
+		Label("reduce")
+		x := hsum(s, acc[0])
+		Store(x, ReturnIndex(0))
+		VZEROUPPER()
+		RET()
+		return
+	}
+	// AVX2: reduce the vector part, then add the scalar tail.
+	x := hsum(s, acc[0])
+	Label("scalar")
+	TESTQ(rem, rem)
+	JZ(LabelRef("done"))
+	t := XMM()
+	VMOVSS(Mem{Base: a, Index: off, Scale: 1}, t)
+	VFMADD231SS(Mem{Base: b, Index: off, Scale: 1}, t, x)
+	ADDQ(U8(4), off)
+	DECQ(rem)
+	JMP(LabelRef("scalar"))
+	Label("done")
+	Store(x, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// hsum reduces a float vector to its lane sum in lane 0 of an XMM view.
+func hsum(s isa, v reg.VecVirtual) reg.Register {
+	x := toXMM(s, v)
+	t := XMM()
+	VSHUFPS(U8(0xEE), x, x, t)
+	VADDPS(t, x, x)
+	VSHUFPS(U8(0x55), x, x, t)
+	VADDSS(t, x, x)
+	return x
+}
+
+// axpy generates axpy{isa}(a float32, x, y *float32, n int): y[i] += a*x[i].
+func axpy(s isa) {
+	name := "axpy" + s.name
+	TEXT(name, NOSPLIT, "func(a float32, x, y *float32, n int)")
+	Pragma("noescape")
+	Doc(name + " computes y[i] += a*x[i] for i < n (fused multiply-add).")
+	as := Load(Param("a"), XMM())
+	av := s.vec()
+	VBROADCASTSS(as, av)
+	x := Load(Param("x"), GP64())
+	y := Load(Param("y"), GP64())
+	n := Load(Param("n"), GP64())
+	const unroll = 4
+	vb := 4 * s.lanes
+	off := GP64()
+	XORQ(off, off)
+	end := GP64()
+	MOVQ(n, end)
+	ANDQ(I32(-unroll*s.lanes), end)
+	SHLQ(U8(2), end)
+
+	Label("loop4")
+	CMPQ(off, end)
+	JAE(LabelRef("loop1"))
+	for u := 0; u < unroll; u++ {
+		v := s.vec()
+		VMOVUPS(Mem{Base: y, Index: off, Scale: 1, Disp: u * vb}, v)
+		VFMADD231PS(Mem{Base: x, Index: off, Scale: 1, Disp: u * vb}, av, v)
+		VMOVUPS(v, Mem{Base: y, Index: off, Scale: 1, Disp: u * vb})
+	}
+	ADDQ(U32(unroll*vb), off)
+	JMP(LabelRef("loop4"))
+
+	Label("loop1")
+	MOVQ(n, end)
+	ANDQ(I32(-s.lanes), end)
+	SHLQ(U8(2), end)
+	Label("loop1b")
+	CMPQ(off, end)
+	JAE(LabelRef("tail"))
+	v := s.vec()
+	VMOVUPS(Mem{Base: y, Index: off, Scale: 1}, v)
+	VFMADD231PS(Mem{Base: x, Index: off, Scale: 1}, av, v)
+	VMOVUPS(v, Mem{Base: y, Index: off, Scale: 1})
+	ADDQ(U32(vb), off)
+	JMP(LabelRef("loop1b"))
+
+	Label("tail")
+	rem := GP64()
+	MOVQ(n, rem)
+	ANDQ(U32(s.lanes-1), rem)
+	JZ(LabelRef("done"))
+	if s.evex {
+		bits := GP64()
+		MOVQ(I32(-1), bits)
+		BZHIQ(rem, bits, bits)
+		k := K()
+		KMOVW(bits.As32(), k)
+		v := s.vec()
+		VMOVUPS_Z(Mem{Base: y, Index: off, Scale: 1}, k, v)
+		xv := s.vec()
+		VMOVUPS_Z(Mem{Base: x, Index: off, Scale: 1}, k, xv)
+		VFMADD231PS(xv, av, v)
+		VMOVUPS(v, k, Mem{Base: y, Index: off, Scale: 1})
+	} else {
+		Label("scalar")
+		t := XMM()
+		VMOVSS(Mem{Base: y, Index: off, Scale: 1}, t)
+		VFMADD231SS(Mem{Base: x, Index: off, Scale: 1}, av.AsX(), t)
+		VMOVSS(t, Mem{Base: y, Index: off, Scale: 1})
+		ADDQ(U8(4), off)
+		DECQ(rem)
+		JNZ(LabelRef("scalar"))
+	}
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// quantVNNI generates quantQ8VNNI(x *float32, nsc, ntail int, dst *byte):
+// it quantizes a row of 8*nsc+ntail blocks of 32 floats into the
+// activation layout (see matmul.go): scale d = max|x|/127, quants
+// round-half-even(x/d), and the lane corrections. An odd last tail block
+// fills only the first half of its chunk; the caller zeroes the rest.
+func quantVNNI() {
+	name := "quantQ8VNNI"
+	TEXT(name, NOSPLIT, "func(x *float32, nsc int, ntail int, dst *byte)")
+	Pragma("noescape")
+	Doc(name + " quantizes a row of float32 blocks into the Q8 activation layout.")
+	x := Load(Param("x"), GP64())
+	dst := Load(Param("dst"), GP64())
+
+	absMask := broadcastConst(isaAVX512, 0x7fffffff)
+	c80 := broadcastConst(isaAVX512, 0x80808080)
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	g := GP32()
+	c127 := XMM()
+	MOVL(U32(0x42fe0000), g) // 127.0
+	VMOVD(g, c127)
+	one := XMM()
+	MOVL(U32(0x3f800000), g) // 1.0
+	VMOVD(g, one)
+
+	// quant quantizes the block at x+xoff: the scale (lane 0 of d) and the
+	// quants, bytes 0-15 in q0 and 16-31 in q1.
+	quant := func(xoff int) (d, q0, q1 reg.VecVirtual) {
+		v0, v1 := ZMM(), ZMM()
+		VMOVUPS(Mem{Base: x, Disp: xoff}, v0)
+		VMOVUPS(Mem{Base: x, Disp: xoff + 64}, v1)
+		m, a1 := ZMM(), ZMM()
+		VANDPS(absMask, v0, m)
+		VANDPS(absMask, v1, a1)
+		VMAXPS(a1, m, m)
+		hy := YMM()
+		VEXTRACTF64X4(U8(1), m, hy)
+		VMAXPS(hy, m.AsY(), m.AsY())
+		hx := XMM()
+		VEXTRACTF32X4(U8(1), m.AsY(), hx)
+		VMAXPS(hx, m.AsX(), m.AsX())
+		VSHUFPS(U8(0xEE), m.AsX(), m.AsX(), hx)
+		VMAXPS(hx, m.AsX(), m.AsX())
+		VSHUFPS(U8(0x55), m.AsX(), m.AsX(), hx)
+		VMAXSS(hx, m.AsX(), m.AsX())
+		d = XMM()
+		VDIVSS(c127, m.AsX(), d) // d = amax/127
+		k := K()
+		VCMPSS(U8(4), zero.AsX(), d, k) // d != 0 (or NaN)
+		id := XMM()
+		VDIVSS_Z(d, one, k, id) // id = 1/d, or 0
+		idv := ZMM()
+		VBROADCASTSS(id, idv)
+		VMULPS(idv, v0, v0)
+		VMULPS(idv, v1, v1)
+		VCVTPS2DQ(v0, v0) // round half to even (MXCSR default)
+		VCVTPS2DQ(v1, v1)
+		q0, q1 = XMM(), XMM()
+		VPMOVDB(v0, q0)
+		VPMOVDB(v1, q1)
+		return d, q0, q1
+	}
+
+	// Super-chunks: block i's qword k goes to vector k, lanes 2i and 2i+1.
+	n := Load(Param("nsc"), GP64())
+	Label("scloop")
+	TESTQ(n, n)
+	JZ(LabelRef("tail"))
+	for i := 0; i < 8; i++ {
+		d, q0, q1 := quant(128 * i)
+		VMOVQ(q0, Mem{Base: dst, Disp: 8 * i})
+		VMOVHPS(q0, Mem{Base: dst, Disp: 64 + 8*i})
+		VMOVQ(q1, Mem{Base: dst, Disp: 128 + 8*i})
+		VMOVHPS(q1, Mem{Base: dst, Disp: 192 + 8*i})
+		dd := XMM()
+		VBROADCASTSS(d, dd)
+		VMOVQ(dd, Mem{Base: dst, Disp: 256 + 8*i})
+	}
+	corr := ZMM()
+	VPXORD(corr, corr, corr)
+	for k := 0; k < 4; k++ {
+		v := ZMM()
+		VMOVDQU64(Mem{Base: dst, Disp: 64 * k}, v)
+		VPDPBUSD(v, c80, corr) // 128 * sum of the lane's quants
+	}
+	VPSUBD(corr, zero, corr)
+	VMOVDQU64(corr, Mem{Base: dst, Disp: 320})
+	ADDQ(U32(4*256), x)
+	ADDQ(U32(scXBytes), dst)
+	DECQ(n)
+	JMP(LabelRef("scloop"))
+
+	// Tail chunks of two blocks.
+	Label("tail")
+	block := func(h int) {
+		d, q0, q1 := quant(128 * h)
+		qq := YMM()
+		VINSERTI32X4(U8(1), q1, q0.AsY(), qq)
+		VMOVDQU(qq, Mem{Base: dst, Disp: 32 * h})
+		dy := YMM()
+		VBROADCASTSS(d, dy)
+		VMOVUPS(dy, Mem{Base: dst, Disp: 64 + 32*h})
+		c := YMM()
+		VPXORD(c, c, c)
+		VPDPBUSD(qq, c80.AsY(), c)
+		VPSUBD(c, zero.AsY(), c)
+		VMOVDQU(c, Mem{Base: dst, Disp: 128 + 32*h})
+	}
+	Load(Param("ntail"), n)
+	Label("chunkloop")
+	CMPQ(n, U8(2))
+	JB(LabelRef("last"))
+	block(0)
+	block(1)
+	ADDQ(U32(256), x)
+	ADDQ(U32(chunkXBytes), dst)
+	SUBQ(U8(2), n)
+	JMP(LabelRef("chunkloop"))
+	Label("last")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	block(0)
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// tailMask sets k to the low rem (1..15) lanes.
+func tailMask(rem reg.Register) reg.OpmaskVirtual {
+	bits := GP64()
+	MOVQ(I32(-1), bits)
+	BZHIQ(rem, bits, bits)
+	k := K()
+	KMOVW(bits.As32(), k)
+	return k
+}
+
+// maxAVX512 generates maxAVX512(x *float32, n int) float32 = max x[i], n >= 1.
+func maxAVX512() {
+	TEXT("maxAVX512", NOSPLIT, "func(x *float32, n int) float32")
+	Pragma("noescape")
+	Doc("maxAVX512 returns the largest of x[0..n), n >= 1.")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	acc := ZMM()
+	VBROADCASTSS(Mem{Base: x}, acc)
+	off := GP64()
+	XORQ(off, off)
+	end := GP64()
+	MOVQ(n, end)
+	ANDQ(I32(-16), end)
+	SHLQ(U8(2), end)
+	Label("loop")
+	CMPQ(off, end)
+	JAE(LabelRef("tail"))
+	VMAXPS(Mem{Base: x, Index: off, Scale: 1}, acc, acc)
+	ADDQ(U8(64), off)
+	JMP(LabelRef("loop"))
+	Label("tail")
+	rem := GP64()
+	MOVQ(n, rem)
+	ANDQ(U8(15), rem)
+	JZ(LabelRef("reduce"))
+	k := tailMask(rem)
+	VMAXPS(Mem{Base: x, Index: off, Scale: 1}, acc, k, acc) // merge: other lanes keep acc
+	Label("reduce")
+	hy := YMM()
+	VEXTRACTF64X4(U8(1), acc, hy)
+	VMAXPS(hy, acc.AsY(), acc.AsY())
+	hx := XMM()
+	VEXTRACTF32X4(U8(1), acc.AsY(), hx)
+	VMAXPS(hx, acc.AsX(), acc.AsX())
+	VSHUFPS(U8(0xEE), acc.AsX(), acc.AsX(), hx)
+	VMAXPS(hx, acc.AsX(), acc.AsX())
+	VSHUFPS(U8(0x55), acc.AsX(), acc.AsX(), hx)
+	VMAXSS(hx, acc.AsX(), acc.AsX())
+	Store(acc.AsX(), ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// expConsts are the registers of exp16 (Cephes expf: e^x = 2^t * e^r,
+// t = round(x*log2 e), |r| <= ln2/2, e^r by a degree-7 polynomial).
+type expConsts struct {
+	lo, hi, log2e, ln2hi, ln2lo, one reg.VecVirtual
+	p                                [6]reg.VecVirtual
+}
+
+func bcast(f float32) reg.VecVirtual {
+	return broadcastConst(isaAVX512, math.Float32bits(f))
+}
+
+func newExpConsts() *expConsts {
+	c := &expConsts{
+		lo:    bcast(-103.9), // below: 2^t underflows to 0 (VSCALEFPS)
+		hi:    bcast(100),    // above 88.72 e^x overflows to +Inf, as it should
+		log2e: bcast(1.44269504088896341),
+		ln2hi: bcast(0.693359375),
+		ln2lo: bcast(-2.12194440e-4),
+		one:   bcast(1),
+	}
+	for i, f := range []float32{5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4} {
+		c.p[i] = bcast(f)
+	}
+	return c
+}
+
+// exp16 returns e^v lane-wise (v is clobbered).
+func exp16(c *expConsts, v reg.VecVirtual) reg.VecVirtual {
+	VMAXPS(c.lo, v, v)
+	VMINPS(c.hi, v, v)
+	t := ZMM()
+	VMULPS(c.log2e, v, t)
+	VRNDSCALEPS(U8(0), t, t) // round to nearest even integer
+	VFNMADD231PS(c.ln2hi, t, v)
+	VFNMADD231PS(c.ln2lo, t, v) // v = r
+	p := ZMM()
+	VMOVAPS(c.p[5], p)
+	for i := 4; i >= 0; i-- {
+		VFMADD213PS(c.p[i], v, p) // p = p*r + c_i
+	}
+	r2 := ZMM()
+	VMULPS(v, v, r2)
+	VFMADD213PS(v, r2, p) // p = p*r^2 + r
+	VADDPS(c.one, p, p)
+	VSCALEFPS(t, p, p) // p * 2^t
+	return p
+}
+
+// expSubSumAVX512 generates expSubSumAVX512(x *float32, n int, m float32)
+// float32: x[i] = e^(x[i]-m), returning the sum.
+func expSubSumAVX512() {
+	TEXT("expSubSumAVX512", NOSPLIT, "func(x *float32, n int, m float32) float32")
+	Pragma("noescape")
+	Doc("expSubSumAVX512 sets x[i] = exp(x[i]-m) for i < n and returns their sum.")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	ms := Load(Param("m"), XMM())
+	mv := ZMM()
+	VBROADCASTSS(ms, mv)
+	c := newExpConsts()
+	sum := ZMM()
+	VXORPS(sum, sum, sum)
+	off := GP64()
+	XORQ(off, off)
+	end := GP64()
+	MOVQ(n, end)
+	ANDQ(I32(-16), end)
+	SHLQ(U8(2), end)
+	Label("loop")
+	CMPQ(off, end)
+	JAE(LabelRef("tail"))
+	v := ZMM()
+	VMOVUPS(Mem{Base: x, Index: off, Scale: 1}, v)
+	VSUBPS(mv, v, v)
+	e := exp16(c, v)
+	VMOVUPS(e, Mem{Base: x, Index: off, Scale: 1})
+	VADDPS(e, sum, sum)
+	ADDQ(U8(64), off)
+	JMP(LabelRef("loop"))
+	Label("tail")
+	rem := GP64()
+	MOVQ(n, rem)
+	ANDQ(U8(15), rem)
+	JZ(LabelRef("reduce"))
+	k := tailMask(rem)
+	v = ZMM()
+	VMOVUPS_Z(Mem{Base: x, Index: off, Scale: 1}, k, v)
+	VSUBPS(mv, v, v)
+	e = exp16(c, v)
+	VMOVUPS(e, k, Mem{Base: x, Index: off, Scale: 1})
+	VADDPS(e, sum, k, sum)
+	Label("reduce")
+	s := hsum(isaAVX512, sum)
+	Store(s, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// scaleAVX512 generates scaleAVX512(x *float32, n int, a float32): x[i] *= a.
+func scaleAVX512() {
+	TEXT("scaleAVX512", NOSPLIT, "func(x *float32, n int, a float32)")
+	Pragma("noescape")
+	Doc("scaleAVX512 sets x[i] *= a for i < n.")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	as := Load(Param("a"), XMM())
+	av := ZMM()
+	VBROADCASTSS(as, av)
+	off := GP64()
+	XORQ(off, off)
+	end := GP64()
+	MOVQ(n, end)
+	ANDQ(I32(-16), end)
+	SHLQ(U8(2), end)
+	Label("loop")
+	CMPQ(off, end)
+	JAE(LabelRef("tail"))
+	v := ZMM()
+	VMULPS(Mem{Base: x, Index: off, Scale: 1}, av, v)
+	VMOVUPS(v, Mem{Base: x, Index: off, Scale: 1})
+	ADDQ(U8(64), off)
+	JMP(LabelRef("loop"))
+	Label("tail")
+	rem := GP64()
+	MOVQ(n, rem)
+	ANDQ(U8(15), rem)
+	JZ(LabelRef("done"))
+	k := tailMask(rem)
+	v = ZMM()
+	VMOVUPS_Z(Mem{Base: x, Index: off, Scale: 1}, k, v)
+	VMULPS(v, av, v)
+	VMOVUPS(v, k, Mem{Base: x, Index: off, Scale: 1})
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// siluMulAVX512 generates siluMulAVX512(h, g *float32, n int):
+// h[i] = h[i] / (1 + e^-h[i]) * g[i].
+func siluMulAVX512() {
+	TEXT("siluMulAVX512", NOSPLIT, "func(h, gate *float32, n int)")
+	Pragma("noescape")
+	Doc("siluMulAVX512 sets h[i] = silu(h[i]) * g[i] for i < n.")
+	h := Load(Param("h"), GP64())
+	g := Load(Param("gate"), GP64())
+	n := Load(Param("n"), GP64())
+	c := newExpConsts()
+	off := GP64()
+	XORQ(off, off)
+	end := GP64()
+	MOVQ(n, end)
+	ANDQ(I32(-16), end)
+	SHLQ(U8(2), end)
+	body := func(load func(m Mem, dst reg.VecVirtual), store func(v reg.VecVirtual, m Mem)) {
+		v, gv := ZMM(), ZMM()
+		load(Mem{Base: h, Index: off, Scale: 1}, v)
+		load(Mem{Base: g, Index: off, Scale: 1}, gv)
+		neg := ZMM()
+		VXORPS(neg, neg, neg)
+		VSUBPS(v, neg, neg) // -v
+		e := exp16(c, neg)
+		VADDPS(c.one, e, e)
+		VMULPS(gv, v, v)
+		VDIVPS(e, v, v) // v*g / (1+e^-v)
+		store(v, Mem{Base: h, Index: off, Scale: 1})
+	}
+	Label("loop")
+	CMPQ(off, end)
+	JAE(LabelRef("tail"))
+	body(func(m Mem, dst reg.VecVirtual) { VMOVUPS(m, dst) }, func(v reg.VecVirtual, m Mem) { VMOVUPS(v, m) })
+	ADDQ(U8(64), off)
+	JMP(LabelRef("loop"))
+	Label("tail")
+	rem := GP64()
+	MOVQ(n, rem)
+	ANDQ(U8(15), rem)
+	JZ(LabelRef("done"))
+	k := tailMask(rem)
+	body(func(m Mem, dst reg.VecVirtual) { VMOVUPS_Z(m, k, dst) }, func(v reg.VecVirtual, m Mem) { VMOVUPS(v, k, m) })
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// dotStridedAVX512 generates dotStridedAVX512(out, q, k *float32, dim,
+// stride, n int): out[t] = sum_i q[i]*k[t*stride+i] over i < dim, for t < n
+// (attention scores of one query against n cached keys), four keys per pass
+// so that each load of q serves four dot products.
+func dotStridedAVX512() {
+	TEXT("dotStridedAVX512", NOSPLIT, "func(out, q, k *float32, dim, stride, n int)")
+	Pragma("noescape")
+	Doc("dotStridedAVX512 sets out[t] = dot(q[:dim], k[t*stride:][:dim]) for t < n.")
+	out := Load(Param("out"), GP64())
+	q := Load(Param("q"), GP64())
+	k := Load(Param("k"), GP64())
+	dim := Load(Param("dim"), GP64())
+	sb := loadStride("stride", 2)
+	n := Load(Param("n"), GP64())
+
+	end := GP64()
+	MOVQ(dim, end)
+	ANDQ(I32(-16), end)
+	SHLQ(U8(2), end)
+	rem := GP64()
+	MOVQ(dim, rem)
+	ANDQ(U8(15), rem)
+	bits := GP64()
+	MOVQ(I32(-1), bits)
+	BZHIQ(rem, bits, bits)
+	mask := K()
+	KMOVW(bits.As32(), mask)
+
+	// group computes g dot products (g = 4 or 1) for keys at kp[0..g).
+	group := func(g int, label string) {
+		kp := rowPtrs(k, sb, g)
+		acc := make([]reg.VecVirtual, g)
+		for i := range acc {
+			acc[i] = ZMM()
+			VXORPS(acc[i], acc[i], acc[i])
+		}
+		off := GP64()
+		XORQ(off, off)
+		Label(label + "loop")
+		CMPQ(off, end)
+		JAE(LabelRef(label + "tail"))
+		qv := ZMM()
+		VMOVUPS(Mem{Base: q, Index: off, Scale: 1}, qv)
+		for i := range acc {
+			VFMADD231PS(Mem{Base: kp[i], Index: off, Scale: 1}, qv, acc[i])
+		}
+		ADDQ(U8(64), off)
+		JMP(LabelRef(label + "loop"))
+		Label(label + "tail")
+		TESTQ(rem, rem)
+		JZ(LabelRef(label + "sum"))
+		qv = ZMM()
+		VMOVUPS_Z(Mem{Base: q, Index: off, Scale: 1}, mask, qv)
+		for i := range acc {
+			kv := ZMM()
+			VMOVUPS_Z(Mem{Base: kp[i], Index: off, Scale: 1}, mask, kv)
+			VFMADD231PS(kv, qv, acc[i])
+		}
+		Label(label + "sum")
+		storeSum4(isaAVX512, acc, Mem{Base: out})
+	}
+
+	Label("quad")
+	CMPQ(n, U8(4))
+	JB(LabelRef("single"))
+	group(4, "q")
+	ADDQ(U8(16), out)
+	for i := 0; i < 4; i++ {
+		ADDQ(sb, k)
+	}
+	SUBQ(U8(4), n)
+	JMP(LabelRef("quad"))
+
+	Label("single")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	group(1, "s")
+	ADDQ(U8(4), out)
+	ADDQ(sb, k)
+	DECQ(n)
+	JMP(LabelRef("single"))
+
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// axpyStridedAVX512 generates axpyStridedAVX512(y, a, v *float32, dim,
+// stride, n int): y[i] += sum_t a[t]*v[t*stride+i] over t < n, for i < dim
+// (attention's weighted sum of n cached values), keeping 64 floats of y in
+// registers while it runs over all t.
+func axpyStridedAVX512() {
+	TEXT("axpyStridedAVX512", NOSPLIT, "func(y, a, v *float32, dim, stride, n int)")
+	Pragma("noescape")
+	Doc("axpyStridedAVX512 adds sum_t a[t]*v[t*stride:][:dim] to y[:dim] over t < n.")
+	y := Load(Param("y"), GP64())
+	a := Load(Param("a"), GP64())
+	v := Load(Param("v"), GP64())
+	dim := Load(Param("dim"), GP64())
+	sb := loadStride("stride", 2)
+	n := Load(Param("n"), GP64())
+
+	// pass accumulates width vectors of y starting at float offset yo (a
+	// GP register, bytes), over all t; masked: the last vector is partial.
+	pass := func(width int, k reg.OpmaskVirtual, label string, yo reg.Register) {
+		acc := make([]reg.VecVirtual, width)
+		load := func(m Mem, dst reg.VecVirtual, last bool) {
+			if k != nil && last {
+				VMOVUPS_Z(m, k, dst)
+			} else {
+				VMOVUPS(m, dst)
+			}
+		}
+		for u := range acc {
+			acc[u] = ZMM()
+			load(Mem{Base: y, Index: yo, Scale: 1, Disp: 64 * u}, acc[u], u == width-1)
+		}
+		vp, ap, cnt := GP64(), GP64(), GP64()
+		LEAQ(Mem{Base: v, Index: yo, Scale: 1}, vp)
+		MOVQ(a, ap)
+		MOVQ(n, cnt)
+		Label(label + "t")
+		TESTQ(cnt, cnt)
+		JZ(LabelRef(label + "store"))
+		av := ZMM()
+		VBROADCASTSS(Mem{Base: ap}, av)
+		for u := range acc {
+			if k != nil && u == width-1 {
+				t := ZMM()
+				VMOVUPS_Z(Mem{Base: vp, Disp: 64 * u}, k, t)
+				VFMADD231PS(t, av, acc[u])
+			} else {
+				VFMADD231PS(Mem{Base: vp, Disp: 64 * u}, av, acc[u])
+			}
+		}
+		ADDQ(sb, vp)
+		ADDQ(U8(4), ap)
+		DECQ(cnt)
+		JMP(LabelRef(label + "t"))
+		Label(label + "store")
+		for u := range acc {
+			m := Mem{Base: y, Index: yo, Scale: 1, Disp: 64 * u}
+			if k != nil && u == width-1 {
+				VMOVUPS(acc[u], k, m)
+			} else {
+				VMOVUPS(acc[u], m)
+			}
+		}
+	}
+
+	yo := GP64()
+	XORQ(yo, yo)
+	end := GP64()
+	// Passes of 64 floats.
+	MOVQ(dim, end)
+	ANDQ(I32(-64), end)
+	SHLQ(U8(2), end)
+	Label("wide")
+	CMPQ(yo, end)
+	JAE(LabelRef("narrow"))
+	pass(4, nil, "w", yo)
+	ADDQ(U32(256), yo)
+	JMP(LabelRef("wide"))
+	// Passes of 16 floats.
+	Label("narrow")
+	MOVQ(dim, end)
+	ANDQ(I32(-16), end)
+	SHLQ(U8(2), end)
+	Label("narrowloop")
+	CMPQ(yo, end)
+	JAE(LabelRef("tail"))
+	pass(1, nil, "n", yo)
+	ADDQ(U8(64), yo)
+	JMP(LabelRef("narrowloop"))
+	// The last dim%16 floats.
+	Label("tail")
+	rem := GP64()
+	MOVQ(dim, rem)
+	ANDQ(U8(15), rem)
+	JZ(LabelRef("done"))
+	pass(1, tailMask(rem), "m", yo)
+	Label("done")
+	VZEROUPPER()
+	RET()
+}

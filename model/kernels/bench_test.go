@@ -1,0 +1,191 @@
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+// stories110M's weight shapes (rows x cols): wq/wk/wv/wo, w1/w3, w2, and
+// the classifier.
+var benchShapes = [][2]int{{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}}
+
+// BenchmarkMatMul reports weight bandwidth (MB/s, from b.SetBytes with the
+// matrix size: every weight is read once per call) and GFLOP/s. The
+// weights stay in the caches between calls; see BenchmarkMatMulCold.
+// Threads follow -cpu.
+func BenchmarkMatMul(b *testing.B) {
+	SetThreads(runtime.GOMAXPROCS(0))
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, typ := range []DType{F32, Q8_0} {
+		for _, s := range benchShapes {
+			rows, cols := s[0], s[1]
+			w := randVec(r, rows*cols)
+			var m *Mat
+			if typ == F32 {
+				m, _ = NewF32Mat(rows, cols, w)
+			} else {
+				m, _ = QuantizeQ8(rows, cols, w)
+			}
+			for _, n := range []int{1, 4, 16, 64} {
+				b.Run(fmt.Sprintf("%v/%dx%d/n=%d", typ, rows, cols, n), func(b *testing.B) {
+					x := randVec(r, n*cols)
+					out := make([]float32, n*rows)
+					b.SetBytes(m.Bytes())
+					for b.Loop() {
+						m.MatMul(out, x, n)
+					}
+					flops := 2 * float64(rows) * float64(cols) * float64(n) * float64(b.N)
+					b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+func BenchmarkDot(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for _, n := range []int{64, 768, 4096} {
+		x, y := randVec(r, n), randVec(r, n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.SetBytes(int64(8 * n))
+			var s float32
+			for b.Loop() {
+				s += Dot(x, y)
+			}
+			_ = s
+		})
+	}
+}
+
+func BenchmarkAxpy(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, n := range []int{64, 768, 4096} {
+		x, y := randVec(r, n), randVec(r, n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.SetBytes(int64(12 * n))
+			for b.Loop() {
+				Axpy(1e-3, x, y)
+			}
+		})
+	}
+}
+
+func BenchmarkSoftmax(b *testing.B) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, n := range []int{256, 1024} {
+		x := randVec(r, n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.SetBytes(int64(4 * n))
+			for b.Loop() {
+				Softmax(x)
+			}
+		})
+	}
+}
+
+func BenchmarkSwiGLU(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 5))
+	h0, g := randVec(r, 2048), randVec(r, 2048)
+	h := make([]float32, len(h0))
+	b.SetBytes(8 * 2048)
+	for b.Loop() {
+		copy(h, h0) // in place, repeated, h would decay into subnormals
+		SwiGLU(h, g)
+	}
+}
+
+func BenchmarkRMSNorm(b *testing.B) {
+	r := rand.New(rand.NewPCG(6, 6))
+	x, w := randVec(r, 768), randVec(r, 768)
+	out := make([]float32, 768)
+	b.SetBytes(8 * 768)
+	for b.Loop() {
+		RMSNorm(out, x, w, 1e-5)
+	}
+}
+
+// BenchmarkMatMulCold is BenchmarkMatMul with the weights coming from DRAM,
+// as in a real forward pass whose weights exceed the caches: each call
+// uses the next of enough copies of the matrix to overflow the L3 cache.
+func BenchmarkMatMulCold(b *testing.B) {
+	SetThreads(runtime.GOMAXPROCS(0))
+	const footprint = 768 << 20
+	r := rand.New(rand.NewPCG(7, 7))
+	rows, cols := 768, 2048
+	w := randVec(r, rows*cols)
+	for _, typ := range []DType{F32, Q8_0} {
+		var mats []*Mat
+		switch typ {
+		case F32:
+			copies := footprint / (4 * rows * cols)
+			all := make([]float32, copies*rows*cols)
+			for i := 0; i < copies; i++ {
+				copy(all[i*rows*cols:], w)
+				m, _ := NewF32Mat(rows, cols, all[i*rows*cols:(i+1)*rows*cols])
+				mats = append(mats, m)
+			}
+		case Q8_0:
+			m0, _ := QuantizeQ8(rows, cols, w)
+			for i := int64(0); i < footprint/m0.Bytes(); i++ {
+				m := *m0
+				m.q8q = append(alignedBytes(0)[:0:0], m0.q8q...)
+				m.q8d = append([]float32(nil), m0.q8d...)
+				mats = append(mats, &m)
+			}
+		}
+		for _, n := range []int{1, 4, 16, 64} {
+			b.Run(fmt.Sprintf("%v/%dx%d/n=%d", typ, rows, cols, n), func(b *testing.B) {
+				x := randVec(r, n*cols)
+				out := make([]float32, n*rows)
+				b.SetBytes(mats[0].Bytes())
+				i := 0
+				for b.Loop() {
+					mats[i].MatMul(out, x, n)
+					i = (i + 1) % len(mats)
+				}
+				flops := 2 * float64(rows) * float64(cols) * float64(n) * float64(b.N)
+				b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkAttention compares one head's scores and weighted sum over 512
+// cached positions (head size 64, positions 768 floats apart as in a
+// stories110M KV cache) done per position with Dot/Axpy and in one
+// DotStrided/AxpyStrided call.
+func BenchmarkAttention(b *testing.B) {
+	const dim, n, stride = 64, 512, 768
+	r := rand.New(rand.NewPCG(8, 8))
+	q, kv := randVec(r, dim), randVec(r, n*stride)
+	att, y := make([]float32, n), make([]float32, dim)
+	b.Run("Dot", func(b *testing.B) {
+		for b.Loop() {
+			for t := range att {
+				att[t] = Dot(q, kv[t*stride:t*stride+dim])
+			}
+		}
+	})
+	b.Run("DotStrided", func(b *testing.B) {
+		for b.Loop() {
+			DotStrided(att, q, kv, stride)
+		}
+	})
+	for i := range att {
+		att[i] = 1.0 / n
+	}
+	b.Run("Axpy", func(b *testing.B) {
+		for b.Loop() {
+			for t, a := range att {
+				Axpy(a, kv[t*stride:t*stride+dim], y)
+			}
+		}
+	})
+	b.Run("AxpyStrided", func(b *testing.B) {
+		for b.Loop() {
+			AxpyStrided(y, att, kv, stride)
+		}
+	})
+}

@@ -1,0 +1,29 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// Without amd64 assembly (other architectures, or the purego build tag)
+// every kernel is the pure-Go one.
+
+func f32Levels() []level { return []level{levelGo} }
+func q8Levels() []level  { return []level{levelGo} }
+
+func dot(a, b []float32) float32 { return dotGo(a, b) }
+
+func axpy(a float32, x, y []float32) { axpyGo(a, x, y) }
+
+func f32Rows(out, x, w []float32, n, rows, cols, r0, r1 int) {
+	f32RowsGo(out, x, w, n, rows, cols, r0, r1)
+}
+
+func quantizeQ8Rows(dst []byte, x []float32, n, cols int) { quantizeQ8RowsGo(dst, x, n, cols) }
+
+func q8Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q8RowsGo(out, m, xq, n, r0, r1) }
+
+func softmax(x []float32) { softmaxGo(x) }
+
+func swiGLU(h, g []float32) { swiGLUGo(h, g) }
+
+func dotStrided(out, q, k []float32, stride int) { dotStridedGo(out, q, k, stride) }
+
+func axpyStrided(y, a, v []float32, stride int) { axpyStridedGo(y, a, v, stride) }

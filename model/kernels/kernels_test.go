@@ -1,0 +1,551 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// withLevels runs fn with the given implementations selected.
+func withLevels(t testing.TB, f32, q8 level, fn func()) {
+	t.Helper()
+	of, oq := f32Level, q8Level
+	f32Level, q8Level = f32, q8
+	defer func() { f32Level, q8Level = of, oq }()
+	fn()
+}
+
+func randVec(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+// dotRef returns the float64 dot product and the sum of |terms|, the scale
+// against which rounding errors are measured.
+func dotRef(a, b []float32) (sum, abs float64) {
+	for i := range a {
+		p := float64(a[i]) * float64(b[i])
+		sum += p
+		abs += math.Abs(p)
+	}
+	return sum, abs
+}
+
+func TestDotAxpy(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	sizes := []int{0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 70, 127, 128, 129, 255, 1000, 4099}
+	for _, l := range f32Levels() {
+		for _, n := range sizes {
+			for _, off := range []int{0, 1, 3} { // unaligned starts
+				a := randVec(r, n+off)[off:]
+				b := randVec(r, n+off)[off:]
+				withLevels(t, l, q8Level, func() {
+					got := Dot(a, b)
+					want, abs := dotRef(a, b)
+					if math.Abs(float64(got)-want) > 1e-5*abs+1e-30 {
+						t.Errorf("%v: Dot(len %d) = %g, want %g", l, n, got, want)
+					}
+
+					y := randVec(r, n+off)[off:]
+					y0 := append([]float32(nil), y...)
+					ya := append([]float32(nil), y...)
+					ya = append(ya, 777)
+					const alpha = 0.37
+					Axpy(alpha, a, ya[:n])
+					for i := range n {
+						want := float64(y0[i]) + alpha*float64(a[i])
+						scale := math.Abs(float64(y0[i])) + math.Abs(alpha*float64(a[i]))
+						if math.Abs(float64(ya[i])-want) > 1e-6*scale {
+							t.Fatalf("%v: Axpy(len %d)[%d] = %g, want %g", l, n, i, ya[i], want)
+						}
+					}
+					if ya[n] != 777 {
+						t.Fatalf("%v: Axpy(len %d) wrote past the end", l, n)
+					}
+
+					s := append([]float32(nil), y0...)
+					Add(s, a)
+					for i := range n {
+						if s[i] != y0[i]+a[i] {
+							t.Fatalf("%v: Add(len %d)[%d] = %g, want %g", l, n, i, s[i], y0[i]+a[i])
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestStrided(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, l := range f32Levels() {
+		for _, dim := range []int{1, 7, 8, 16, 17, 48, 64, 65, 100, 128, 130, 200} {
+			for _, n := range []int{0, 1, 3, 4, 5, 9, 33} {
+				for _, pad := range []int{0, 3} {
+					stride := dim + pad
+					q := randVec(r, dim)
+					k := randVec(r, max(0, (n-1)*stride+dim))
+					out := make([]float32, n+1)
+					out[n] = 42
+					withLevels(t, l, q8Level, func() { DotStrided(out[:n], q, k, stride) })
+					if out[n] != 42 {
+						t.Fatalf("%v: DotStrided wrote past out", l)
+					}
+					for i := 0; i < n; i++ {
+						want, abs := dotRef(q, k[i*stride:i*stride+dim])
+						if math.Abs(float64(out[i])-want) > 1e-5*abs {
+							t.Fatalf("%v dim=%d n=%d stride=%d: out[%d] = %g, want %g", l, dim, n, stride, i, out[i], want)
+						}
+					}
+
+					a := randVec(r, n)
+					y := randVec(r, dim+1)
+					y[dim] = 42
+					want := make([]float64, dim)
+					scale := make([]float64, dim)
+					for i := range want {
+						want[i], scale[i] = float64(y[i]), math.Abs(float64(y[i]))
+						for tt := 0; tt < n; tt++ {
+							p := float64(a[tt]) * float64(k[tt*stride+i])
+							want[i] += p
+							scale[i] += math.Abs(p)
+						}
+					}
+					withLevels(t, l, q8Level, func() { AxpyStrided(y[:dim], a, k, stride) })
+					if y[dim] != 42 {
+						t.Fatalf("%v: AxpyStrided wrote past y", l)
+					}
+					for i := range want {
+						if math.Abs(float64(y[i])-want[i]) > 1e-5*scale[i] {
+							t.Fatalf("%v dim=%d n=%d stride=%d: y[%d] = %g, want %g", l, dim, n, stride, i, y[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestVectorOps(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	x := randVec(r, 77)
+	w := randVec(r, 77)
+	out := make([]float32, 77)
+	RMSNorm(out, x, w, 1e-5)
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	inv := 1 / math.Sqrt(ss/77+1e-5)
+	for i := range x {
+		want := float64(w[i]) * inv * float64(x[i])
+		if math.Abs(float64(out[i])-want) > 1e-5*math.Abs(want)+1e-7 {
+			t.Fatalf("RMSNorm[%d] = %g, want %g", i, out[i], want)
+		}
+	}
+
+}
+
+func TestSoftmaxSwiGLU(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	for _, l := range f32Levels() {
+		for _, n := range []int{1, 2, 5, 15, 16, 17, 31, 33, 64, 70, 1000} {
+			x := randVec(r, n)
+			for i := range x {
+				x[i] *= 10 // spread: many terms underflow relative to the max
+			}
+			if n > 3 {
+				x[1] = float32(math.Inf(-1)) // a masked position
+				x[2] = -200
+			}
+			var m float64 = math.Inf(-1)
+			for _, v := range x {
+				m = max(m, float64(v))
+			}
+			want := make([]float64, n)
+			var sum float64
+			for i, v := range x {
+				want[i] = math.Exp(float64(v - float32(m))) // the kernels subtract in float32
+				sum += want[i]
+			}
+			p := append([]float32(nil), x...)
+			withLevels(t, l, q8Level, func() { Softmax(p) })
+			for i := range p {
+				w := want[i] / sum
+				if math.Abs(float64(p[i])-w) > 2e-6*w+1e-38 {
+					t.Fatalf("%v: Softmax(len %d)[%d] = %g, want %g", l, n, i, p[i], w)
+				}
+			}
+
+			h := randVec(r, n)
+			for i := range h {
+				h[i] *= 8
+			}
+			if n > 3 {
+				h[0], h[1], h[2] = -120, 120, 0
+			}
+			g := randVec(r, n)
+			got := append([]float32(nil), h...)
+			withLevels(t, l, q8Level, func() { SwiGLU(got, g) })
+			for i := range got {
+				v := float64(h[i])
+				w := v / (1 + math.Exp(-v)) * float64(g[i])
+				if math.Abs(float64(got[i])-w) > 2e-6*math.Abs(w)+1e-37 {
+					t.Fatalf("%v: SwiGLU(len %d)[%d] = %g (h=%g g=%g), want %g", l, n, i, got[i], h[i], g[i], w)
+				}
+			}
+		}
+	}
+}
+
+// matRef is the float64 product with the dequantized weights, and the
+// sum of |terms| for each output.
+func matRef(m *Mat, x []float32, n int) (want, abs []float64) {
+	want = make([]float64, n*m.Rows)
+	abs = make([]float64, n*m.Rows)
+	row := make([]float32, m.Cols)
+	for r := 0; r < m.Rows; r++ {
+		m.Row(row, r)
+		for b := 0; b < n; b++ {
+			want[b*m.Rows+r], abs[b*m.Rows+r] = dotRef(row, x[b*m.Cols:(b+1)*m.Cols])
+		}
+	}
+	return want, abs
+}
+
+// Shapes with tails everywhere: rows not a multiple of 4, columns not a
+// multiple of 16 (F32), Q8_0 rows with and without super-chunks and with odd
+// and even tail blocks, batches that are
+// not a multiple of the tile height.
+var (
+	testRows    = []int{1, 3, 4, 5, 8, 13, 37}
+	testColsF32 = []int{1, 5, 16, 17, 33, 64, 100, 288}
+	testColsQ8  = []int{32, 64, 96, 160, 256, 288, 480, 768, 832}
+	testBatches = []int{1, 2, 3, 4, 5, 7, 9, 16, 31, 64, 70}
+)
+
+func TestMatMulF32(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, rows := range testRows {
+		for _, cols := range testColsF32 {
+			m, err := NewF32Mat(rows, cols, randVec(r, rows*cols))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range testBatches {
+				if rows*cols*n > 400000 {
+					continue
+				}
+				x := randVec(r, n*cols)
+				want, abs := matRef(m, x, n)
+				for _, l := range f32Levels() {
+					withLevels(t, l, q8Level, func() {
+						out := make([]float32, n*rows+1)
+						out[n*rows] = 42
+						m.MatMul(out, x, n)
+						if out[n*rows] != 42 {
+							t.Fatalf("%v %dx%d n=%d: wrote past the output", l, rows, cols, n)
+						}
+						for i := range want {
+							if math.Abs(float64(out[i])-want[i]) > 1e-5*abs[i]+1e-30 {
+								t.Fatalf("%v %dx%d n=%d: out[%d] = %g, want %g", l, rows, cols, n, i, out[i], want[i])
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func TestQuantizeQ8Rows(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, cols := range testColsQ8 {
+		for _, n := range []int{1, 3} {
+			x := randVec(r, n*cols)
+			// Exercise zero blocks, exact ties and large magnitudes.
+			clear(x[:32])
+			if cols >= 64 {
+				for i := 32; i < 64; i++ {
+					x[i] = float32(i-48) * 0.5
+				}
+			}
+			x[len(x)-1] = 1e30
+			want := make([]byte, n*q8GeomOf(cols).xBytes())
+			quantizeQ8RowsGo(want, x, n, cols)
+			for _, l := range q8Levels() {
+				got := make([]byte, len(want))
+				for i := range got {
+					got[i] = 0xAA // the quantizer must write every byte
+				}
+				withLevels(t, f32Level, l, func() { quantizeQ8Rows(got, x, n, cols) })
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("%v cols=%d n=%d: scratch byte %d = %#x, want %#x", l, cols, n, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestMatMulQ8(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, rows := range testRows {
+		for _, cols := range testColsQ8 {
+			m, err := QuantizeQ8(rows, cols, randVec(r, rows*cols))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range testBatches {
+				if rows*cols*n > 400000 {
+					continue
+				}
+				x := randVec(r, n*cols)
+				want, abs := matRef(m, x, n)
+				// The activation quantization error bound: each x moves by
+				// at most half a step, amax/254, per block.
+				qerr := make([]float64, n*rows)
+				row := make([]float32, cols)
+				for rr := 0; rr < rows; rr++ {
+					m.Row(row, rr)
+					for b := 0; b < n; b++ {
+						for k := 0; k < cols; k += 32 {
+							var amax, wabs float64
+							for i := k; i < k+32; i++ {
+								amax = max(amax, math.Abs(float64(x[b*cols+i])))
+								wabs += math.Abs(float64(row[i]))
+							}
+							qerr[b*rows+rr] += amax / 254 * wabs
+						}
+					}
+				}
+				var ref []float32
+				for _, l := range q8Levels() {
+					withLevels(t, f32Level, l, func() {
+						out := make([]float32, n*rows+1)
+						out[n*rows] = 42
+						m.MatMul(out, x, n)
+						if out[n*rows] != 42 {
+							t.Fatalf("%v %dx%d n=%d: wrote past the output", l, rows, cols, n)
+						}
+						for i := range want {
+							if math.Abs(float64(out[i])-want[i]) > qerr[i]*1.0001+1e-5*abs[i] {
+								t.Fatalf("%v %dx%d n=%d: out[%d] = %g, float product %g, beyond quantization bound %g",
+									l, rows, cols, n, i, out[i], want[i], qerr[i])
+							}
+						}
+						if l == levelGo {
+							ref = out
+							return
+						}
+						// Same quantized operands: only float rounding differs.
+						for i := range want {
+							if math.Abs(float64(out[i]-ref[i])) > 1e-6*(abs[i]+qerr[i]) {
+								t.Fatalf("%v %dx%d n=%d: out[%d] = %g, pure Go %g", l, rows, cols, n, i, out[i], ref[i])
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func TestQ8Layout(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	w := randVec(r, 3*96)
+	raw, err := EncodeQ8(3, 96, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewQ8Mat(3, 96, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := make([]float32, 96)
+	for rr := 0; rr < 3; rr++ {
+		m.Row(row, rr)
+		for b := 0; b < 3; b++ {
+			blk := raw[(rr*3+b)*34:]
+			d := HalfToFloat(uint16(blk[0]) | uint16(blk[1])<<8)
+			for i := 0; i < 32; i++ {
+				if want := d * float32(int8(blk[2+i])); row[b*32+i] != want {
+					t.Fatalf("Row(%d)[%d] = %g, want %g", rr, b*32+i, row[b*32+i], want)
+				}
+			}
+		}
+	}
+	if _, err := NewQ8Mat(3, 96, raw[:len(raw)-1]); err == nil {
+		t.Error("NewQ8Mat accepted a short buffer")
+	}
+	if _, err := NewQ8Mat(3, 90, raw); err == nil {
+		t.Error("NewQ8Mat accepted 90 columns")
+	}
+	if _, err := NewF32Mat(2, 3, make([]float32, 5)); err == nil {
+		t.Error("NewF32Mat accepted 5 values for 2x3")
+	}
+}
+
+// A -128 quant (not produced by EncodeQ8, but valid in a file) must work
+// too: it is the edge of both the bias and the sign trick.
+func TestQ8ExtremeQuants(t *testing.T) {
+	const rows, cols = 5, 64
+	raw := make([]byte, rows*cols/32*34)
+	r := rand.New(rand.NewPCG(13, 14))
+	for b := 0; b < rows*cols/32; b++ {
+		blk := raw[b*34:]
+		h := FloatToHalf(0.01 * float32(b+1))
+		blk[0], blk[1] = byte(h), byte(h>>8)
+		for i := 0; i < 32; i++ {
+			switch r.IntN(3) {
+			case 0:
+				blk[2+i] = 0x80 // -128
+			case 1:
+				blk[2+i] = 0x7f // 127
+			default:
+				blk[2+i] = byte(r.IntN(256))
+			}
+		}
+	}
+	m, err := NewQ8Mat(rows, cols, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 4, 6} {
+		x := randVec(r, n*cols)
+		var ref []float32
+		for _, l := range q8Levels() {
+			out := make([]float32, n*rows)
+			withLevels(t, f32Level, l, func() { m.MatMul(out, x, n) })
+			if ref == nil {
+				ref = out
+				continue
+			}
+			for i := range out {
+				if math.Abs(float64(out[i]-ref[i])) > 1e-5*math.Abs(float64(ref[i]))+1e-6 {
+					t.Fatalf("%v n=%d: out[%d] = %g, pure Go %g", l, n, i, out[i], ref[i])
+				}
+			}
+		}
+	}
+}
+
+func TestMatMulConcurrent(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	mf, _ := NewF32Mat(64, 256, randVec(r, 64*256))
+	mq, _ := QuantizeQ8(64, 256, randVec(r, 64*256))
+	x := randVec(r, 8*256)
+	wantF := make([]float32, 8*64)
+	wantQ := make([]float32, 8*64)
+	mf.MatMul(wantF, x, 8)
+	mq.MatMul(wantQ, x, 8)
+	done := make(chan error)
+	for g := 0; g < 4; g++ {
+		go func() {
+			out := make([]float32, 8*64)
+			for it := 0; it < 20; it++ {
+				for _, c := range []struct {
+					m    *Mat
+					want []float32
+				}{{mf, wantF}, {mq, wantQ}} {
+					c.m.MatMul(out, x, 8)
+					for i := range out {
+						if out[i] != c.want[i] {
+							done <- fmt.Errorf("%v: out[%d] = %g, want %g", c.m.Type, i, out[i], c.want[i])
+							return
+						}
+					}
+				}
+			}
+			done <- nil
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestMatMulNoAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	r := rand.New(rand.NewPCG(17, 18))
+	mf, _ := NewF32Mat(256, 256, randVec(r, 256*256))
+	mq, _ := QuantizeQ8(256, 256, randVec(r, 256*256))
+	x := randVec(r, 4*256)
+	out := make([]float32, 4*256)
+	for _, m := range []*Mat{mf, mq} {
+		m.MatMul(out, x, 4)
+		if a := testing.AllocsPerRun(50, func() { m.MatMul(out, x, 4) }); a != 0 {
+			t.Errorf("%v MatMul: %v allocations per call", m.Type, a)
+		}
+	}
+	if a := testing.AllocsPerRun(50, func() { _ = Dot(x, x); Axpy(2, x, out) }); a != 0 {
+		t.Errorf("Dot+Axpy: %v allocations per call", a)
+	}
+}
+
+func TestMatMulBadSizes(t *testing.T) {
+	m, _ := NewF32Mat(4, 8, make([]float32, 32))
+	defer func() {
+		if recover() == nil {
+			t.Error("MatMul with a short x did not panic")
+		}
+	}()
+	m.MatMul(make([]float32, 8), make([]float32, 15), 2)
+}
+
+// FuzzQuantizeQ8 checks the assembly quantizer against the Go one on
+// arbitrary bit patterns (NaN and Inf excepted: their quants are unspecified).
+func FuzzQuantizeQ8(f *testing.F) {
+	f.Add([]byte{0, 0, 128, 63, 0, 0, 0, 191}, uint8(1))
+	f.Add(make([]byte, 128), uint8(2))
+	f.Add([]byte{1, 0, 0, 0, 255, 255, 127, 127, 0, 0, 0, 128}, uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, nb uint8) {
+		cols := 32 * (int(nb)%5 + 1)
+		x := make([]float32, cols)
+		for i := range x {
+			if len(data) >= 4*(i+1) {
+				v := math.Float32frombits(uint32(data[4*i]) | uint32(data[4*i+1])<<8 | uint32(data[4*i+2])<<16 | uint32(data[4*i+3])<<24)
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					v = 0
+				}
+				x[i] = v
+			}
+		}
+		want := make([]byte, q8GeomOf(cols).xBytes())
+		quantizeQ8RowsGo(want, x, 1, cols)
+		for _, l := range q8Levels() {
+			got := make([]byte, len(want))
+			withLevels(t, f32Level, l, func() { quantizeQ8Rows(got, x, 1, cols) })
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%v: byte %d = %#x, want %#x (x=%v)", l, i, got[i], want[i], x)
+				}
+			}
+		}
+	})
+}
+
+// FuzzNewQ8Mat feeds arbitrary shapes and bytes: errors, never panics.
+func FuzzNewQ8Mat(f *testing.F) {
+	f.Add(2, 32, make([]byte, 68))
+	f.Add(1, 64, make([]byte, 68))
+	f.Add(-1, 32, []byte{})
+	f.Add(1<<30, 1<<30, []byte{1})
+	f.Fuzz(func(t *testing.T, rows, cols int, raw []byte) {
+		m, err := NewQ8Mat(rows, cols, raw)
+		if err != nil {
+			return
+		}
+		out := make([]float32, rows)
+		m.MatMul(out, make([]float32, cols), 1)
+	})
+}
