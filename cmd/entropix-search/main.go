@@ -1,10 +1,16 @@
 // Command entropix-search continues a prompt with a language model, choosing
-// tokens by entropy-guided tree search.
+// tokens by entropy-guided tree search, and can export the decision tree.
 //
-//	entropix-search -m stories260K.bin -z tok512.bin -p "Once upon a time" -n 64 --greedy
+//	entropix-search -m model.gguf -p "Once upon a time" -n 128 --dot tree.dot
+//
+// The committed text streams to standard output as it is decided; progress
+// and a summary go to standard error. Bad input exits with status 2, an
+// interrupt (Ctrl-C) with 130 after printing the partial result and
+// writing the requested tree files.
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -14,97 +20,223 @@ import (
 	"os/signal"
 	"strings"
 
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/policy"
 )
 
 var version = "0.1.0-dev"
 
-// exitUsage is the exit code for bad input (flags, files).
-const exitUsage = 2
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitInterrupted = 130
+)
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-type config struct {
-	model, tokenizer, prompt string
-	maxTokens                int
-	greedy, version          bool
-}
+// usageError is bad input: the message is printed and the exit code is 2.
+type usageError struct{ error }
 
-func parse(args []string, stderr io.Writer) (*config, error) {
-	c := &config{}
-	fs := flag.NewFlagSet("entropix-search", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	str := func(p *string, short, long, usage string) {
-		fs.StringVar(p, short, "", usage)
-		fs.StringVar(p, long, "", usage+" (same as -"+short+")")
-	}
-	str(&c.model, "m", "model", "model file: GGUF or llama2.c checkpoint")
-	str(&c.tokenizer, "z", "tokenizer", "llama2.c tokenizer.bin (for .bin checkpoints)")
-	str(&c.prompt, "p", "prompt", "prompt text")
-	fs.IntVar(&c.maxTokens, "n", 256, "maximum new tokens")
-	fs.IntVar(&c.maxTokens, "max-tokens", 256, "maximum new tokens (same as -n)")
-	fs.BoolVar(&c.greedy, "greedy", false, "greedy decoding (argmax at every step)")
-	fs.BoolVar(&c.version, "version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if c.maxTokens <= 0 {
-		return nil, fmt.Errorf("-n %d: the number of new tokens must be positive", c.maxTokens)
-	}
-	return c, nil
-}
-
-func run(args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c, err := parse(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		if !strings.HasPrefix(err.Error(), "flag provided but not defined") {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case err != nil:
+		if !strings.Contains(err.Error(), "flag provided but not defined") && !strings.Contains(err.Error(), "invalid value") {
 			fmt.Fprintln(stderr, "entropix-search:", err)
 		}
 		return exitUsage
+	case c.version:
+		fmt.Fprintln(stdout, "entropix-search", version, "(kernels: "+kernels.Implementation()+")")
+		return exitOK
 	}
-	if c.version {
-		fmt.Fprintln(stdout, "entropix-search", version)
-		return 0
-	}
-	if c.model == "" {
-		fmt.Fprintln(stderr, "entropix-search: no model: give one with -m FILE (GGUF or llama2.c .bin)")
+	err = execute(ctx, c, stdin, stdout, stderr)
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "entropix-search:", ue.error)
 		return exitUsage
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(stderr, "entropix-search: interrupted")
+		return exitInterrupted
+	default:
+		fmt.Fprintln(stderr, "entropix-search:", err)
+		return exitFailure
+	}
+}
+
+func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.Writer) error {
+	term := isTerminal(stderr) && !c.quiet
+	log, err := newLogger(c, stderr)
+	if err != nil {
+		return usageError{err}
+	}
+	if c.threads > 0 {
+		kernels.SetThreads(c.threads)
 	}
 	m, err := model.Load(c.model, c.tokenizer)
 	if err != nil {
-		fmt.Fprintln(stderr, "entropix-search:", err)
-		return exitUsage
+		return usageError{err}
 	}
 	defer m.Close()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	eng, err := engine.New(m, engine.WithMode(engine.Greedy), engine.WithStream(func(s string) { fmt.Fprint(stdout, s) }))
+	pc := policy.DefaultConfig()
+	if c.thresholds != "" {
+		th, err := loadThresholds(c.thresholds)
+		if err != nil {
+			return usageError{err}
+		}
+		pc.Thresholds = th
+	}
+	if c.calibrate != "" {
+		return calibrate(ctx, c, m, pc, stdout, stderr)
+	}
+
+	prompt, err := readPrompt(c, stdin)
 	if err != nil {
-		fmt.Fprintln(stderr, "entropix-search:", err)
-		return 1
+		return usageError{err}
 	}
-	fmt.Fprint(stdout, c.prompt)
-	_, err = eng.Search(ctx, c.prompt, engine.Budget{MaxTokens: c.maxTokens})
-	fmt.Fprintln(stdout)
+	ids, stops, err := encodePrompt(c, m, prompt)
+	if err != nil {
+		return usageError{err}
+	}
+
+	out := bufio.NewWriter(stdout)
+	defer out.Flush()
+	opts := []engine.Option{
+		engine.WithMode(c.mode), engine.WithSeed(c.seed), engine.WithPolicy(pc), engine.WithLogger(log),
+		engine.WithStopTokens(stops...),
+		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP}),
+		engine.WithStream(func(s string) { out.WriteString(s); out.Flush() }),
+	}
+	if c.beam > 0 {
+		opts = append(opts, engine.WithWidth(c.beam))
+	}
+	if c.cot > 0 {
+		opts = append(opts, engine.WithWidth(c.cot))
+	}
+	if c.clarifyText != "" {
+		opts = append(opts, engine.WithClarifyText(c.clarifyText))
+	}
+	var prog *progress
+	if term {
+		prog = &progress{w: stderr}
+		opts = append(opts, engine.WithProgress(prog.update))
+	}
+	eng, err := engine.New(m, opts...)
+	if err != nil {
+		return usageError{err}
+	}
+	if !c.chat {
+		out.WriteString(prompt)
+		out.Flush()
+	}
+	res, err := eng.SearchTokens(ctx, prompt, ids, engine.Budget{
+		MaxTokens: c.maxTokens, MaxRows: c.budgetRows, MaxWidth: c.maxWidth, MaxDepth: c.maxDepth, Timeout: c.timeout,
+	})
+	out.WriteString("\n")
+	out.Flush()
+	if prog != nil {
+		prog.clear()
+	}
+	interrupted := errors.Is(err, context.Canceled)
+	if err != nil && !interrupted && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if werr := writeOutputs(c, m, prompt, res); werr != nil {
+		return werr
+	}
+	if !c.quiet {
+		summary(stderr, term, c, res)
+	}
+	if interrupted {
+		return context.Canceled
+	}
+	return nil
+}
+
+// readPrompt takes the prompt from -p, -f or standard input.
+func readPrompt(c *config, stdin io.Reader) (string, error) {
 	switch {
-	case errors.Is(err, context.Canceled):
-		return 130
-	case errors.Is(err, engine.ErrEmptyPrompt):
-		fmt.Fprintln(stderr, "entropix-search: empty prompt: give one with -p TEXT")
-		return exitUsage
-	case err != nil:
-		fmt.Fprintln(stderr, "entropix-search:", err)
-		return 1
+	case c.prompt != "":
+		return c.prompt, nil
+	case c.promptFile != "":
+		b, err := os.ReadFile(c.promptFile)
+		if err != nil {
+			return "", err
+		}
+		return strings.TrimRight(string(b), "\n"), nil
+	case stdin != nil && !isTerminal(stdin):
+		b, err := io.ReadAll(io.LimitReader(stdin, 16<<20))
+		if err != nil {
+			return "", fmt.Errorf("reading the prompt from standard input: %w", err)
+		}
+		if s := strings.TrimRight(string(b), "\n"); s != "" {
+			return s, nil
+		}
 	}
-	return 0
+	return "", errors.New("empty prompt: give one with -p TEXT, -f FILE or on standard input")
+}
+
+// encodePrompt tokenizes the prompt, through the chat template with --chat,
+// and returns the extra stop tokens (the end of an assistant turn).
+func encodePrompt(c *config, m *model.Model, prompt string) ([]int, []int, error) {
+	tok := m.Tokenizer
+	if !c.chat {
+		return tok.Encode(prompt, tok.AddBOS()), nil, nil
+	}
+	f, err := model.DetectChatFormat(m.ChatTemplate)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--chat: %w", err)
+	}
+	text, err := f.Format([]model.Message{{Role: "user", Content: prompt}})
+	if err != nil {
+		return nil, nil, err
+	}
+	var stops []int
+	if id, ok := tok.Lookup(f.EndOfTurn()); ok {
+		stops = append(stops, id)
+	}
+	return tok.EncodeSpecial(text, tok.AddBOS()), stops, nil
+}
+
+func loadThresholds(s string) (policy.Thresholds, error) {
+	if th, ok := policy.Preset(s); ok {
+		return th, nil
+	}
+	if _, err := os.Stat(s); err != nil {
+		return policy.Thresholds{}, fmt.Errorf("--thresholds %q is neither a preset (%s) nor a readable file", s, strings.Join(policy.PresetNames(), ", "))
+	}
+	return policy.LoadThresholds(s)
+}
+
+func newLogger(c *config, stderr io.Writer) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(c.logLevel)
+	if err != nil || c.logLevel == "" {
+		return zerolog.Nop(), fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
+	}
+	var w io.Writer = stderr
+	if c.logFormat == "console" {
+		w = zerolog.ConsoleWriter{Out: stderr, NoColor: !isTerminal(stderr)}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+func isTerminal(x any) bool {
+	f, ok := x.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/entropix-search/entropix-search/engine"
+)
+
+// config is the parsed command line.
+type config struct {
+	model, tokenizer, prompt, promptFile string
+	maxTokens                            int
+	seed                                 uint64
+	temp, topP, minP                     float64
+	topK                                 int
+
+	greedy, sample, entropix, adaptive bool
+	beam, cot                          int
+	mode                               engine.Mode
+
+	budgetRows, maxWidth, maxDepth int
+	timeout                        time.Duration
+
+	thresholds, calibrate, clarifyText string
+	dot, json, svg                     string
+	chat                               bool
+	threads                            int
+	logLevel, logFormat                string
+	quiet, version                     bool
+}
+
+const usageHeader = `entropix-search: continue a prompt with entropy-guided tree search.
+
+Usage:
+  entropix-search -m MODEL [-z TOKENIZER] -p PROMPT [mode] [flags]
+
+Modes (default --beam-adaptive):
+  --greedy  --sample  --entropix  --beam K  --cot-decoding K  --beam-adaptive
+
+Flags:
+`
+
+// parse reads the command line. Every problem is an error for exit code 2.
+func parse(args []string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("entropix-search", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHeader)
+		fs.PrintDefaults()
+	}
+	str := func(p *string, short, long, def, usage string) {
+		if short != "" {
+			fs.StringVar(p, short, def, usage+" (same as --"+long+")")
+		}
+		fs.StringVar(p, long, def, usage)
+	}
+	integer := func(p *int, short, long string, def int, usage string) {
+		if short != "" {
+			fs.IntVar(p, short, def, usage+" (same as --"+long+")")
+		}
+		fs.IntVar(p, long, def, usage)
+	}
+	str(&c.model, "m", "model", "", "model file: GGUF or llama2.c `.bin`")
+	str(&c.tokenizer, "z", "tokenizer", "", "llama2.c tokenizer.bin for a .bin checkpoint")
+	str(&c.prompt, "p", "prompt", "", "prompt text (or -f FILE, or standard input)")
+	str(&c.promptFile, "f", "file", "", "read the prompt from this file")
+	integer(&c.maxTokens, "n", "max-tokens", 256, "maximum new tokens")
+	fs.Uint64Var(&c.seed, "seed", 42, "seed of every random draw")
+	fs.Float64Var(&c.temp, "temp", 0.8, "temperature (--sample)")
+	fs.IntVar(&c.topK, "top-k", 40, "top-k (--sample; 0 = off)")
+	fs.Float64Var(&c.topP, "top-p", 0.95, "top-p (--sample; 1 = off)")
+	fs.Float64Var(&c.minP, "min-p", 0.05, "min-p (--sample; 0 = off)")
+
+	fs.BoolVar(&c.greedy, "greedy", false, "mode: argmax at every step")
+	fs.BoolVar(&c.sample, "sample", false, "mode: the sampler chain (--temp, --top-k, --top-p, --min-p)")
+	fs.BoolVar(&c.entropix, "entropix", false, "mode: the single-path entropix sampler")
+	fs.IntVar(&c.beam, "beam", 0, "mode: beam search of width `K`")
+	fs.IntVar(&c.cot, "cot-decoding", 0, "mode: CoT-decoding over the top `K` first tokens")
+	fs.BoolVar(&c.adaptive, "beam-adaptive", false, "mode: varentropy-driven tree search (the default)")
+
+	fs.IntVar(&c.budgetRows, "budget-rows", 0, "compute budget: forward rows after the prompt (0 = none)")
+	fs.IntVar(&c.maxWidth, "max-width", 0, "most live branches (0 = the mode's default)")
+	fs.IntVar(&c.maxDepth, "max-depth", 0, "lookahead of a branch past its fork (0 = 32)")
+	fs.DurationVar(&c.timeout, "timeout", 0, "stop with the best result so far after this long (e.g. 30s)")
+
+	fs.StringVar(&c.thresholds, "thresholds", "", "quadrant thresholds: a preset name or a JSON `file`")
+	fs.StringVar(&c.calibrate, "calibrate", "", "print thresholds calibrated for the model over the prompts of this `file` (one a line)")
+	fs.StringVar(&c.clarifyText, "clarify-text", "", `text inserted when the model is uniformly unsure (default " Wait,"; "-" = never)`)
+	fs.StringVar(&c.dot, "dot", "", "write the search tree as Graphviz DOT to this `file`")
+	fs.StringVar(&c.json, "json", "", "write the search tree and result as JSON to this `file`")
+	fs.StringVar(&c.svg, "svg", "", "write the search tree as SVG to this `file` (needs Graphviz)")
+	fs.BoolVar(&c.chat, "chat", false, "apply the model's chat template to the prompt (GGUF)")
+	integer(&c.threads, "t", "threads", 0, "worker threads (0 = all cores)")
+	fs.StringVar(&c.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	fs.StringVar(&c.logFormat, "log-format", "console", "log format: console or json")
+	fs.BoolVar(&c.quiet, "quiet", false, "no progress or summary on stderr")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (quote the prompt: -p \"...\")", fs.Arg(0))
+	}
+	if c.version {
+		return c, nil
+	}
+	return c, c.check()
+}
+
+// check validates values and picks the mode.
+func (c *config) check() error {
+	var modes []string
+	set := func(on bool, name string, m engine.Mode) {
+		if on {
+			modes = append(modes, name)
+			c.mode = m
+		}
+	}
+	c.mode = engine.BeamAdaptive
+	set(c.greedy, "--greedy", engine.Greedy)
+	set(c.sample, "--sample", engine.Sample)
+	set(c.entropix, "--entropix", engine.Entropix)
+	set(c.beam != 0, "--beam", engine.Beam)
+	set(c.cot != 0, "--cot-decoding", engine.CoTDecoding)
+	set(c.adaptive, "--beam-adaptive", engine.BeamAdaptive)
+	var errs []error
+	if len(modes) > 1 {
+		errs = append(errs, fmt.Errorf("choose one mode, not %s", strings.Join(modes, " and ")))
+	}
+	if c.beam < 0 || c.beam > 64 || c.cot < 0 || c.cot > 64 {
+		errs = append(errs, errors.New("--beam and --cot-decoding take a width K in 1..64"))
+	}
+	if c.maxTokens <= 0 {
+		errs = append(errs, fmt.Errorf("-n %d: the number of new tokens must be positive", c.maxTokens))
+	}
+	if c.budgetRows < 0 || c.maxWidth < 0 || c.maxDepth < 0 || c.timeout < 0 || c.threads < 0 {
+		errs = append(errs, errors.New("budgets, --timeout and --threads must not be negative"))
+	}
+	if c.temp < 0 || c.topK < 0 || c.topP < 0 || c.topP > 1 || c.minP < 0 || c.minP > 1 {
+		errs = append(errs, errors.New("--temp must be >= 0, --top-k >= 0, --top-p and --min-p in [0, 1]"))
+	}
+	if c.prompt != "" && c.promptFile != "" {
+		errs = append(errs, errors.New("give the prompt with -p or -f, not both"))
+	}
+	switch c.logFormat {
+	case "console", "json":
+	default:
+		errs = append(errs, fmt.Errorf("--log-format %q: want console or json", c.logFormat))
+	}
+	if c.model == "" {
+		errs = append(errs, errors.New("no model: give one with -m FILE (GGUF or llama2.c .bin)"))
+	}
+	return errors.Join(errs...)
+}

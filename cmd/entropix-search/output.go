@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/entropix-search/entropix-search/engine"
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/policy"
+	"github.com/entropix-search/entropix-search/tree"
+)
+
+// report is what --json writes: the run's inputs and its whole result,
+// search tree included.
+type report struct {
+	Version string         `json:"version"`
+	Model   string         `json:"model"`
+	Prompt  string         `json:"prompt"`
+	Seed    uint64         `json:"seed"`
+	Result  *engine.Result `json:"result"`
+}
+
+// writeOutputs writes the --dot, --json and --svg files (also after an
+// interrupt, for the partial tree).
+func writeOutputs(c *config, m *model.Model, prompt string, res *engine.Result) error {
+	if res == nil {
+		return nil
+	}
+	write := func(path string, fn func(io.Writer) error) error {
+		if path == "" {
+			return nil
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriter(f)
+		err = fn(w)
+		err = errors.Join(err, w.Flush(), f.Close())
+		if err != nil {
+			os.Remove(path)
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		return nil
+	}
+	opt := tree.DOTOptions{Title: fmt.Sprintf("%s · %s", c.mode, m.Source)}
+	return errors.Join(
+		write(c.dot, func(w io.Writer) error { return res.Tree.WriteDOT(w, opt) }),
+		write(c.svg, func(w io.Writer) error { return res.Tree.WriteSVG(w, opt) }),
+		write(c.json, func(w io.Writer) error {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", " ")
+			return enc.Encode(report{Version: version, Model: m.Source, Prompt: prompt, Seed: c.seed, Result: res})
+		}),
+	)
+}
+
+// summary prints the run's numbers on stderr.
+func summary(w io.Writer, term bool, c *config, res *engine.Result) {
+	if res == nil {
+		return
+	}
+	st := res.Stats
+	tps := 0.0
+	if st.Wall > 0 {
+		tps = float64(st.TokensExplored+st.PromptRows) / st.Wall.Seconds()
+	}
+	cut := ""
+	if res.BudgetExhausted {
+		cut = ", budget exhausted"
+	}
+	if !term {
+		fmt.Fprintf(w, "entropix-search: mode %s, %d tokens (stopped: %s%s), %d rows in %d forward passes, %d forks, %d prunes, KV peak %d blocks, %.2fs\n",
+			c.mode, st.Generated, res.Stopped, cut, st.Rows, st.ForwardPasses, st.Forks, st.Prunes, st.KVBlocksPeak, st.Wall.Seconds())
+		return
+	}
+	fmt.Fprintf(w, "\n\x1b[1m%s\x1b[0m  %d tokens, stopped: %s%s\n", c.mode, st.Generated, res.Stopped, cut)
+	fmt.Fprintf(w, "  compute   %d rows (+%d prompt) in %d forward passes, %.1f rows/s\n", st.Rows, st.PromptRows, st.ForwardPasses, tps)
+	fmt.Fprintf(w, "  search    %d forks, %d prunes, at most %d live branches, %d nodes\n", st.Forks, st.Prunes, st.MaxLive, res.Tree.Len())
+	fmt.Fprintf(w, "  memory    KV peak %d blocks\n", st.KVBlocksPeak)
+	fmt.Fprintf(w, "  time      %.2fs (%.0f%% in the forward pass)\n", st.Wall.Seconds(), 100*st.ForwardTime.Seconds()/max(st.Wall.Seconds(), 1e-9))
+}
+
+// progress shows a live status line on a terminal's stderr.
+type progress struct {
+	mu   sync.Mutex
+	w    io.Writer
+	last time.Time
+	on   bool
+}
+
+func (p *progress) update(pr engine.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	st := pr.Stats
+	budget := ""
+	if pr.Budget.MaxRows > 0 {
+		budget = fmt.Sprintf(" (%.0f%% of budget)", 100*float64(st.Rows)/float64(pr.Budget.MaxRows))
+	}
+	rate := float64(st.Rows) / max(st.Wall.Seconds(), 1e-9)
+	fmt.Fprintf(p.w, "\r\x1b[2K\x1b[2m%d/%d tokens · %d live · %d forks · %d prunes · %d rows%s · %.0f rows/s\x1b[0m",
+		pr.Committed, pr.Budget.MaxTokens, pr.Live, st.Forks, st.Prunes, st.Rows, budget, rate)
+	p.on = true
+}
+
+func (p *progress) clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.on {
+		fmt.Fprint(p.w, "\r\x1b[2K")
+	}
+}
+
+// calibrate prints thresholds calibrated for the model: the single-path
+// entropix sampler continues each prompt of the file, and the percentiles
+// of the (entropy, varentropy) it met give the quadrant cuts.
+func calibrate(ctx context.Context, c *config, m *model.Model, pc policy.Config, stdout, stderr io.Writer) error {
+	data, err := os.ReadFile(c.calibrate)
+	if err != nil {
+		return usageError{fmt.Errorf("--calibrate: %w", err)}
+	}
+	var prompts []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			prompts = append(prompts, l)
+		}
+	}
+	if len(prompts) == 0 {
+		return usageError{fmt.Errorf("--calibrate: %s holds no prompts (one a line)", c.calibrate)}
+	}
+	eng, err := engine.New(m, engine.WithMode(engine.Entropix), engine.WithSeed(c.seed), engine.WithPolicy(pc))
+	if err != nil {
+		return err
+	}
+	var obs []policy.Metrics
+	for _, p := range prompts {
+		res, err := eng.Search(ctx, p, engine.Budget{MaxTokens: c.maxTokens})
+		if err != nil {
+			return err
+		}
+		for id, n := range res.Tree.All() {
+			if id != tree.Root && n.Committed {
+				obs = append(obs, n.Metrics)
+			}
+		}
+	}
+	th, err := policy.Calibrate(obs, policy.DefaultTargets())
+	if err != nil {
+		return err
+	}
+	th.Name = "calibrated:" + m.Source
+	if !c.quiet {
+		fmt.Fprintf(stderr, "entropix-search: calibrated over %d steps of %d prompts: %v\n", len(obs), len(prompts), policy.Count(obs, th))
+	}
+	return policy.WriteThresholds(stdout, th)
+}
