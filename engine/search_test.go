@@ -251,3 +251,29 @@ func TestTopK(t *testing.T) {
 		}
 	}
 }
+
+// A full KV pool prunes the worst branches instead of failing.
+func TestKVFullPrunes(t *testing.T) {
+	m := loadStories(t)
+	th := forking()
+	th.HighVarentropy = 0.2
+	// Room for the prompt and a few branches only: 6 blocks of 16 positions.
+	e := newEngine(t, m, WithMode(BeamAdaptive), WithThresholds(th), WithSeed(5), WithCacheTokens(96))
+	res, err := e.Search(context.Background(), "Once upon a time", Budget{MaxTokens: 60, MaxWidth: 8, MaxDepth: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvPrunes := 0
+	for _, n := range res.Tree.All() {
+		if n.Status == tree.Pruned && n.Reason == "kv-full" {
+			kvPrunes++
+		}
+	}
+	if kvPrunes == 0 || len(res.Tokens) == 0 {
+		t.Fatalf("no kv-full prunes (stopped %q, %d tokens, %+v)", res.Stopped, len(res.Tokens), res.Stats)
+	}
+	if n := e.Cache().Stats().BlocksInUse; n != 0 {
+		t.Fatalf("%d blocks leaked", n)
+	}
+	t.Logf("stopped %q after %d tokens, %d kv-full prunes, peak %d blocks", res.Stopped, len(res.Tokens), kvPrunes, res.Stats.KVBlocksPeak)
+}

@@ -38,3 +38,22 @@ func TestChatFormats(t *testing.T) {
 		t.Error("unknown template accepted")
 	}
 }
+
+func TestLlama3FreqFactors(t *testing.T) {
+	// Llama-3.1's published scaling: factor 8, low 1, high 4, original 8192.
+	f := Llama3FreqFactors(128, 500000, 8, 1, 4, 8192)
+	if len(f) != 64 {
+		t.Fatalf("%d factors", len(f))
+	}
+	if f[0] != 1 {
+		t.Errorf("the highest frequency must be unscaled, got %v", f[0])
+	}
+	if f[63] != 8 {
+		t.Errorf("the lowest frequency must be scaled by the factor, got %v", f[63])
+	}
+	for i := 1; i < len(f); i++ {
+		if f[i] < f[i-1] {
+			t.Fatalf("factors must not decrease with wavelength: f[%d]=%v < f[%d]=%v", i, f[i], i-1, f[i-1])
+		}
+	}
+}

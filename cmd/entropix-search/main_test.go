@@ -228,3 +228,33 @@ func TestInterrupt(t *testing.T) {
 	}
 	checkDOT(t, dotPath)
 }
+
+// --calibrate prints thresholds fitted to the model; --thresholds reads
+// them back.
+func TestCalibrateThenUse(t *testing.T) {
+	bin := modeltest.Path(t, modeltest.Stories260KBin)
+	tok := modeltest.Path(t, modeltest.Tok512)
+	dir := t.TempDir()
+	prompts := filepath.Join(dir, "prompts.txt")
+	os.WriteFile(prompts, []byte("Once upon a time\nThe little dog\n\nLily wanted to\nTom and his mom\n"), 0o644)
+	code, out, errs := runCLI("-m", bin, "-z", tok, "--calibrate", prompts, "-n", "128")
+	if code != 0 {
+		t.Fatalf("--calibrate: exit %d: %s", code, errs)
+	}
+	var th map[string]any
+	if err := json.Unmarshal([]byte(out), &th); err != nil {
+		t.Fatalf("--calibrate printed no JSON: %v\n%s", err, out)
+	}
+	if !strings.Contains(errs, "4 prompts") {
+		t.Errorf("stderr %q does not report the prompts", errs)
+	}
+	path := filepath.Join(dir, "th.json")
+	os.WriteFile(path, []byte(out), 0o644)
+	code, out, errs = runCLI("-m", bin, "-z", tok, "-p", "Once upon a time", "-n", "20", "--thresholds", path, "--quiet")
+	if code != 0 || !strings.HasPrefix(out, "Once upon a time") {
+		t.Fatalf("--thresholds %s: exit %d, %q, %s", path, code, out, errs)
+	}
+	if code, _, errs := runCLI("-m", bin, "-z", tok, "-p", "x", "--thresholds", prompts); code != exitUsage {
+		t.Errorf("--thresholds with a non-JSON file: exit %d, %s", code, errs)
+	}
+}
