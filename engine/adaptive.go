@@ -86,15 +86,7 @@ func (s *search) applyTrunk(br *branch, d *policy.Decision, logits []float32) er
 	if s.backspaceOn() {
 		keep = 1
 	}
-	s.commit(br.leaf, keep)
-	switch {
-	case s.isStop(s.t.Node(br.leaf).Token):
-		s.finish("eos", false)
-	case s.committedLen() >= s.b.MaxTokens:
-		n := s.t.Node(br.leaf)
-		n.Status, n.Reason = tree.Finished, "max-tokens"
-		s.finish("max-tokens", false)
-	}
+	s.commitTrunk(br, keep)
 	return nil
 }
 

@@ -65,7 +65,14 @@ func (s *search) applyTokens(br *branch, d *policy.Decision, logits []float32, l
 
 // afterSingle commits the branch's new tokens and checks for the end.
 func (s *search) afterSingle(br *branch) error {
-	s.commit(br.leaf, 0)
+	s.commitTrunk(br, 0)
+	return nil
+}
+
+// commitTrunk commits the trunk up to its leaf (holding back keep tokens
+// from the stream) and ends the search at a stop token or the token limit.
+func (s *search) commitTrunk(br *branch, keep int) {
+	s.commit(br.leaf, keep)
 	switch {
 	case s.isStop(s.t.Node(br.leaf).Token):
 		s.finish("eos", false)
@@ -74,7 +81,6 @@ func (s *search) afterSingle(br *branch) error {
 		n.Status, n.Reason = tree.Finished, "max-tokens"
 		s.finish("max-tokens", false)
 	}
-	return nil
 }
 
 // logDecision logs a policy decision at debug level (free when disabled).
