@@ -131,14 +131,21 @@ func (s *search) backspace(br *branch) error {
 	return s.applyTrunk(br, &d, prev)
 }
 
-// resampleGreedy extends br with the argmax of its current logits.
+// resampleGreedy extends the trunk br with the argmax of its logits.
 func (s *search) resampleGreedy(br *branch) error {
 	logits := s.logits(br)
-	lz, arg := logSumExp(logits)
 	m, _ := policy.Measure(logits, 0)
-	d := policy.Decision{Action: policy.Greedy, Token: arg, Metrics: m, Quadrant: s.opts.Policy.Thresholds.Quadrant(m),
-		LogProb: float64(logits[arg]) - lz, Confidence: policy.Confidence(m)}
+	d := s.argmaxDecision(logits, m)
 	return s.applyTrunk(br, &d, logits)
+}
+
+// argmaxDecision is a Greedy decision for logits measured as m.
+func (s *search) argmaxDecision(logits []float32, m policy.Metrics) policy.Decision {
+	lz, arg := logSumExp(logits)
+	lp := float64(logits[arg]) - lz
+	c := policy.Confidence(m)
+	return policy.Decision{Action: policy.Greedy, Token: arg, Metrics: m, Quadrant: s.opts.Policy.Thresholds.Quadrant(m),
+		LogProb: lp, Confidence: c, Margin: policy.TopMargin(logits), Score: lp + c}
 }
 
 // branchOut forks br into the decision's candidates, each a branch of the
@@ -195,13 +202,13 @@ func (s *search) stepGroup() error {
 		s.logDecision(br, &d)
 		switch d.Action {
 		case policy.Backspace:
-			// Lost inside a lookahead: a poor option, unless it is the last.
+			// Lost inside a lookahead: a poor option, pruned, unless it is
+			// the last one left, which goes on with its most probable token.
 			if len(s.live)+len(g.done) > 1 {
 				s.prune(br, "lost")
-			} else {
-				s.stopLooking(br, "lost")
+				continue
 			}
-			continue
+			d = s.argmaxDecision(logits, d.Metrics)
 		case policy.Branch:
 			s.live = slices.DeleteFunc(s.live, func(b *branch) bool { return b == br })
 			s.branchOut(br, &d, br.score)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -106,6 +107,9 @@ func (s *search) run() error {
 		}
 		if !s.fit() {
 			break
+		}
+		if s.rowsNeeded() == 0 {
+			return fmt.Errorf("engine: internal error: %d live branches with no token to run", len(s.live))
 		}
 		if h := s.e.stepHook; h != nil {
 			if err := h(s.step); err != nil {

@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -326,5 +328,33 @@ func TestSearchBadInput(t *testing.T) {
 	}
 	if n := e.Cache().Stats().BlocksInUse; n != 0 {
 		t.Fatalf("%d KV blocks leaked", n)
+	}
+}
+
+// Regression: when the last exploring branch of a fork is lost (HEHV), it
+// must go on with a token, not become a trunk with nothing to run.
+func TestLastBranchLost(t *testing.T) {
+	m := loadStories(t)
+	f, err := os.Open(modeltest.Path(t, modeltest.GSM8K))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	var item struct{ Question string }
+	for i := 0; i < 2 && sc.Scan(); i++ {
+		if err := json.Unmarshal(sc.Bytes(), &item); err != nil {
+			t.Fatal(err)
+		}
+	}
+	th, ok := policy.Preset("entropix-main")
+	if !ok {
+		t.Fatal("no entropix-main preset")
+	}
+	e := newEngine(t, m, WithMode(BeamAdaptive), WithThresholds(th), WithSeed(2))
+	res := runSearch(t, e, "Q: "+item.Question+"\nA:", Budget{MaxTokens: 8, MaxRows: 24, MaxWidth: 3})
+	if len(res.Tokens) == 0 {
+		t.Fatalf("no tokens (stopped %q)", res.Stopped)
 	}
 }
