@@ -105,8 +105,10 @@ type Tokenizer struct {
 	// space after a non-space) and words can be merged one by one.
 	spaceSplit bool
 
-	merges map[uint64]merge // gpt2: (left id, right id) -> merge
-	pre    *preTokenizer    // gpt2
+	merges    map[uint64]merge // gpt2: (left id, right id) -> merge
+	pre       *preTokenizer    // gpt2
+	preName   string           // gpt2: tokenizer.ggml.pre as given
+	mergeList []string         // gpt2: tokenizer.ggml.merges as given (not copied)
 
 	bos, eos, unk, pad     int
 	addBOS, addSpacePrefix bool
@@ -146,6 +148,8 @@ func New(v Vocab) (*Tokenizer, error) {
 		pad:            v.PAD,
 		addBOS:         v.AddBOS,
 		addSpacePrefix: v.AddSpacePrefix && kind == KindLlama,
+		preName:        v.Pre,
+		mergeList:      v.Merges,
 	}
 	for _, sp := range []struct {
 		name string
@@ -371,6 +375,38 @@ func (t *Tokenizer) Token(id int) string {
 		return ""
 	}
 	return t.tokens[id]
+}
+
+// GGUFVocab returns the vocabulary as a GGUF file's tokenizer.ggml.* keys
+// store it, so that a model written with it loads the same tokenizer: for
+// SentencePiece, pieces with "▁" for a space and the special pieces named
+// plainly (llama2.c's "\n<s>\n" becomes "<s>"), with their scores and
+// token types.
+func (t *Tokenizer) GGUFVocab() Vocab {
+	v := Vocab{
+		Model: string(t.kind), Tokens: make([]string, len(t.tokens)), Types: slices.Clone(t.types),
+		BOS: t.bos, EOS: t.eos, UNK: t.unk, PAD: t.pad, AddBOS: t.addBOS, AddSpacePrefix: t.addSpacePrefix,
+	}
+	if t.scores != nil {
+		v.Scores = slices.Clone(t.scores)
+	}
+	if t.kind == KindGPT2 {
+		v.Pre, v.Merges = t.preName, t.mergeList
+	}
+	for id, tok := range t.tokens {
+		switch {
+		case t.kind != KindLlama:
+		case id == t.bos || id == t.eos || id == t.unk || id == t.pad:
+			tok = strings.TrimSpace(tok)
+			if id != t.unk {
+				v.Types[id] = TypeControl
+			}
+		case v.Types[id] == TypeNormal || v.Types[id] == TypeUserDefined:
+			tok = strings.ReplaceAll(tok, " ", "▁")
+		}
+		v.Tokens[id] = tok
+	}
+	return v
 }
 
 // Piece returns the bytes token id stands for: its text with spaces for

@@ -496,3 +496,25 @@ func TestConcurrentEncode(t *testing.T) {
 		}
 	}
 }
+
+// GGUFVocab gives back a vocabulary that builds the same tokenizer, in
+// the form stories260K.gguf stores (▁ for spaces, plain <s> and </s>).
+func TestGGUFVocabRoundTrip(t *testing.T) {
+	for name := range vocabFiles {
+		tok := llamaTok(t, name)
+		v := tok.GGUFVocab()
+		if v.Tokens[1] != "<s>" || v.Tokens[2] != "</s>" || v.Types[1] != TypeControl || v.Types[0] != TypeUnknown {
+			t.Fatalf("%s: specials %q %q types %v", name, v.Tokens[1], v.Tokens[2], v.Types[:3])
+		}
+		back, err := New(v)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, s := range []string{"Once upon a time", "Hello, world!\n  two  spaces", "é 中 🙂"} {
+			a, b := tok.Encode(s, true), back.Encode(s, true)
+			if !slices.Equal(a, b) || back.Decode(b) != tok.Decode(a) {
+				t.Errorf("%s: %q encodes to %v, rebuilt %v", name, s, a, b)
+			}
+		}
+	}
+}
