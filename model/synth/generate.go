@@ -1,0 +1,244 @@
+package synth
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/model/tokenizer"
+)
+
+// Scales of the random weights, as in GPT-2's initialization: every matrix
+// is normal with standard deviation initStd, except the projections that
+// write into the residual stream (attention output, FFN down), which are
+// further divided by sqrt(2*layers) so that the stream's variance does not
+// grow with depth.
+const initStd = 0.02
+
+// chunkValues is the number of values drawn from one seeded generator: a
+// tensor's values depend on the seed, the tensor's index and the chunk, not
+// on how the work is spread over threads.
+const chunkValues = 1 << 16
+
+// tensor is one named weight of a generated model. A matrix has rows x
+// cols values (cols is the row length, GGUF's first dimension); a vector
+// has rows == 1 and vec set.
+type tensor struct {
+	name       string
+	rows, cols int
+	vec        bool    // 1-D: a norm's weights, all one
+	std        float64 // standard deviation of a matrix's values
+
+	f32 []float32    // values (F32 or a norm)
+	raw []byte       // GGUF bytes, when asked for
+	mat *kernels.Mat // the matrix for the model
+	typ kernels.DType
+}
+
+// tensors lists the weights of a model of shape s in GGUF order and names.
+func tensors(s Shape) []*tensor {
+	hd := s.HeadDim()
+	qd, kvd := s.Heads*hd, s.KVHeads*hd
+	resid := initStd / math.Sqrt(float64(2*s.Layers))
+	mat := func(name string, rows, cols int, std float64) *tensor {
+		return &tensor{name: name + ".weight", rows: rows, cols: cols, std: std}
+	}
+	vec := func(name string, n int) *tensor {
+		return &tensor{name: name + ".weight", rows: 1, cols: n, vec: true}
+	}
+	ts := []*tensor{mat("token_embd", s.Vocab, s.Dim, initStd)}
+	for l := 0; l < s.Layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		ts = append(ts,
+			vec(p+"attn_norm", s.Dim),
+			mat(p+"attn_q", qd, s.Dim, initStd),
+			mat(p+"attn_k", kvd, s.Dim, initStd),
+			mat(p+"attn_v", kvd, s.Dim, initStd),
+			mat(p+"attn_output", s.Dim, qd, resid),
+			vec(p+"ffn_norm", s.Dim),
+			mat(p+"ffn_gate", s.HiddenDim, s.Dim, initStd),
+			mat(p+"ffn_down", s.Dim, s.HiddenDim, resid),
+			mat(p+"ffn_up", s.HiddenDim, s.Dim, initStd))
+	}
+	ts = append(ts, vec("output_norm", s.Dim))
+	if !s.Tied {
+		ts = append(ts, mat("output", s.Vocab, s.Dim, initStd))
+	}
+	return ts
+}
+
+// fill draws t's values: ones for a norm, normal * t.std for a matrix.
+// Chunk c of tensor index ti comes from PCG(seed, ti<<32 | c).
+func fill(t *tensor, ti int, seed uint64) {
+	n := t.rows * t.cols
+	t.f32 = make([]float32, n)
+	if t.vec {
+		for i := range t.f32 {
+			t.f32[i] = 1
+		}
+		return
+	}
+	src := rand.NewPCG(0, 0)
+	r := rand.New(src)
+	for c := 0; c*chunkValues < n; c++ {
+		src.Seed(seed, uint64(ti)<<32|uint64(c))
+		x := t.f32[c*chunkValues : min(n, (c+1)*chunkValues)]
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * t.std)
+		}
+	}
+}
+
+// quantizable reports whether t can be stored as Q8_0.
+func (t *tensor) quantizable() bool { return !t.vec && t.cols%kernels.Q8BlockSize == 0 }
+
+// build draws every tensor of a model of shape s and makes its matrix; with
+// raw set it also keeps each tensor's GGUF bytes (and drops the float32
+// copy where the matrix does not need it). Tensors are built in parallel,
+// largest first.
+func build(s Shape, dtype kernels.DType, seed uint64, raw bool) ([]*tensor, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if dtype != kernels.F32 && dtype != kernels.Q8_0 {
+		return nil, fmt.Errorf("synth: weight type %v is not supported (want F32 or Q8_0)", dtype)
+	}
+	ts := tensors(s)
+	order := make([]int, len(ts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ts[b].rows*ts[b].cols, ts[a].rows*ts[a].cols) })
+
+	errs := make([]error, len(ts))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(ts)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(order) {
+					return
+				}
+				i := order[k]
+				errs[i] = make1(ts[i], i, dtype, seed, raw)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("synth: shape %q: %w", s.Name, err)
+	}
+	return ts, nil
+}
+
+// make1 draws one tensor and builds its matrix and, with raw, its bytes.
+func make1(t *tensor, ti int, dtype kernels.DType, seed uint64, raw bool) error {
+	fill(t, ti, seed)
+	if t.vec {
+		if raw {
+			t.raw = f32Bytes(t.f32)
+		}
+		return nil
+	}
+	var err error
+	if dtype == kernels.Q8_0 && t.quantizable() {
+		t.typ = kernels.Q8_0
+		var q []byte
+		if q, err = kernels.EncodeQ8(t.rows, t.cols, t.f32); err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		t.f32 = nil
+		if t.mat, err = kernels.NewQ8Mat(t.rows, t.cols, q); err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		if raw {
+			t.raw = q
+		}
+		return nil
+	}
+	t.typ = kernels.F32
+	if raw {
+		// Only the bytes are needed: GGUF writing does not build a model.
+		t.raw, t.f32 = f32Bytes(t.f32), nil
+		return nil
+	}
+	if t.mat, err = kernels.NewF32Mat(t.rows, t.cols, t.f32); err != nil {
+		return fmt.Errorf("%s: %w", t.name, err)
+	}
+	return nil
+}
+
+// f32Bytes encodes x little-endian, as GGUF stores F32 tensors.
+func f32Bytes(x []float32) []byte {
+	b := make([]byte, 4*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+// Generate builds a model of the given shape with random weights drawn from
+// seed, its matrices stored as dtype (kernels.F32 or kernels.Q8_0; under
+// Q8_0 a matrix whose rows are not a multiple of 32 long stays F32). The
+// model's tokenizer is SyntheticVocab(shape.Vocab). The same arguments
+// always give the same model, the one WriteGGUF writes.
+func Generate(shape Shape, dtype kernels.DType, seed uint64) (*model.Model, error) {
+	ts, err := build(shape, dtype, seed, false)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]*tensor, len(ts))
+	for _, t := range ts {
+		byName[t.name] = t
+	}
+	m := func(name string) *kernels.Mat { return byName[name+".weight"].mat }
+	v := func(name string) []float32 { return byName[name+".weight"].f32 }
+	w := &model.Weights{
+		TokenEmbd:  m("token_embd"),
+		OutputNorm: v("output_norm"),
+		Layers:     make([]model.Layer, shape.Layers),
+	}
+	w.Output = w.TokenEmbd
+	if !shape.Tied {
+		w.Output = m("output")
+	}
+	for l := range w.Layers {
+		p := fmt.Sprintf("blk.%d.", l)
+		w.Layers[l] = model.Layer{
+			AttnNorm: v(p + "attn_norm"),
+			Wq:       m(p + "attn_q"),
+			Wk:       m(p + "attn_k"),
+			Wv:       m(p + "attn_v"),
+			Wo:       m(p + "attn_output"),
+			FFNNorm:  v(p + "ffn_norm"),
+			W1:       m(p + "ffn_gate"),
+			W2:       m(p + "ffn_down"),
+			W3:       m(p + "ffn_up"),
+		}
+	}
+	vocab, err := SyntheticVocab(shape.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.New(*vocab)
+	if err != nil {
+		return nil, err
+	}
+	mdl, err := model.New(shape.Config(), w, tok, fmt.Sprintf("synth %s %v seed %d", shape.Name, dtype, seed))
+	if err != nil {
+		return nil, fmt.Errorf("synth: shape %q: %w", shape.Name, err)
+	}
+	return mdl, nil
+}

@@ -1,0 +1,94 @@
+package synth
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/entropix-search/entropix-search/model/gguf"
+	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/model/tokenizer"
+)
+
+// ggml's general.file_type values for the two weight types.
+const (
+	fileTypeAllF32    = 0
+	fileTypeMostlyQ80 = 7
+)
+
+// WriteGGUF writes the model Generate(shape, dtype, seed) builds as a GGUF
+// v3 file of architecture "llama": the llama.* shape keys, general.*
+// keys, the tokenizer.ggml.* keys of vocab (nil means
+// SyntheticVocab(shape.Vocab)), and the tensors under llama.cpp's names.
+// A tied model has no output.weight, which llama.cpp and model.Load both
+// read as sharing token_embd.weight.
+func WriteGGUF(w io.Writer, shape Shape, dtype kernels.DType, seed uint64, vocab *tokenizer.Vocab) error {
+	if err := shape.Validate(); err != nil {
+		return err
+	}
+	if vocab == nil {
+		var err error
+		if vocab, err = SyntheticVocab(shape.Vocab); err != nil {
+			return err
+		}
+	}
+	n := len(vocab.Tokens)
+	switch {
+	case n != shape.Vocab:
+		return fmt.Errorf("synth: vocabulary of %d tokens for shape %q of %d", n, shape.Name, shape.Vocab)
+	case len(vocab.Scores) != n || len(vocab.Types) != n:
+		return fmt.Errorf("synth: vocabulary of %d tokens has %d scores and %d types", n, len(vocab.Scores), len(vocab.Types))
+	case vocab.BOS < 0 || vocab.BOS >= n || vocab.EOS < 0 || vocab.EOS >= n || vocab.UNK < 0 || vocab.UNK >= n:
+		return fmt.Errorf("synth: special ids BOS %d, EOS %d, UNK %d outside a vocabulary of %d", vocab.BOS, vocab.EOS, vocab.UNK, n)
+	}
+	ts, err := build(shape, dtype, seed, true)
+	if err != nil {
+		return err
+	}
+
+	fileType := uint32(fileTypeAllF32)
+	if dtype == kernels.Q8_0 {
+		fileType = fileTypeMostlyQ80
+	}
+	u32 := func(x int) gguf.Value { return gguf.Uint32(uint32(x)) }
+	kv := []gguf.KV{
+		{Key: "general.architecture", Value: gguf.String("llama")},
+		{Key: "general.name", Value: gguf.String(fmt.Sprintf("synth-%s-%v-seed%d", shape.Name, dtype, seed))},
+		{Key: "general.file_type", Value: gguf.Uint32(fileType)},
+		{Key: "llama.vocab_size", Value: u32(shape.Vocab)},
+		{Key: "llama.context_length", Value: u32(shape.ContextLen)},
+		{Key: "llama.embedding_length", Value: u32(shape.Dim)},
+		{Key: "llama.block_count", Value: u32(shape.Layers)},
+		{Key: "llama.feed_forward_length", Value: u32(shape.HiddenDim)},
+		{Key: "llama.rope.dimension_count", Value: u32(shape.HeadDim())},
+		{Key: "llama.rope.freq_base", Value: gguf.Float32(float32(shape.RopeTheta))},
+		{Key: "llama.attention.head_count", Value: u32(shape.Heads)},
+		{Key: "llama.attention.head_count_kv", Value: u32(shape.KVHeads)},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: gguf.Float32(shape.NormEps)},
+		{Key: "tokenizer.ggml.model", Value: gguf.String("llama")},
+		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(vocab.Tokens)},
+		{Key: "tokenizer.ggml.scores", Value: gguf.Float32s(vocab.Scores)},
+		{Key: "tokenizer.ggml.token_type", Value: gguf.Int32s(vocab.Types)},
+		{Key: "tokenizer.ggml.bos_token_id", Value: u32(vocab.BOS)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: u32(vocab.EOS)},
+		{Key: "tokenizer.ggml.unknown_token_id", Value: u32(vocab.UNK)},
+		{Key: "tokenizer.ggml.add_bos_token", Value: gguf.Bool(true)},
+		{Key: "tokenizer.ggml.add_eos_token", Value: gguf.Bool(false)},
+	}
+	wts := make([]gguf.WriteTensor, len(ts))
+	for i, t := range ts {
+		wt := gguf.WriteTensor{Name: t.name, Type: gguf.F32, Data: t.raw}
+		if t.typ == kernels.Q8_0 {
+			wt.Type = gguf.Q8_0
+		}
+		if t.vec {
+			wt.Dims = []uint64{uint64(t.cols)}
+		} else {
+			wt.Dims = []uint64{uint64(t.cols), uint64(t.rows)}
+		}
+		wts[i] = wt
+	}
+	if err := gguf.Write(w, kv, wts); err != nil {
+		return fmt.Errorf("synth: shape %q: %w", shape.Name, err)
+	}
+	return nil
+}
