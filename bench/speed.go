@@ -1,0 +1,613 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/entropix-search/entropix-search/kvcache"
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/kernels"
+)
+
+// SpeedConfig says what the speed measurements run. The zero value of a
+// field means its default (DefaultSpeedConfig).
+type SpeedConfig struct {
+	Rounds       int   // repetitions of every timed measurement; the median is kept
+	DecodeTokens int   // tokens of the single-stream decode, from position 0
+	Prefix       int   // tokens the branches share before they fork
+	Steps        int   // timed steps per branch count and round
+	Branches     []int // branch counts of the branch-step measurement
+	PromptTokens int   // prompt length of the prefill measurement
+	ForkPrefixes []int // sequence lengths of the fork-cost measurement
+	TreePrefix   int   // shared prefix of the KV-memory measurement
+	TreeSteps    int   // tokens each branch adds after the fork there
+	BlockSize    int   // KV cache block size
+}
+
+// DefaultSpeedConfig is the full measurement: a few minutes for a
+// 110M-parameter model on two cores.
+func DefaultSpeedConfig() SpeedConfig {
+	return SpeedConfig{
+		Rounds:       5,
+		DecodeTokens: 128,
+		Prefix:       64,
+		Steps:        16,
+		Branches:     []int{1, 2, 4, 8, 16, 32, 64},
+		PromptTokens: 128,
+		ForkPrefixes: []int{64, 256, 1024, 4096},
+		TreePrefix:   512,
+		TreeSteps:    32,
+		BlockSize:    kvcache.DefaultBlockSize,
+	}
+}
+
+// QuickSpeedConfig measures the same things with fewer repetitions and
+// tokens, in well under a minute for a 110M-parameter model.
+func QuickSpeedConfig() SpeedConfig {
+	c := DefaultSpeedConfig()
+	c.Rounds = 1
+	c.DecodeTokens = 32
+	c.Steps = 4
+	return c
+}
+
+func (c SpeedConfig) withDefaults() SpeedConfig {
+	d := DefaultSpeedConfig()
+	set := func(x *int, def int) {
+		if *x <= 0 {
+			*x = def
+		}
+	}
+	set(&c.Rounds, d.Rounds)
+	set(&c.DecodeTokens, d.DecodeTokens)
+	set(&c.Prefix, d.Prefix)
+	set(&c.Steps, d.Steps)
+	set(&c.PromptTokens, d.PromptTokens)
+	set(&c.TreePrefix, d.TreePrefix)
+	set(&c.TreeSteps, d.TreeSteps)
+	set(&c.BlockSize, d.BlockSize)
+	if len(c.Branches) == 0 {
+		c.Branches = d.Branches
+	}
+	if len(c.ForkPrefixes) == 0 {
+		c.ForkPrefixes = d.ForkPrefixes
+	}
+	return c
+}
+
+// DecodeResult is the speed of single-stream decoding: one row per Forward.
+type DecodeResult struct {
+	Tokens       int
+	PerToken     time.Duration // median over rounds of the mean time per token
+	TokensPerSec float64
+}
+
+// StepResult is the time of one Forward advancing Branches forks of one
+// prefix by one token each.
+type StepResult struct {
+	Branches int
+	Step     time.Duration // median over rounds of the mean step time
+	VsOne    float64       // Step / the one-branch Step
+	// TokensPerSec is the rows (tokens) the step computes per second.
+	TokensPerSec float64
+}
+
+// PrefillResult is the speed of a prompt fed as one batch.
+type PrefillResult struct {
+	Tokens       int
+	Time         time.Duration // median over rounds
+	TokensPerSec float64
+}
+
+// ForkResult is the cost of forking a sequence of Prefix positions.
+type ForkResult struct {
+	Prefix int
+	Blocks int           // blocks in the sequence's table
+	Fork   time.Duration // one kvcache Fork
+	// Copy is the time to copy the prefix's keys and values once: what a
+	// fork costs a cache that does not share blocks.
+	Copy    time.Duration
+	KVBytes int64 // bytes of K and V the prefix holds
+}
+
+// TreeMemResult is the KV memory of Branches forks of a Prefix-token
+// prefix that each added Steps tokens.
+type TreeMemResult struct {
+	Branches, Prefix, Steps int
+	BytesInUse              int64   // blocks really held (kvcache Stats.BytesInUse)
+	PrivateBytes            int64   // one private copy per branch (Stats.LogicalBytes)
+	Saving                  float64 // PrivateBytes / BytesInUse
+}
+
+// median returns the median of ds (the lower middle for an even count).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
+
+// tokens returns n pseudo-random token ids below vocab.
+func tokens(rng *rand.Rand, n, vocab int) []int {
+	t := make([]int, n)
+	for i := range t {
+		t[i] = rng.IntN(vocab)
+	}
+	return t
+}
+
+// MeasureDecode decodes c.DecodeTokens tokens one Forward at a time from
+// position 0 of a fresh sequence (as llama-bench's tg test does), after a
+// warm-up, c.Rounds times.
+func MeasureDecode(m *model.Model, c SpeedConfig) (DecodeResult, error) {
+	c = c.withDefaults()
+	n := min(c.DecodeTokens, m.Config.ContextLen)
+	kv, err := m.NewCache(n, c.BlockSize)
+	if err != nil {
+		return DecodeResult{}, err
+	}
+	r := m.NewRunner(kv)
+	toks := tokens(rand.New(rand.NewPCG(1, 1)), n, m.Config.Vocab)
+	row := []model.Row{{}}
+	run := func(k int) (time.Duration, error) {
+		seq := kv.NewSeq()
+		defer kv.Free(seq)
+		start := time.Now()
+		for _, tok := range toks[:k] {
+			row[0] = model.Row{Seq: seq, Token: tok}
+			if _, err := r.Forward(row); err != nil {
+				return 0, fmt.Errorf("bench: decode: %w", err)
+			}
+		}
+		return time.Since(start), nil
+	}
+	if _, err := run(min(n, 4)); err != nil {
+		return DecodeResult{}, err
+	}
+	times := make([]time.Duration, c.Rounds)
+	for i := range times {
+		d, err := run(n)
+		if err != nil {
+			return DecodeResult{}, err
+		}
+		times[i] = d / time.Duration(n)
+	}
+	per := median(times)
+	return DecodeResult{Tokens: n, PerToken: per, TokensPerSec: float64(time.Second) / float64(per)}, nil
+}
+
+// MeasureBranchSteps prefills a c.Prefix-token prefix once, then for each
+// branch count B forks it B times and times c.Steps Forward calls of B
+// rows, one per branch (after one untimed step). The branch counts are
+// interleaved within each of c.Rounds rounds, so that a change of machine
+// load hits them alike; VsOne is relative to the first branch count, which
+// should be 1.
+func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
+	c = c.withDefaults()
+	maxB := slices.Max(c.Branches)
+	if c.Prefix+c.Steps+1 > m.Config.ContextLen {
+		return nil, fmt.Errorf("bench: prefix %d + %d steps exceeds the context of %d", c.Prefix, c.Steps+1, m.Config.ContextLen)
+	}
+	// The prefix, plus each branch's steps and a copied partial block.
+	kv, err := m.NewCache(c.Prefix+c.BlockSize+maxB*(c.Steps+1+c.BlockSize), c.BlockSize)
+	if err != nil {
+		return nil, err
+	}
+	r := m.NewRunner(kv)
+	rng := rand.New(rand.NewPCG(2, 2))
+	root := kv.NewSeq()
+	rows := make([]model.Row, 0, max(c.Prefix, maxB))
+	for i, tok := range tokens(rng, c.Prefix, m.Config.Vocab) {
+		rows = append(rows, model.Row{Seq: root, Token: tok, NoLogits: i < c.Prefix-1})
+	}
+	if _, err := r.Forward(rows); err != nil {
+		return nil, fmt.Errorf("bench: prefill of the shared prefix: %w", err)
+	}
+	toks := tokens(rng, maxB*(c.Steps+1), m.Config.Vocab)
+	seqs := make([]*kvcache.Seq, maxB)
+	run := func(b int) (time.Duration, error) {
+		for i := range b {
+			seqs[i] = kv.Fork(root)
+		}
+		defer func() {
+			for i := range b {
+				kv.Free(seqs[i])
+			}
+		}()
+		var start time.Time
+		for s := range c.Steps + 1 {
+			if s == 1 {
+				start = time.Now()
+			}
+			rows = rows[:0]
+			for i := range b {
+				rows = append(rows, model.Row{Seq: seqs[i], Token: toks[s*maxB+i]})
+			}
+			if _, err := r.Forward(rows); err != nil {
+				return 0, fmt.Errorf("bench: step of %d branches: %w", b, err)
+			}
+		}
+		return time.Since(start) / time.Duration(c.Steps), nil
+	}
+	times := make([][]time.Duration, len(c.Branches))
+	for range c.Rounds {
+		for i, b := range c.Branches {
+			d, err := run(b)
+			if err != nil {
+				return nil, err
+			}
+			times[i] = append(times[i], d)
+		}
+	}
+	kv.Free(root)
+	res := make([]StepResult, len(c.Branches))
+	for i, b := range c.Branches {
+		step := median(times[i])
+		res[i] = StepResult{Branches: b, Step: step, TokensPerSec: float64(b) * float64(time.Second) / float64(step)}
+	}
+	for i := range res {
+		res[i].VsOne = float64(res[i].Step) / float64(res[0].Step)
+	}
+	return res, nil
+}
+
+// MeasurePrefill feeds a c.PromptTokens-token prompt as one Forward (logits
+// for its last row only) into a fresh sequence, c.Rounds times after a
+// warm-up.
+func MeasurePrefill(m *model.Model, c SpeedConfig) (PrefillResult, error) {
+	c = c.withDefaults()
+	n := min(c.PromptTokens, m.Config.ContextLen)
+	kv, err := m.NewCache(n, c.BlockSize)
+	if err != nil {
+		return PrefillResult{}, err
+	}
+	r := m.NewRunner(kv)
+	toks := tokens(rand.New(rand.NewPCG(3, 3)), n, m.Config.Vocab)
+	rows := make([]model.Row, n)
+	run := func() (time.Duration, error) {
+		seq := kv.NewSeq()
+		defer kv.Free(seq)
+		for i, tok := range toks {
+			rows[i] = model.Row{Seq: seq, Token: tok, NoLogits: i < n-1}
+		}
+		start := time.Now()
+		if _, err := r.Forward(rows); err != nil {
+			return 0, fmt.Errorf("bench: prefill: %w", err)
+		}
+		return time.Since(start), nil
+	}
+	if _, err := run(); err != nil {
+		return PrefillResult{}, err
+	}
+	times := make([]time.Duration, c.Rounds)
+	for i := range times {
+		if times[i], err = run(); err != nil {
+			return PrefillResult{}, err
+		}
+	}
+	t := median(times)
+	return PrefillResult{Tokens: n, Time: t, TokensPerSec: float64(n) * float64(time.Second) / float64(t)}, nil
+}
+
+// forkTarget is the time one fork measurement is repeated for.
+const forkTarget = 20 * time.Millisecond
+
+// MeasureForkCost times kvcache Fork on sequences of each length in
+// c.ForkPrefixes, in a pool of the given model shape (the keys and values
+// are left zero: a fork never reads them), against one copy of that
+// prefix's keys and values.
+func MeasureForkCost(cfg model.Config, c SpeedConfig) ([]ForkResult, error) {
+	c = c.withDefaults()
+	res := make([]ForkResult, 0, len(c.ForkPrefixes))
+	const batch = 256
+	forks := make([]*kvcache.Seq, batch)
+	for _, n := range c.ForkPrefixes {
+		kv, err := kvcache.New(kvcache.Config{Layers: cfg.Layers, KVDim: cfg.KVDim(), BlockSize: c.BlockSize,
+			MaxBlocks: (n + c.BlockSize - 1) / c.BlockSize})
+		if err != nil {
+			return nil, fmt.Errorf("bench: fork cost: %w", err)
+		}
+		seq := kv.NewSeq()
+		for range n {
+			if _, err := kv.Append(seq); err != nil {
+				return nil, fmt.Errorf("bench: fork cost, prefix %d: %w", n, err)
+			}
+		}
+		var total time.Duration
+		count := 0
+		for total < forkTarget || count < batch {
+			start := time.Now()
+			for i := range forks {
+				forks[i] = kv.Fork(seq)
+			}
+			total += time.Since(start)
+			count += batch
+			for _, f := range forks {
+				kv.Free(f)
+			}
+		}
+		res = append(res, ForkResult{Prefix: n, Blocks: kv.Blocks(seq), Fork: total / time.Duration(count),
+			Copy: copyTime(n * cfg.Layers * 2 * cfg.KVDim()), KVBytes: int64(n) * int64(cfg.Layers) * 2 * int64(cfg.KVDim()) * 4})
+	}
+	return res, nil
+}
+
+// copyTime is the best of a few copies of n float32s.
+func copyTime(n int) time.Duration {
+	src, dst := make([]float32, n), make([]float32, n)
+	for i := range src { // touch the pages
+		src[i] = 1
+	}
+	best := time.Duration(1<<63 - 1)
+	for range 3 {
+		start := time.Now()
+		copy(dst, src)
+		best = min(best, time.Since(start))
+	}
+	return best
+}
+
+// MeasureTreeMemory builds, for each branch count B, B forks of a
+// c.TreePrefix-token sequence that each append c.TreeSteps positions, in a
+// pool of the given model shape, and reports the bytes held against one
+// private copy per branch.
+func MeasureTreeMemory(cfg model.Config, c SpeedConfig) ([]TreeMemResult, error) {
+	c = c.withDefaults()
+	res := make([]TreeMemResult, 0, len(c.Branches))
+	for _, b := range c.Branches {
+		perBranch := (c.TreePrefix+c.TreeSteps)/c.BlockSize + 2
+		kv, err := kvcache.New(kvcache.Config{Layers: cfg.Layers, KVDim: cfg.KVDim(), BlockSize: c.BlockSize,
+			MaxBlocks: c.TreePrefix/c.BlockSize + 1 + b*perBranch})
+		if err != nil {
+			return nil, fmt.Errorf("bench: tree memory: %w", err)
+		}
+		root := kv.NewSeq()
+		for range c.TreePrefix {
+			if _, err := kv.Append(root); err != nil {
+				return nil, fmt.Errorf("bench: tree memory: %w", err)
+			}
+		}
+		for range b {
+			s := kv.Fork(root)
+			for range c.TreeSteps {
+				if _, err := kv.Append(s); err != nil {
+					return nil, fmt.Errorf("bench: tree memory, %d branches: %w", b, err)
+				}
+			}
+		}
+		kv.Free(root)
+		st := kv.Stats()
+		res = append(res, TreeMemResult{Branches: b, Prefix: c.TreePrefix, Steps: c.TreeSteps,
+			BytesInUse: st.BytesInUse, PrivateBytes: st.LogicalBytes, Saving: float64(st.LogicalBytes) / float64(st.BytesInUse)})
+	}
+	return res, nil
+}
+
+// SpeedReport gathers every speed measurement of one model.
+type SpeedReport struct {
+	Model   string // shape or file name
+	DType   kernels.DType
+	Params  int64
+	Threads int
+	Kernels string // kernels.Implementation()
+	Config  SpeedConfig
+
+	Decode   DecodeResult
+	Steps    []StepResult
+	Prefill  PrefillResult
+	Forks    []ForkResult
+	TreeMem  []TreeMemResult
+	Llama    *LlamaBenchResult // llama-bench on the same model, when it ran
+	Versus   *DecodeComparison // our decode alternating with llama-bench, when it ran
+	LlamaErr error             `json:"-"` // why llama-bench did not run, if it was asked to
+}
+
+// MarshalJSON writes the report with LlamaErr as a string.
+func (r *SpeedReport) MarshalJSON() ([]byte, error) {
+	type plain SpeedReport
+	msg := ""
+	if r.LlamaErr != nil {
+		msg = r.LlamaErr.Error()
+	}
+	return json.Marshal(struct {
+		*plain
+		LlamaError string `json:",omitempty"`
+	}{(*plain)(r), msg})
+}
+
+// MeasureSpeed runs every measurement on m.
+func MeasureSpeed(m *model.Model, name string, dtype kernels.DType, params int64, c SpeedConfig) (*SpeedReport, error) {
+	c = c.withDefaults()
+	rep := &SpeedReport{Model: name, DType: dtype, Params: params, Threads: kernels.Threads(), Kernels: kernels.Implementation(), Config: c}
+	var err error
+	if rep.Decode, err = MeasureDecode(m, c); err != nil {
+		return nil, err
+	}
+	if rep.Steps, err = MeasureBranchSteps(m, c); err != nil {
+		return nil, err
+	}
+	if rep.Prefill, err = MeasurePrefill(m, c); err != nil {
+		return nil, err
+	}
+	if rep.Forks, err = MeasureForkCost(m.Config, c); err != nil {
+		return nil, err
+	}
+	if rep.TreeMem, err = MeasureTreeMemory(m.Config, c); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// StepRatio returns the step time of b branches relative to one branch, or
+// 0 when b was not measured.
+func (r *SpeedReport) StepRatio(b int) float64 {
+	for _, s := range r.Steps {
+		if s.Branches == b {
+			return s.VsOne
+		}
+	}
+	return 0
+}
+
+// Markdown writes the report as markdown tables.
+func (r *SpeedReport) Markdown(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## %s %v (%.1fM parameters), %d threads, kernels %s\n\n", r.Model, r.DType, float64(r.Params)/1e6, r.Threads, r.Kernels)
+	fmt.Fprintf(&b, "| measure | value |\n| --- | --- |\n")
+	fmt.Fprintf(&b, "| single-stream decode (%d tokens from position 0) | %.1f tokens/s (%s/token) |\n", r.Decode.Tokens, r.Decode.TokensPerSec, ms(r.Decode.PerToken))
+	switch {
+	case r.Versus != nil:
+		l := r.Versus
+		fmt.Fprintf(&b, "| decode, alternating with llama.cpp on the same GGUF (%d rounds): ours | median %.1f, best %.1f tokens/s |\n", len(l.Ours), medianF(l.Ours), slices.Max(l.Ours))
+		fmt.Fprintf(&b, "| llama.cpp (llama-bench -t %d -p 0 -n %d -r 1, build %s) | median %.1f, best %.1f tokens/s |\n", l.Threads, l.Tokens, l.LlamaBuild, medianF(l.Llama), slices.Max(l.Llama))
+		fmt.Fprintf(&b, "| ours / llama.cpp decode | %.2f (medians), %.2f (bests) |\n", l.MedianRatio(), l.BestRatio())
+	case r.Llama != nil:
+		fmt.Fprintf(&b, "| llama.cpp decode, same GGUF (llama-bench -t %d -p 0 -n %d) | %.1f ± %.1f tokens/s |\n", r.Llama.Threads, r.Llama.Tokens, r.Llama.TokensPerSec, r.Llama.StdDev)
+		fmt.Fprintf(&b, "| ours / llama.cpp decode | %.2f |\n", r.Decode.TokensPerSec/r.Llama.TokensPerSec)
+	case r.LlamaErr != nil:
+		fmt.Fprintf(&b, "| llama.cpp decode | not measured: %s |\n", strings.ReplaceAll(r.LlamaErr.Error(), "|", "/"))
+	}
+	fmt.Fprintf(&b, "| prefill (%d-token prompt, one batch) | %.1f tokens/s (%s) |\n", r.Prefill.Tokens, r.Prefill.TokensPerSec, ms(r.Prefill.Time))
+	fmt.Fprintf(&b, "| 16-branch step / 1-branch step | %.2f |\n\n", r.StepRatio(16))
+
+	fmt.Fprintf(&b, "Branch step: B forks of a %d-token prefix, one row each, one Forward per step (median of %d rounds of %d steps)\n\n", r.Config.Prefix, r.Config.Rounds, r.Config.Steps)
+	fmt.Fprintf(&b, "| B | step | vs B=1 | tokens/s |\n| ---: | ---: | ---: | ---: |\n")
+	for _, s := range r.Steps {
+		fmt.Fprintf(&b, "| %d | %s | %.2f | %.1f |\n", s.Branches, ms(s.Step), s.VsOne, s.TokensPerSec)
+	}
+	fmt.Fprintf(&b, "\nFork cost: kvcache Fork of a sequence, against copying its keys and values once\n\n")
+	fmt.Fprintf(&b, "| prefix tokens | blocks | fork | KV bytes | copying them |\n| ---: | ---: | ---: | ---: | ---: |\n")
+	for _, f := range r.Forks {
+		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s |\n", f.Prefix, f.Blocks, us(f.Fork), mib(f.KVBytes), ms(f.Copy))
+	}
+	if len(r.TreeMem) > 0 {
+		t0 := r.TreeMem[0]
+		fmt.Fprintf(&b, "\nKV memory of a tree: B branches forked from a %d-token prefix, %d tokens each after the fork (block size %d)\n\n", t0.Prefix, t0.Steps, r.Config.BlockSize)
+		fmt.Fprintf(&b, "| B | in use | one copy per branch | saving |\n| ---: | ---: | ---: | ---: |\n")
+		for _, t := range r.TreeMem {
+			fmt.Fprintf(&b, "| %d | %s | %s | %.1fx |\n", t.Branches, mib(t.BytesInUse), mib(t.PrivateBytes), t.Saving)
+		}
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+func us(d time.Duration) string { return fmt.Sprintf("%.2f µs", float64(d)/float64(time.Microsecond)) }
+func mib(n int64) string        { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// LlamaBenchResult is llama.cpp's decode speed on a GGUF file.
+type LlamaBenchResult struct {
+	Tokens       int // n_gen
+	Threads      int
+	TokensPerSec float64   // avg_ts
+	StdDev       float64   // stddev_ts
+	Samples      []float64 // samples_ts: tokens/s of each repetition
+	Build        string    // build_commit
+	CPU          string    // cpu_info
+}
+
+// RunLlamaBench runs llama.cpp's llama-bench binary on a GGUF file:
+// decode only (-p 0 -n tokens) on the given number of threads, with
+// llama-bench's default 5 repetitions, and returns its result.
+func RunLlamaBench(ctx context.Context, bin, gguf string, threads, tokens int) (*LlamaBenchResult, error) {
+	return RunLlamaBenchReps(ctx, bin, gguf, threads, tokens, 0)
+}
+
+// RunLlamaBenchReps is RunLlamaBench with reps repetitions (llama-bench's
+// -r; its default when reps <= 0).
+func RunLlamaBenchReps(ctx context.Context, bin, gguf string, threads, tokens, reps int) (*LlamaBenchResult, error) {
+	args := []string{"-m", gguf, "-t", fmt.Sprint(threads), "-p", "0", "-n", fmt.Sprint(tokens), "-o", "json"}
+	if reps > 0 {
+		args = append(args, "-r", fmt.Sprint(reps))
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		tail := stderr.String()
+		if len(tail) > 500 {
+			tail = tail[len(tail)-500:]
+		}
+		return nil, fmt.Errorf("bench: %s: %w: %s", bin, err, strings.TrimSpace(tail))
+	}
+	var runs []struct {
+		NGen      int       `json:"n_gen"`
+		NThreads  int       `json:"n_threads"`
+		AvgTS     float64   `json:"avg_ts"`
+		StdDevTS  float64   `json:"stddev_ts"`
+		SamplesTS []float64 `json:"samples_ts"`
+		Build     string    `json:"build_commit"`
+		CPU       string    `json:"cpu_info"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &runs); err != nil {
+		return nil, fmt.Errorf("bench: %s printed no JSON results: %w", bin, err)
+	}
+	for _, r := range runs {
+		if r.NGen == tokens {
+			return &LlamaBenchResult{Tokens: r.NGen, Threads: r.NThreads, TokensPerSec: r.AvgTS, StdDev: r.StdDevTS,
+				Samples: r.SamplesTS, Build: r.Build, CPU: r.CPU}, nil
+		}
+	}
+	return nil, errors.New("bench: llama-bench reported no decode test")
+}
+
+// DecodeComparison is single-stream decode speed, ours and llama.cpp's on
+// the same weights, measured in alternation so that both see the same
+// machine load.
+type DecodeComparison struct {
+	Tokens, Threads int
+	Ours, Llama     []float64 // tokens/s of each round
+	LlamaBuild      string
+}
+
+// CompareDecode alternates rounds of our single-stream decode of m (tokens
+// from position 0, after a warm-up) with llama-bench runs of one
+// repetition on gguf, which must hold the same model.
+func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens, rounds int) (*DecodeComparison, error) {
+	c := DefaultSpeedConfig()
+	c.DecodeTokens, c.Rounds = tokens, 1
+	cmp := &DecodeComparison{Tokens: tokens, Threads: kernels.Threads()}
+	for range max(rounds, 1) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		d, err := MeasureDecode(m, c)
+		if err != nil {
+			return nil, err
+		}
+		cmp.Ours = append(cmp.Ours, d.TokensPerSec)
+		l, err := RunLlamaBenchReps(ctx, bin, gguf, cmp.Threads, tokens, 1)
+		if err != nil {
+			return nil, err
+		}
+		cmp.Llama = append(cmp.Llama, l.TokensPerSec)
+		cmp.LlamaBuild = l.Build
+	}
+	return cmp, nil
+}
+
+// MedianRatio is the median of our rounds over the median of llama.cpp's.
+func (c *DecodeComparison) MedianRatio() float64 { return medianF(c.Ours) / medianF(c.Llama) }
+
+// BestRatio is our best round over llama.cpp's best: the least disturbed
+// by other load on the machine.
+func (c *DecodeComparison) BestRatio() float64 { return slices.Max(c.Ours) / slices.Max(c.Llama) }
+
+func medianF(x []float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}

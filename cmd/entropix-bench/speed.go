@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/entropix-search/entropix-search/bench"
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/model/synth"
+	"github.com/entropix-search/entropix-search/model/tokenizer"
+)
+
+func init() {
+	register("speed", "forward-pass speed, fork cost and KV memory on a generated model", runSpeed)
+	register("gguf", "write a generated model as a GGUF file (for llama.cpp)", runGGUF)
+}
+
+// parseDTypes reads -dtype: q8_0, f32 or (when both is allowed) both.
+func parseDTypes(s string, both bool) ([]kernels.DType, error) {
+	switch strings.ToLower(s) {
+	case "q8_0", "q8":
+		return []kernels.DType{kernels.Q8_0}, nil
+	case "f32":
+		return []kernels.DType{kernels.F32}, nil
+	case "both":
+		if both {
+			return []kernels.DType{kernels.F32, kernels.Q8_0}, nil
+		}
+	}
+	if both {
+		return nil, usagef("-dtype %q: want q8_0, f32 or both", s)
+	}
+	return nil, usagef("-dtype %q: want q8_0 or f32", s)
+}
+
+// vocabFor reads the GGUF vocabulary from a llama2.c tokenizer.bin, or
+// returns nil (synthetic) when path is empty.
+func vocabFor(path string, shape synth.Shape) (*tokenizer.Vocab, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return synth.ReadLlama2CVocab(path, shape.Vocab)
+}
+
+func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("speed", "[-shape stories110M] [-dtype q8_0|f32|both] [-quick]", stderr)
+	shapeName := fs.String("shape", "stories110M", "model shape: "+strings.Join(synth.Names(), ", "))
+	dtypeName := fs.String("dtype", "both", "weight type: q8_0, f32 or both")
+	quick := fs.Bool("quick", false, "fewer rounds and tokens: under a minute")
+	seed := fs.Uint64("seed", 1, "seed of the random weights")
+	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
+	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer.bin whose vocabulary the GGUF for llama-bench carries (default: synthetic)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: entropix-bench speed [-shape stories110M] [-dtype q8_0|f32|both] [-quick]\n\n"+
+			"Measures single-stream decode, the step time of B branches in one batch, prefill,\n"+
+			"fork cost and the KV memory of a tree on a model with random weights of a real shape,\n"+
+			"and prints markdown tables. With LLAMA_BENCH naming llama.cpp's llama-bench binary,\n"+
+			"it also writes the model as GGUF to a temporary file and compares decode speeds.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	shape, err := synth.Lookup(*shapeName)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	dtypes, err := parseDTypes(*dtypeName, true)
+	if err != nil {
+		return err
+	}
+	if *threads < 0 {
+		return usagef("-threads %d", *threads)
+	}
+	if *threads > 0 {
+		kernels.SetThreads(*threads)
+	}
+	vocab, err := vocabFor(*tokPath, shape)
+	if err != nil {
+		return err
+	}
+	cfg := bench.DefaultSpeedConfig()
+	if *quick {
+		cfg = bench.QuickSpeedConfig()
+	}
+	llamaBench := os.Getenv("LLAMA_BENCH")
+
+	var reports []*bench.SpeedReport
+	for _, dt := range dtypes {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		start := time.Now()
+		fmt.Fprintf(stderr, "generating %s %v (seed %d)...\n", shape.Name, dt, *seed)
+		m, err := synth.Generate(shape, dt, *seed)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "measuring (%s)...\n", time.Since(start).Round(time.Millisecond))
+		rep, err := bench.MeasureSpeed(m, shape.Name, dt, shape.Params(), cfg)
+		if err != nil {
+			return err
+		}
+		if llamaBench != "" {
+			rounds := 5
+			if *quick {
+				rounds = 3
+			}
+			fmt.Fprintf(stderr, "alternating our decode with %s, %d rounds...\n", llamaBench, rounds)
+			rep.Versus, rep.LlamaErr = versusLlama(ctx, llamaBench, m, shape, dt, *seed, vocab, rep.Decode.Tokens, rounds)
+			if rep.LlamaErr != nil {
+				fmt.Fprintf(stderr, "llama-bench: %v\n", rep.LlamaErr)
+			}
+		}
+		m = nil
+		runtime.GC()
+		if err := rep.Markdown(stdout); err != nil {
+			return err
+		}
+		reports = append(reports, rep)
+		fmt.Fprintf(stderr, "%s %v done in %s\n", shape.Name, dt, time.Since(start).Round(time.Millisecond))
+	}
+	return targets(stdout, reports)
+}
+
+// targets prints the speed targets against the measurements.
+func targets(w io.Writer, reports []*bench.SpeedReport) error {
+	var b strings.Builder
+	b.WriteString("## Targets\n\n| model | 16-branch step / 1-branch (target ≤ 2.5) | fork 4096 / fork 64 | decode tokens/s | llama.cpp tokens/s | ours / llama.cpp |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range reports {
+		ok := "met"
+		if x := r.StepRatio(16); x == 0 || x > 2.5 {
+			ok = "missed"
+		}
+		fork := "-"
+		if n := len(r.Forks); n > 1 {
+			fork = fmt.Sprintf("%.1f (%s vs %s)", float64(r.Forks[n-1].Fork)/float64(r.Forks[0].Fork), r.Forks[n-1].Fork, r.Forks[0].Fork)
+		}
+		ours, llama, ratio := fmt.Sprintf("%.1f", r.Decode.TokensPerSec), "-", "-"
+		if v := r.Versus; v != nil {
+			ours = fmt.Sprintf("%.1f (best of %d alternating rounds)", slices.Max(v.Ours), len(v.Ours))
+			llama = fmt.Sprintf("%.1f (best)", slices.Max(v.Llama))
+			ratio = fmt.Sprintf("%.2f (bests), %.2f (medians)", v.BestRatio(), v.MedianRatio())
+		}
+		fmt.Fprintf(&b, "| %s %v | %.2f (%s) | %s | %s | %s | %s |\n", r.Model, r.DType, r.StepRatio(16), ok, fork, ours, llama, ratio)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// versusLlama writes m's weights (Generate(shape, dt, seed)) as GGUF to a
+// temporary file and alternates our decode of m with llama-bench on it.
+func versusLlama(ctx context.Context, bin string, m *model.Model, shape synth.Shape, dt kernels.DType, seed uint64, vocab *tokenizer.Vocab, tokens, rounds int) (*bench.DecodeComparison, error) {
+	f, err := os.CreateTemp("", "entropix-bench-*.gguf")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	err = synth.WriteGGUF(f, shape, dt, seed, vocab)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return bench.CompareDecode(ctx, m, bin, f.Name(), tokens, rounds)
+}
+
+func runGGUF(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("gguf", "-shape NAME -dtype q8_0|f32 -o FILE", stderr)
+	shapeName := fs.String("shape", "stories110M", "model shape: "+strings.Join(synth.Names(), ", "))
+	dtypeName := fs.String("dtype", "q8_0", "weight type: q8_0 or f32")
+	seed := fs.Uint64("seed", 1, "seed of the random weights")
+	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer.bin whose vocabulary the file carries (default: synthetic)")
+	out := fs.String("o", "", "output file (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return usagef("-o is required")
+	}
+	shape, err := synth.Lookup(*shapeName)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	dts, err := parseDTypes(*dtypeName, false)
+	if err != nil {
+		return err
+	}
+	vocab, err := vocabFor(*tokPath, shape)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	err = synth.WriteGGUF(f, shape, dts[0], *seed, vocab)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(*out)
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s (%s %v, seed %d)\n", *out, shape.Name, dts[0], *seed)
+	return nil
+}
