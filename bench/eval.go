@@ -1,0 +1,699 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/entropix-search/entropix-search/engine"
+	"github.com/entropix-search/entropix-search/kvcache"
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/policy"
+)
+
+// EvalConfig says what an evaluation runs. Every mode runs every item of
+// a task at every budget; a budget is the forward rows one item may spend
+// after its prompt (engine.Budget.MaxRows), the same for every mode, with
+// the same MaxTokens.
+type EvalConfig struct {
+	// Modes to compare (default: engine.Modes()).
+	Modes []engine.Mode `json:"modes"`
+	// MaxTokens bounds each completion (default 128).
+	MaxTokens int `json:"max_tokens"`
+	// Budgets are forward rows per item (default 1, 2, 4 and 8 times
+	// MaxTokens).
+	Budgets []int `json:"budgets"`
+	// MaxWidth caps the width K a budget gives the branching modes
+	// (default 8); see Width.
+	MaxWidth int `json:"max_width"`
+	// Seed of item i is Seed+i, in every mode and at every budget.
+	Seed uint64 `json:"seed"`
+	// Limit is the number of items per task (0: all).
+	Limit int `json:"limit"`
+	// Policy configures the entropix trunk of entropix and beam-adaptive
+	// (nil: the engine's default, policy.DefaultConfig).
+	Policy *policy.Config `json:"policy,omitempty"`
+	// Chat wraps each prompt in the model's chat template (a user turn)
+	// and stops at the end of the assistant's turn.
+	Chat bool `json:"chat"`
+	// Loop decides which outputs are caught in a repetition loop (zero
+	// value: DefaultLoopRule).
+	Loop LoopRule `json:"loop"`
+	// Progress, if set, is called after each mode and budget.
+	Progress func(EvalProgress) `json:"-"`
+}
+
+// EvalProgress reports one finished mode and budget of a task.
+type EvalProgress struct {
+	Task      string
+	Budget    int
+	Mode      engine.Mode
+	Items     int
+	Done      int // (budget, mode) pairs done
+	Total     int
+	Wall      time.Duration // of this pair
+	Evaluated time.Duration // since the task started
+}
+
+// DefaultEvalConfig is the default report: the 50 story openings, 128
+// tokens each, at 128 to 1024 rows: about a minute for stories260K on two
+// cores.
+func DefaultEvalConfig() EvalConfig {
+	return EvalConfig{
+		Modes:     engine.Modes(),
+		MaxTokens: 128,
+		Budgets:   []int{128, 256, 512, 1024},
+		MaxWidth:  8,
+		Seed:      1,
+		Loop:      DefaultLoopRule(),
+	}
+}
+
+// QuickEvalConfig is a reduced run: 16 items, 64 tokens, budgets of 1 and
+// 4 times that.
+func QuickEvalConfig() EvalConfig {
+	c := DefaultEvalConfig()
+	c.MaxTokens = 64
+	c.Budgets = []int{64, 256}
+	c.Limit = 16
+	return c
+}
+
+// withDefaults fills the zero fields and checks the rest.
+func (c EvalConfig) withDefaults() (EvalConfig, error) {
+	d := DefaultEvalConfig()
+	if len(c.Modes) == 0 {
+		c.Modes = d.Modes
+	}
+	if c.MaxTokens == 0 {
+		c.MaxTokens = d.MaxTokens
+	}
+	if c.MaxWidth == 0 {
+		c.MaxWidth = d.MaxWidth
+	}
+	if len(c.Budgets) == 0 {
+		for _, x := range []int{1, 2, 4, 8} {
+			c.Budgets = append(c.Budgets, x*c.MaxTokens)
+		}
+	}
+	if c.Loop == (LoopRule{}) {
+		c.Loop = DefaultLoopRule()
+	}
+	switch {
+	case c.MaxTokens < 0:
+		return c, fmt.Errorf("bench: eval: max tokens %d, want > 0", c.MaxTokens)
+	case c.MaxWidth < 1 || c.MaxWidth > policy.MaxForkWidth:
+		return c, fmt.Errorf("bench: eval: max width %d outside [1, %d]", c.MaxWidth, policy.MaxForkWidth)
+	case c.Limit < 0:
+		return c, fmt.Errorf("bench: eval: limit %d, want >= 0", c.Limit)
+	}
+	for _, b := range c.Budgets {
+		if b < 1 {
+			return c, fmt.Errorf("bench: eval: budget of %d rows, want > 0", b)
+		}
+	}
+	for _, m := range c.Modes {
+		if _, err := engine.ParseMode(m.String()); err != nil {
+			return c, fmt.Errorf("bench: eval: %w", err)
+		}
+	}
+	if err := c.Loop.validate(); err != nil {
+		return c, err
+	}
+	if c.Policy != nil {
+		if err := c.Policy.Validate(); err != nil {
+			return c, fmt.Errorf("bench: eval: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Width is the width K a budget of rows gives beam search, CoT-decoding
+// (their K) and beam-adaptive (its Budget.MaxWidth): the budget over
+// MaxTokens, so that K branches of MaxTokens tokens fit it, between 1 and
+// MaxWidth. The single-path modes have width 1 whatever the budget.
+func (c EvalConfig) Width(budget int) int {
+	maxTok, maxW := c.MaxTokens, c.MaxWidth
+	if maxTok <= 0 {
+		maxTok = DefaultEvalConfig().MaxTokens
+	}
+	if maxW <= 0 {
+		maxW = DefaultEvalConfig().MaxWidth
+	}
+	return min(max(budget/maxTok, 1), maxW)
+}
+
+// branching reports whether a mode keeps more than one branch.
+func branching(m engine.Mode) bool {
+	return m == engine.Beam || m == engine.CoTDecoding || m == engine.BeamAdaptive
+}
+
+// modeWidth is the width mode m runs with at the given budget.
+func (c EvalConfig) modeWidth(m engine.Mode, budget int) int {
+	if !branching(m) {
+		return 1
+	}
+	return c.Width(budget)
+}
+
+// TaskReport is the evaluation of one task.
+type TaskReport struct {
+	Task      string `json:"task"`
+	Items     int    `json:"items"`
+	Checked   bool   `json:"checked"` // the items have checks: accuracy is reported
+	MaxTokens int    `json:"max_tokens"`
+	Budgets   []int  `json:"budgets"`
+	// Results holds one entry per budget and mode, budget-major, in the
+	// order of the config.
+	Results []ModeResult `json:"results"`
+	// Outputs holds every completion, in the order of Results, items
+	// innermost.
+	Outputs []Output      `json:"outputs"`
+	Wall    time.Duration `json:"wall_ns"`
+}
+
+// ModeResult is one mode at one budget, over all items of a task. Counts
+// (tokens, rows, forks, ...) are means per item.
+type ModeResult struct {
+	Budget int         `json:"budget_rows"`
+	Mode   engine.Mode `json:"mode"`
+	Width  int         `json:"width"`
+	// LogLik is the mean log-probability per token of the outputs under
+	// the model at temperature 1: the sum over all outputs' tokens over
+	// their number (NaN when no tokens were generated).
+	LogLik float64 `json:"loglik_per_token"`
+	// LoopShare is the share of outputs caught in a repetition loop
+	// (LoopRule); Distinct2 the unique token bigrams over all bigrams of
+	// the outputs, pooled.
+	LoopShare float64 `json:"loop_share"`
+	Distinct2 float64 `json:"distinct2"`
+	// Correct counts the outputs whose check passed; Accuracy is their
+	// share (both 0 for a task without checks).
+	Correct  int     `json:"correct"`
+	Accuracy float64 `json:"accuracy"`
+
+	Tokens float64 `json:"tokens"` // generated, committed path
+	Rows   float64 `json:"rows"`   // forward rows spent after the prompt
+	Forks  float64 `json:"forks"`
+	Prunes float64 `json:"prunes"`
+	// Cut is the share of items whose search the row budget stopped
+	// before MaxTokens or the end of text.
+	Cut     float64       `json:"cut_share"`
+	Wall    time.Duration `json:"wall_ns"`    // per item, search only
+	Forward time.Duration `json:"forward_ns"` // the part in forward passes
+}
+
+// Output is one completion.
+type Output struct {
+	Item    string       `json:"item"`
+	Budget  int          `json:"budget_rows"`
+	Mode    engine.Mode  `json:"mode"`
+	Text    string       `json:"text"`
+	Tokens  []int        `json:"tokens"`
+	LogLik  float64      `json:"loglik"` // sum over the tokens
+	Loop    bool         `json:"loop"`
+	Correct bool         `json:"correct,omitempty"`
+	Stopped string       `json:"stopped"`
+	Cut     bool         `json:"cut,omitempty"` // the row budget stopped the search
+	Stats   engine.Stats `json:"stats"`
+}
+
+// Eval runs every mode of cfg on the items of task at every budget of cfg
+// and scores the outputs. Its results depend only on the model, the task
+// and cfg (timings aside): item i runs with seed cfg.Seed+i.
+func Eval(ctx context.Context, m *model.Model, task Task, cfg EvalConfig) (*TaskReport, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if m.Tokenizer == nil {
+		return nil, errors.New("bench: eval: the model has no tokenizer")
+	}
+	items, err := task.Items(cfg.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("bench: eval: task %s: %w", task.Name(), err)
+	}
+	if len(items) == 0 {
+		return nil, fmt.Errorf("bench: eval: task %s has no items", task.Name())
+	}
+	enc, err := newEncoder(m, cfg.Chat)
+	if err != nil {
+		return nil, err
+	}
+	ev := &evaluator{m: m, cfg: &cfg, scorer: NewScorer(m), items: make([]evalItem, len(items))}
+	rep := &TaskReport{Task: task.Name(), Items: len(items), MaxTokens: cfg.MaxTokens, Budgets: cfg.Budgets}
+	for i, it := range items {
+		ids, stops, err := enc(it.Prompt)
+		if err != nil {
+			return nil, fmt.Errorf("bench: eval: %s: %w", it.ID, err)
+		}
+		room := m.Config.ContextLen - len(ids) - 1
+		if len(ids) == 0 || room < 1 {
+			return nil, fmt.Errorf("bench: eval: %s: a prompt of %d tokens leaves no room in the context of %d", it.ID, len(ids), m.Config.ContextLen)
+		}
+		ev.items[i] = evalItem{Item: it, seed: cfg.Seed + uint64(i), ids: ids, stops: stops,
+			maxTokens: min(cfg.MaxTokens, room), scores: map[string]float64{}}
+		rep.Checked = rep.Checked || it.Check != nil
+	}
+	start := time.Now()
+	total := len(cfg.Budgets) * len(cfg.Modes)
+	for _, budget := range cfg.Budgets {
+		for _, mode := range cfg.Modes {
+			t0 := time.Now()
+			var acc modeAcc
+			for i := range ev.items {
+				o, err := ev.run(ctx, &ev.items[i], mode, budget)
+				if err != nil {
+					return nil, err
+				}
+				acc.add(&o)
+				rep.Outputs = append(rep.Outputs, o)
+			}
+			rep.Results = append(rep.Results, acc.result(mode, budget, cfg.modeWidth(mode, budget)))
+			if cfg.Progress != nil {
+				cfg.Progress(EvalProgress{Task: rep.Task, Budget: budget, Mode: mode, Items: len(items),
+					Done: len(rep.Results), Total: total, Wall: time.Since(t0), Evaluated: time.Since(start)})
+			}
+		}
+	}
+	rep.Wall = time.Since(start)
+	return rep, nil
+}
+
+// evaluator runs the searches of one task.
+type evaluator struct {
+	m      *model.Model
+	cfg    *EvalConfig
+	scorer *Scorer
+	items  []evalItem
+}
+
+// evalItem is an item ready to run: its tokens and seed, and the
+// log-likelihoods of the outputs scored so far (single-path modes give the
+// same output at every budget).
+type evalItem struct {
+	Item
+	seed       uint64
+	ids, stops []int
+	maxTokens  int
+	scores     map[string]float64
+}
+
+// run searches one item in one mode at one budget and scores the output.
+func (ev *evaluator) run(ctx context.Context, it *evalItem, mode engine.Mode, budget int) (Output, error) {
+	k := ev.cfg.modeWidth(mode, budget)
+	opts := []engine.Option{engine.WithMode(mode), engine.WithSeed(it.seed), engine.WithWidth(k), engine.WithStopTokens(it.stops...)}
+	if ev.cfg.Policy != nil {
+		opts = append(opts, engine.WithPolicy(*ev.cfg.Policy))
+	}
+	eng, err := engine.New(ev.m, opts...)
+	if err != nil {
+		return Output{}, fmt.Errorf("bench: eval: %w", err)
+	}
+	res, err := eng.SearchTokens(ctx, it.Prompt, it.ids, engine.Budget{MaxTokens: it.maxTokens, MaxRows: budget, MaxWidth: k})
+	if err != nil {
+		return Output{}, fmt.Errorf("bench: eval: %s, %s at %d rows: %w", it.ID, mode, budget, err)
+	}
+	key := tokensKey(res.Tokens)
+	ll, ok := it.scores[key]
+	if !ok {
+		if ll, err = ev.scorer.LogLik(it.ids, res.Tokens); err != nil {
+			return Output{}, fmt.Errorf("bench: eval: scoring %s, %s at %d rows: %w", it.ID, mode, budget, err)
+		}
+		it.scores[key] = ll
+	}
+	return Output{Item: it.ID, Budget: budget, Mode: mode, Text: res.Text, Tokens: res.Tokens, LogLik: ll,
+		Loop: ev.cfg.Loop.Loops(res.Tokens), Correct: it.Check != nil && it.Check(res.Text),
+		Stopped: res.Stopped, Cut: res.BudgetExhausted, Stats: res.Stats}, nil
+}
+
+// modeAcc sums the outputs of one mode at one budget.
+type modeAcc struct {
+	n, loops, correct, cut int
+	llSum                  float64
+	llTokens               int
+	outs                   [][]int
+	st                     engine.Stats // sums
+}
+
+func (a *modeAcc) add(o *Output) {
+	a.n++
+	a.llSum += o.LogLik
+	a.llTokens += len(o.Tokens)
+	a.outs = append(a.outs, o.Tokens)
+	if o.Loop {
+		a.loops++
+	}
+	if o.Correct {
+		a.correct++
+	}
+	if o.Cut {
+		a.cut++
+	}
+	st := &o.Stats
+	a.st.Generated += st.Generated
+	a.st.Rows += st.Rows
+	a.st.Forks += st.Forks
+	a.st.Prunes += st.Prunes
+	a.st.Wall += st.Wall
+	a.st.ForwardTime += st.ForwardTime
+}
+
+func (a *modeAcc) result(mode engine.Mode, budget, width int) ModeResult {
+	n := float64(a.n)
+	r := ModeResult{Budget: budget, Mode: mode, Width: width, LogLik: math.NaN(),
+		LoopShare: float64(a.loops) / n, Distinct2: Distinct2(a.outs),
+		Correct: a.correct, Accuracy: float64(a.correct) / n,
+		Tokens: float64(a.st.Generated) / n, Rows: float64(a.st.Rows) / n,
+		Forks: float64(a.st.Forks) / n, Prunes: float64(a.st.Prunes) / n, Cut: float64(a.cut) / n,
+		Wall: a.st.Wall / time.Duration(a.n), Forward: a.st.ForwardTime / time.Duration(a.n)}
+	if a.llTokens > 0 {
+		r.LogLik = a.llSum / float64(a.llTokens)
+	}
+	return r
+}
+
+// tokensKey is a map key for a token sequence.
+func tokensKey(toks []int) string {
+	b := make([]byte, 0, 4*len(toks))
+	for _, t := range toks {
+		b = binary.LittleEndian.AppendUint32(b, uint32(t))
+	}
+	return string(b)
+}
+
+// newEncoder returns the tokenizer of prompts: plain, or through the
+// model's chat template with the end of turn as an extra stop token.
+func newEncoder(m *model.Model, chat bool) (func(string) (ids, stops []int, err error), error) {
+	tok := m.Tokenizer
+	if !chat {
+		return func(p string) ([]int, []int, error) { return tok.Encode(p, tok.AddBOS()), nil, nil }, nil
+	}
+	f, err := model.DetectChatFormat(m.ChatTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("bench: eval: chat: %w", err)
+	}
+	var stops []int
+	if id, ok := tok.Lookup(f.EndOfTurn()); ok {
+		stops = append(stops, id)
+	}
+	return func(p string) ([]int, []int, error) {
+		text, err := f.Format([]model.Message{{Role: "user", Content: p}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return tok.EncodeSpecial(text, tok.AddBOS()), stops, nil
+	}, nil
+}
+
+// scoreChunk is the most rows a Scorer feeds in one forward pass, which
+// bounds its logits buffer to scoreChunk rows of the vocabulary.
+const scoreChunk = 64
+
+// A Scorer computes the log-likelihood of a continuation under the model
+// with a fresh forward pass, independent of how the continuation was
+// chosen. It owns a KV cache pool and a Runner, so it is not safe for
+// concurrent use.
+type Scorer struct {
+	m    *model.Model
+	kv   *kvcache.Pool
+	r    *model.Runner
+	rows []model.Row
+	all  []int
+}
+
+// NewScorer returns a Scorer for m.
+func NewScorer(m *model.Model) *Scorer { return &Scorer{m: m} }
+
+// LogLik returns the sum over the tokens of cont of log p(cont[i] |
+// prompt, cont[:i]) at temperature 1, in nats. The prompt and the
+// continuation are fed as a batch (in chunks of scoreChunk rows), with
+// logits for the rows that predict a token of cont.
+func (s *Scorer) LogLik(prompt, cont []int) (float64, error) {
+	if len(prompt) == 0 {
+		return 0, errors.New("bench: score: empty prompt")
+	}
+	if len(cont) == 0 {
+		return 0, nil
+	}
+	n := len(prompt) + len(cont)
+	if n > s.m.Config.ContextLen {
+		return 0, fmt.Errorf("bench: score: %d tokens exceed the context of %d", n, s.m.Config.ContextLen)
+	}
+	for _, t := range cont {
+		if t < 0 || t >= s.m.Config.Vocab {
+			return 0, fmt.Errorf("bench: score: token %d outside the vocabulary of %d", t, s.m.Config.Vocab)
+		}
+	}
+	if s.kv == nil {
+		// Blocks are taken as needed, so a pool the size of the context
+		// costs nothing up front.
+		kv, err := s.m.NewCache(s.m.Config.ContextLen, kvcache.DefaultBlockSize)
+		if err != nil {
+			return 0, fmt.Errorf("bench: score: %w", err)
+		}
+		s.kv, s.r = kv, s.m.NewRunner(kv)
+	}
+	s.all = append(append(s.all[:0], prompt...), cont...)
+	seq := s.kv.NewSeq()
+	defer s.kv.Free(seq)
+	var sum float64
+	first := len(prompt) - 1 // the row whose logits predict cont[0]
+	// The last token predicts nothing we score: feed all but it.
+	for lo := 0; lo < n-1; lo += scoreChunk {
+		hi := min(lo+scoreChunk, n-1)
+		s.rows = s.rows[:0]
+		for j := lo; j < hi; j++ {
+			s.rows = append(s.rows, model.Row{Seq: seq, Token: s.all[j], NoLogits: j < first})
+		}
+		out, err := s.r.Forward(s.rows)
+		if err != nil {
+			return 0, fmt.Errorf("bench: score: %w", err)
+		}
+		for j := max(lo, first); j < hi; j++ {
+			sum += logProb(out.Logits(j-lo), s.all[j+1])
+		}
+	}
+	return sum, nil
+}
+
+// logProb returns log softmax(logits)[tok], computed in float64.
+func logProb(logits []float32, tok int) float64 {
+	mx := slices.Max(logits)
+	var z float64
+	for _, v := range logits {
+		z += math.Exp(float64(v - mx))
+	}
+	return float64(logits[tok]-mx) - math.Log(z)
+}
+
+// LoopRule defines when an output is caught in a repetition loop. A
+// "unit" is a run of P consecutive tokens, 1 <= P <= MaxPeriod; the output
+// loops when
+//
+//   - some unit occurs at least MinRepeats times in a row, the
+//     occurrences covering at least MinSpan tokens, or
+//   - the output ends in at least two occurrences in a row of a unit that
+//     cover at least TailSpan tokens (a loop cut short by the token limit).
+//
+// Occurrences in a row means tokens[j] == tokens[j-P] throughout: a final
+// partial occurrence counts toward the span, not toward the repeats.
+type LoopRule struct {
+	MaxPeriod  int `json:"max_period"`
+	MinRepeats int `json:"min_repeats"`
+	MinSpan    int `json:"min_span"`
+	TailSpan   int `json:"tail_span"`
+}
+
+// DefaultLoopRule: units of up to 32 tokens, 3 repeats covering at least
+// 8 tokens anywhere, or 2 covering at least 16 tokens at the end.
+func DefaultLoopRule() LoopRule {
+	return LoopRule{MaxPeriod: 32, MinRepeats: 3, MinSpan: 8, TailSpan: 16}
+}
+
+func (r LoopRule) validate() error {
+	if r.MaxPeriod < 1 || r.MinRepeats < 2 || r.MinSpan < 0 || r.TailSpan < 0 {
+		return fmt.Errorf("bench: loop rule %+v: want max period >= 1, min repeats >= 2, spans >= 0", r)
+	}
+	return nil
+}
+
+// Loops reports whether toks is caught in a repetition loop.
+func (r LoopRule) Loops(toks []int) bool {
+	n := len(toks)
+	for p := 1; p <= r.MaxPeriod && 2*p <= n; p++ {
+		run := 0 // j's with toks[j] == toks[j-p], ending at the current j
+		for j := p; j < n; j++ {
+			if toks[j] != toks[j-p] {
+				run = 0
+				continue
+			}
+			run++
+			// The run covers p+run tokens: 1+run/p whole occurrences.
+			if span := p + run; 1+run/p >= r.MinRepeats && span >= r.MinSpan {
+				return true
+			}
+		}
+		if run >= p && p+run >= r.TailSpan {
+			return true
+		}
+	}
+	return false
+}
+
+// Distinct2 returns the number of distinct token bigrams over the number
+// of bigrams in all outputs (bigrams do not cross outputs); 0 when there
+// are none.
+func Distinct2(outputs [][]int) float64 {
+	seen := map[[2]int]struct{}{}
+	total := 0
+	for _, o := range outputs {
+		for i := 1; i < len(o); i++ {
+			seen[[2]int{o[i-1], o[i]}] = struct{}{}
+			total++
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(len(seen)) / float64(total)
+}
+
+// OverheadResult is the share of a search's time spent outside the
+// forward pass (policy, tree, bookkeeping) at one width.
+type OverheadResult struct {
+	Mode    engine.Mode   `json:"mode"`
+	Width   int           `json:"width"`
+	Rows    int           `json:"rows"` // per search
+	Wall    time.Duration `json:"wall_ns"`
+	Forward time.Duration `json:"forward_ns"`
+	// Share is 1 - Forward/Wall; PerRow the time outside the forward
+	// pass per row.
+	Share  float64       `json:"share"`
+	PerRow time.Duration `json:"per_row_ns"`
+}
+
+// overheadPrompt is the prompt of the search-overhead measurement.
+const overheadPrompt = "Once upon a time"
+
+// MeasureSearchOverhead runs, for each width w, beam search with K = w and
+// beam-adaptive forced to fork at every step up to width w (the most
+// branches it can keep, its worst case), rounds times each over maxTokens
+// tokens, and reports the time outside the forward pass from the engine's
+// own accounting (engine.Stats.Wall and ForwardTime).
+func MeasureSearchOverhead(ctx context.Context, m *model.Model, widths []int, maxTokens, rounds int) ([]OverheadResult, error) {
+	if maxTokens < 1 || rounds < 1 {
+		return nil, fmt.Errorf("bench: search overhead: %d tokens, %d rounds: want both > 0", maxTokens, rounds)
+	}
+	var res []OverheadResult
+	for _, w := range widths {
+		if w < 1 || w > policy.MaxForkWidth {
+			return nil, fmt.Errorf("bench: search overhead: width %d outside [1, %d]", w, policy.MaxForkWidth)
+		}
+		for _, mode := range []engine.Mode{engine.Beam, engine.BeamAdaptive} {
+			opts := []engine.Option{engine.WithMode(mode), engine.WithWidth(w), engine.WithSeed(1)}
+			if mode == engine.BeamAdaptive {
+				opts = append(opts, engine.WithPolicy(alwaysFork()))
+			}
+			eng, err := engine.New(m, opts...)
+			if err != nil {
+				return nil, fmt.Errorf("bench: search overhead: %w", err)
+			}
+			budget := engine.Budget{MaxTokens: maxTokens, MaxWidth: w, MaxDepth: 8}
+			r := OverheadResult{Mode: mode, Width: w}
+			for i := range rounds + 1 {
+				out, err := eng.Search(ctx, overheadPrompt, budget)
+				if err != nil {
+					return nil, fmt.Errorf("bench: search overhead, %s width %d: %w", mode, w, err)
+				}
+				if i == 0 {
+					continue // warm-up
+				}
+				r.Rows += out.Stats.Rows
+				r.Wall += out.Stats.Wall
+				r.Forward += out.Stats.ForwardTime
+			}
+			if r.Wall > 0 {
+				r.Share = 1 - float64(r.Forward)/float64(r.Wall)
+			}
+			if r.Rows > 0 {
+				r.PerRow = (r.Wall - r.Forward) / time.Duration(r.Rows)
+			}
+			r.Rows /= rounds
+			r.Wall /= time.Duration(rounds)
+			r.Forward /= time.Duration(rounds)
+			res = append(res, r)
+		}
+	}
+	return res, nil
+}
+
+// alwaysFork is a policy under which every step is a fork (low entropy,
+// high varentropy) into as many candidates as the width allows.
+func alwaysFork() policy.Config {
+	th := policy.EntropixV1
+	th.Name = "always-fork"
+	th.LowEntropy, th.LowVarentropy = 0, 0
+	th.HighEntropy, th.HighVarentropy, th.BranchEntropy = 1e9, 0, 1e9
+	cfg := policy.DefaultConfig()
+	cfg.Thresholds = th
+	cfg.Fork.MinPHigh, cfg.Fork.MinPLow = 1e-9, 1e-9
+	cfg.Fork.MaxWidth = policy.MaxForkWidth
+	return cfg
+}
+
+// Llama2CResult is llama2.c's decode speed on a checkpoint.
+type Llama2CResult struct {
+	Steps        int     `json:"steps"`
+	TokensPerSec float64 `json:"tokens_per_sec"`
+}
+
+// RunLlama2C runs llama2.c's run binary greedily over steps positions on a
+// llama2.c checkpoint and tokenizer, and reads the "achieved tok/s" it
+// prints.
+func RunLlama2C(ctx context.Context, bin, checkpoint, tokenizer string, steps int) (*Llama2CResult, error) {
+	cmd := exec.CommandContext(ctx, bin, checkpoint, "-z", tokenizer, "-t", "0", "-n", strconv.Itoa(steps), "-i", overheadPrompt)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s: %w: %s", bin, err, tail(out, 500))
+	}
+	tps, ok := parseLlama2C(out)
+	if !ok {
+		return nil, fmt.Errorf("bench: %s printed no \"achieved tok/s\" line: %s", bin, tail(out, 500))
+	}
+	return &Llama2CResult{Steps: steps, TokensPerSec: tps}, nil
+}
+
+// parseLlama2C finds the number after the last "achieved tok/s:".
+func parseLlama2C(out []byte) (float64, bool) {
+	const marker = "achieved tok/s:"
+	i := bytes.LastIndex(out, []byte(marker))
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(out[i+len(marker):]))
+	if len(f) == 0 {
+		return 0, false
+	}
+	x, err := strconv.ParseFloat(f[0], 64)
+	if err != nil || !(x > 0) || math.IsInf(x, 0) {
+		return 0, false
+	}
+	return x, true
+}
+
+// tail returns the last n bytes of out, trimmed, as text.
+func tail(out []byte, n int) string {
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return strings.TrimSpace(string(out))
+}
