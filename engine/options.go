@@ -134,6 +134,7 @@ type Progress struct {
 	Step      int
 	Live      int // live branches
 	Committed int // tokens on the committed path
+	Deepest   int // tokens of the deepest live branch (beam commits only at the end)
 	Stats     Stats
 	Budget    Budget
 }

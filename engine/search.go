@@ -75,7 +75,7 @@ type search struct {
 func newSearch(e *Engine, ctx context.Context, text string, ids []int, b Budget) *search {
 	s := &search{
 		e: e, ctx: ctx, b: b, opts: &e.opts, tok: e.m.Tokenizer, log: e.opts.Log,
-		stops: append([]int{e.m.Tokenizer.EOS()}, e.opts.StopTokens...),
+		stops: stopTokens(e),
 		t:     tree.New(text, ids), prompt: ids, start: time.Now(),
 		res:       &Result{Mode: e.opts.Mode},
 		committed: tree.Root,
@@ -140,7 +140,11 @@ func (s *search) run() error {
 		if f := s.opts.Progress; f != nil {
 			st := s.res.Stats
 			st.Wall = time.Since(s.start)
-			f(Progress{Step: s.step, Live: len(s.live), Committed: len(s.res.Tokens), Stats: st, Budget: s.b})
+			deepest := 0
+			for _, br := range s.live {
+				deepest = max(deepest, s.t.Node(br.leaf).Depth)
+			}
+			f(Progress{Step: s.step, Live: len(s.live), Committed: len(s.res.Tokens), Deepest: deepest, Stats: st, Budget: s.b})
 		}
 	}
 	return nil
@@ -323,6 +327,19 @@ func (s *search) extend(br *branch, tok int, logProb float64, m policy.Metrics, 
 	n.Seq = br.seq
 	br.feed = append(br.feed, tok)
 	return id
+}
+
+// stopTokens are the tokens that end a branch: end of text; beginning of
+// text too, since a model that generates it has finished its document and
+// starts another (llama2.c's run.c stops there); and Options.StopTokens.
+func stopTokens(e *Engine) []int {
+	var stops []int
+	for _, t := range append([]int{e.m.Tokenizer.EOS(), e.m.Tokenizer.BOS()}, e.opts.StopTokens...) {
+		if t >= 0 && !slices.Contains(stops, t) {
+			stops = append(stops, t)
+		}
+	}
+	return stops
 }
 
 // isStop reports whether tok ends a branch (end of text, end of turn).

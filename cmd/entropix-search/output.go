@@ -111,7 +111,7 @@ func (p *progress) update(pr engine.Progress) {
 	}
 	rate := float64(st.Rows) / max(st.Wall.Seconds(), 1e-9)
 	fmt.Fprintf(p.w, "\r\x1b[2K\x1b[2m%d/%d tokens · %d live · %d forks · %d prunes · %d rows%s · %.0f rows/s\x1b[0m",
-		pr.Committed, pr.Budget.MaxTokens, pr.Live, st.Forks, st.Prunes, st.Rows, budget, rate)
+		max(pr.Committed, pr.Deepest), pr.Budget.MaxTokens, pr.Live, st.Forks, st.Prunes, st.Rows, budget, rate)
 	p.on = true
 }
 
