@@ -244,14 +244,15 @@ func Eval(ctx context.Context, m *model.Model, task Task, cfg EvalConfig) (*Task
 	if len(items) == 0 {
 		return nil, fmt.Errorf("bench: eval: task %s has no items", task.Name())
 	}
-	enc, err := newEncoder(m, cfg.Chat)
-	if err != nil {
-		return nil, err
+	if cfg.Chat {
+		if _, err := model.DetectChatFormat(m.ChatTemplate); err != nil {
+			return nil, fmt.Errorf("bench: eval: chat: %w", err)
+		}
 	}
 	ev := &evaluator{m: m, cfg: &cfg, scorer: NewScorer(m), items: make([]evalItem, len(items))}
 	rep := &TaskReport{Task: task.Name(), Items: len(items), MaxTokens: cfg.MaxTokens, Budgets: cfg.Budgets}
 	for i, it := range items {
-		ids, stops, err := enc(it.Prompt)
+		ids, stops, err := m.EncodePrompt(it.Prompt, cfg.Chat)
 		if err != nil {
 			return nil, fmt.Errorf("bench: eval: %s: %w", it.ID, err)
 		}
@@ -388,30 +389,6 @@ func tokensKey(toks []int) string {
 		b = binary.LittleEndian.AppendUint32(b, uint32(t))
 	}
 	return string(b)
-}
-
-// newEncoder returns the tokenizer of prompts: plain, or through the
-// model's chat template with the end of turn as an extra stop token.
-func newEncoder(m *model.Model, chat bool) (func(string) (ids, stops []int, err error), error) {
-	tok := m.Tokenizer
-	if !chat {
-		return func(p string) ([]int, []int, error) { return tok.Encode(p, tok.AddBOS()), nil, nil }, nil
-	}
-	f, err := model.DetectChatFormat(m.ChatTemplate)
-	if err != nil {
-		return nil, fmt.Errorf("bench: eval: chat: %w", err)
-	}
-	var stops []int
-	if id, ok := tok.Lookup(f.EndOfTurn()); ok {
-		stops = append(stops, id)
-	}
-	return func(p string) ([]int, []int, error) {
-		text, err := f.Format([]model.Message{{Role: "user", Content: p}})
-		if err != nil {
-			return nil, nil, err
-		}
-		return tok.EncodeSpecial(text, tok.AddBOS()), stops, nil
-	}, nil
 }
 
 // scoreChunk is the most rows a Scorer feeds in one forward pass, which
@@ -601,7 +578,7 @@ func MeasureSearchOverhead(ctx context.Context, m *model.Model, widths []int, ma
 		for _, mode := range []engine.Mode{engine.Beam, engine.BeamAdaptive} {
 			opts := []engine.Option{engine.WithMode(mode), engine.WithWidth(w), engine.WithSeed(1)}
 			if mode == engine.BeamAdaptive {
-				opts = append(opts, engine.WithPolicy(alwaysFork()))
+				opts = append(opts, engine.WithPolicy(policy.ForcedForks(policy.DefaultConfig())))
 			}
 			eng, err := engine.New(m, opts...)
 			if err != nil {
@@ -634,20 +611,6 @@ func MeasureSearchOverhead(ctx context.Context, m *model.Model, widths []int, ma
 		}
 	}
 	return res, nil
-}
-
-// alwaysFork is a policy under which every step is a fork (low entropy,
-// high varentropy) into as many candidates as the width allows.
-func alwaysFork() policy.Config {
-	th := policy.EntropixV1
-	th.Name = "always-fork"
-	th.LowEntropy, th.LowVarentropy = 0, 0
-	th.HighEntropy, th.HighVarentropy, th.BranchEntropy = 1e9, 0, 1e9
-	cfg := policy.DefaultConfig()
-	cfg.Thresholds = th
-	cfg.Fork.MinPHigh, cfg.Fork.MinPLow = 1e-9, 1e-9
-	cfg.Fork.MaxWidth = policy.MaxForkWidth
-	return cfg
 }
 
 // Llama2CResult is llama2.c's decode speed on a checkpoint.

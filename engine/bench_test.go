@@ -8,19 +8,6 @@ import (
 	"github.com/entropix-search/entropix-search/policy"
 )
 
-// alwaysFork makes every step a fork, so beam-adaptive runs at its width.
-func alwaysFork() policy.Config {
-	th := policy.EntropixV1
-	th.Name = "always-fork"
-	th.LowEntropy, th.LowVarentropy = 0, 0
-	th.HighEntropy, th.HighVarentropy, th.BranchEntropy = 1e9, 0, 1e9
-	cfg := policy.DefaultConfig()
-	cfg.Thresholds = th
-	cfg.Fork.MinPHigh, cfg.Fork.MinPLow = 1e-9, 1e-9
-	cfg.Fork.MaxWidth = 64
-	return cfg
-}
-
 // BenchmarkSearchOverhead measures the share of a search's time spent
 // outside the forward pass (policy, tree, bookkeeping) at 1, 16 and 64
 // live branches, for beam search (exactly K live) and for beam-adaptive
@@ -35,7 +22,7 @@ func BenchmarkSearchOverhead(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/width=%d", mode, w), func(b *testing.B) {
 				opts := []Option{WithMode(mode), WithWidth(w), WithSeed(1)}
 				if mode == BeamAdaptive {
-					opts = append(opts, WithPolicy(alwaysFork()))
+					opts = append(opts, WithPolicy(policy.ForcedForks(policy.DefaultConfig())))
 				}
 				e := newEngine(b, m, opts...)
 				budget := Budget{MaxTokens: 64, MaxWidth: w, MaxDepth: 8}

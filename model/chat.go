@@ -115,3 +115,25 @@ func (f ChatFormat) Format(msgs []Message) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// EncodePrompt tokenizes a prompt for m: plainly, or with chat through the
+// model's chat template as one user turn, in which case the end-of-turn
+// token comes back as an extra stop token for generation.
+func (m *Model) EncodePrompt(prompt string, chat bool) (ids, stops []int, err error) {
+	tok := m.Tokenizer
+	if !chat {
+		return tok.Encode(prompt, tok.AddBOS()), nil, nil
+	}
+	f, err := DetectChatFormat(m.ChatTemplate)
+	if err != nil {
+		return nil, nil, err
+	}
+	text, err := f.Format([]Message{{Role: "user", Content: prompt}})
+	if err != nil {
+		return nil, nil, err
+	}
+	if id, ok := tok.Lookup(f.EndOfTurn()); ok {
+		stops = append(stops, id)
+	}
+	return tok.EncodeSpecial(text, tok.AddBOS()), stops, nil
+}

@@ -126,3 +126,17 @@ func (f Fork) selectStats(dst []Candidate, logits []float32, st *rowStats, v flo
 	}
 	return top
 }
+
+// ForcedForks returns c changed so that every step is a fork (low entropy,
+// high varentropy) into as many candidates as the width allows: for
+// benchmarks and tests of the search's mechanics, not for text.
+func ForcedForks(c Config) Config {
+	th := c.Thresholds
+	th.Name = "forced-forks"
+	th.LowEntropy, th.LowVarentropy = 0, 0
+	th.HighEntropy, th.HighVarentropy, th.BranchEntropy = 1e9, 0, 1e9
+	c.Thresholds = th
+	c.Fork.MinPHigh, c.Fork.MinPLow = 1e-9, 1e-9
+	c.Fork.MaxWidth = MaxForkWidth
+	return c
+}

@@ -110,9 +110,9 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return usageError{err}
 	}
-	ids, stops, err := encodePrompt(c, m, prompt)
+	ids, stops, err := m.EncodePrompt(prompt, c.chat)
 	if err != nil {
-		return usageError{err}
+		return usageError{fmt.Errorf("--chat: %w", err)}
 	}
 
 	out := bufio.NewWriter(stdout)
@@ -190,28 +190,6 @@ func readPrompt(c *config, stdin io.Reader) (string, error) {
 		}
 	}
 	return "", errors.New("empty prompt: give one with -p TEXT, -f FILE or on standard input")
-}
-
-// encodePrompt tokenizes the prompt, through the chat template with --chat,
-// and returns the extra stop tokens (the end of an assistant turn).
-func encodePrompt(c *config, m *model.Model, prompt string) ([]int, []int, error) {
-	tok := m.Tokenizer
-	if !c.chat {
-		return tok.Encode(prompt, tok.AddBOS()), nil, nil
-	}
-	f, err := model.DetectChatFormat(m.ChatTemplate)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--chat: %w", err)
-	}
-	text, err := f.Format([]model.Message{{Role: "user", Content: prompt}})
-	if err != nil {
-		return nil, nil, err
-	}
-	var stops []int
-	if id, ok := tok.Lookup(f.EndOfTurn()); ok {
-		stops = append(stops, id)
-	}
-	return tok.EncodeSpecial(text, tok.AddBOS()), stops, nil
 }
 
 func loadThresholds(s string) (policy.Thresholds, error) {
