@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 )
 
 // Targets are the shares of steps each corner quadrant should get on the
@@ -322,4 +323,16 @@ func LoadThresholds(path string) (Thresholds, error) {
 		return Thresholds{}, fmt.Errorf("load %s: %w", path, err)
 	}
 	return th, nil
+}
+
+// ThresholdsFrom reads thresholds named on a command line: a preset name
+// (see PresetNames) or the path of a JSON file written by SaveThresholds.
+func ThresholdsFrom(s string) (Thresholds, error) {
+	if th, ok := Preset(s); ok {
+		return th, nil
+	}
+	if _, err := os.Stat(s); err != nil {
+		return Thresholds{}, fmt.Errorf("thresholds %q are neither a preset (%s) nor a readable file", s, strings.Join(PresetNames(), ", "))
+	}
+	return LoadThresholds(s)
 }

@@ -107,7 +107,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	var pol *policy.Config
 	if *thresholds != "" {
-		th, err := loadThresholds(*thresholds)
+		th, err := policy.ThresholdsFrom(*thresholds)
 		if err != nil {
 			return usagef("%v", err)
 		}
@@ -289,17 +289,6 @@ func newTask(name, shared, gsmPath, tmpl string) (bench.Task, error) {
 		return nil, usagef("%v", err)
 	}
 	return t, nil
-}
-
-// loadThresholds reads -thresholds: a preset name or a JSON file.
-func loadThresholds(s string) (policy.Thresholds, error) {
-	if th, ok := policy.Preset(s); ok {
-		return th, nil
-	}
-	if _, err := os.Stat(s); err != nil {
-		return policy.Thresholds{}, fmt.Errorf("-thresholds %q is neither a preset (%s) nor a readable file", s, strings.Join(policy.PresetNames(), ", "))
-	}
-	return policy.LoadThresholds(s)
 }
 
 // findShared returns the shared data directory: $ENTROPIX_SHARED, or a

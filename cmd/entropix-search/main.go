@@ -96,7 +96,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 
 	pc := policy.DefaultConfig()
 	if c.thresholds != "" {
-		th, err := loadThresholds(c.thresholds)
+		th, err := policy.ThresholdsFrom(c.thresholds)
 		if err != nil {
 			return usageError{err}
 		}
@@ -190,16 +190,6 @@ func readPrompt(c *config, stdin io.Reader) (string, error) {
 		}
 	}
 	return "", errors.New("empty prompt: give one with -p TEXT, -f FILE or on standard input")
-}
-
-func loadThresholds(s string) (policy.Thresholds, error) {
-	if th, ok := policy.Preset(s); ok {
-		return th, nil
-	}
-	if _, err := os.Stat(s); err != nil {
-		return policy.Thresholds{}, fmt.Errorf("--thresholds %q is neither a preset (%s) nor a readable file", s, strings.Join(policy.PresetNames(), ", "))
-	}
-	return policy.LoadThresholds(s)
 }
 
 func newLogger(c *config, stderr io.Writer) (zerolog.Logger, error) {
