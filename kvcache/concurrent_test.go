@@ -13,10 +13,11 @@ import (
 func TestConcurrentForwardStep(t *testing.T) {
 	const (
 		layers, kvDim, bs = 3, 8, 4
+		headDim           = 4
 		prefix, branches  = 10, 6
 		steps             = 12
 	)
-	p := newPool(t, Config{Layers: layers, KVDim: kvDim, BlockSize: bs, MaxBlocks: 256})
+	p := newPool(t, Config{Layers: layers, KVDim: kvDim, HeadDim: headDim, BlockSize: bs, MaxBlocks: 256})
 	root := p.NewSeq()
 	grow(t, p, root, prefix, 0)
 	seqs := make([]*Seq, branches)
@@ -45,6 +46,13 @@ func TestConcurrentForwardStep(t *testing.T) {
 					return
 				}
 				fill(p, s, pos, tag(i, pos))
+				if (pos+1)%bs == 0 { // the block is full: seal it
+					for l := range layers {
+						for h := range kvDim / headDim {
+							p.Seal(s, l, pos/bs, h)
+						}
+					}
+				}
 				var sum float32 // an attention-like scan over the whole branch
 				for l := range layers {
 					for b := range p.Blocks(s) {
@@ -62,9 +70,11 @@ func TestConcurrentForwardStep(t *testing.T) {
 		for r := range 2 {
 			wg.Go(func() {
 				var sum float32
+				key := make([]float32, kvDim)
 				for l := range layers {
 					for pos := range root.Len() {
-						sum += p.K(root, l, pos)[0] + p.V(root, l, pos)[kvDim-1]
+						p.ReadK(root, l, pos, key)
+						sum += key[0] + p.V(root, l, pos)[kvDim-1]
 					}
 				}
 				sums[branches+r] += sum

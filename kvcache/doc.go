@@ -29,15 +29,38 @@
 // partially filled: [Pool.Append] into a full last block (or
 // an empty sequence) takes a fresh block, and Append into a partial last block
 // whose reference count is above one first copies that block (the positions
-// already used) into a fresh block owned by the appending sequence. Full
+// already used; a sealed head's keys whole) into a fresh block owned by the
+// appending sequence. Full
 // shared blocks are never copied. After a fork inside a block, the first of
 // parent and child to append pays for one block copy; the other then owns the
 // original block and copies nothing.
 //
-// Each block is one []float32 of Layers*2*BlockSize*KVDim floats laid out as
-// [layer][K, V][slot][KVDim], so the keys (or values) of one layer in one
-// block are a single contiguous slice ([Pool.KeyBlock], [Pool.ValueBlock])
-// that attention can scan position-major.
+// # Block layout
+//
+// Each block is one []float32 of Layers*2*BlockSize*KVDim floats: per
+// layer, the keys of its BlockSize slots and then their values. The values
+// are position-major, [slot][KVDim], as attention's weighted sum wants
+// them (one broadcast probability times a row of values). The keys are
+// stored head by head, one run of HeadDim*BlockSize floats per kv head, and
+// each run is in one of two layouts:
+//
+//   - staged, [slot][HeadDim]: as positions are written ([Pool.WriteKV]
+//     copies a head's key into one contiguous row);
+//   - sealed, [HeadDim][slot]: transposed, once the block is full
+//     ([Pool.Seal], done by the forward pass when it writes a block's last
+//     slot). The scores of one query against a sealed run are then
+//     s[0:BlockSize] = sum over d of q[d] * K[d][0:BlockSize]: vector
+//     multiply-adds across slots, with no horizontal sum per key (see
+//     kernels.ScoresT).
+//
+// Writing every key transposed from the start would touch HeadDim cache
+// lines per head and position, and reading a partly filled transposed
+// block would load all of them for a few keys; staging the block that is
+// being filled keeps both at a few lines per position, and the block is
+// transposed once. [Pool.KeyBlock] and [Pool.KeySealed] expose one layer of
+// a block, [Pool.ValueBlock] its values, and [Pool.ReadK] gathers a key
+// back whatever its layout. A block copied on write keeps its layout; a
+// block taken from the free list starts staged.
 //
 // # Concurrency contract
 //
@@ -45,16 +68,19 @@
 // [Pool.Truncate], [Pool.Free] — mutate pool state and, like [Pool.Stats],
 // must be called from one goroutine at a time (the engine calls them between
 // forward steps). During a forward step, any number of goroutines may call
-// the accessors [Pool.K], [Pool.V], [Pool.KeyBlock], [Pool.ValueBlock],
-// [Pool.Owned], [Pool.Blocks] and [Seq.Len] concurrently: they only read pool
-// and sequence metadata, take no locks and allocate nothing. Through the
-// slices they return, goroutines may read any position of any sequence, and
-// may write only positions whose block is owned by that sequence alone
-// (every position reserved by Append since the sequence was last forked,
-// as parent or as child, is; [Pool.Owned] tells). A
-// written position must not be read by another goroutine in the same step
-// without synchronization; positions of distinct owned blocks are distinct
-// memory, so writers of different sequences never race with each other or
-// with readers of shared blocks. No structural method may run concurrently
-// with the accessors.
+// the accessors [Pool.WriteKV], [Pool.Seal],
+// [Pool.ReadK], [Pool.V], [Pool.KeyBlock], [Pool.KeySealed],
+// [Pool.ValueBlock], [Pool.BlockID], [Pool.Owned], [Pool.Blocks] and
+// [Seq.Len] concurrently: they only read pool and sequence metadata (Seal
+// sets its block's flag), take no locks and allocate nothing. Goroutines
+// may read any position of any sequence, and may write (WriteKV, Seal, or
+// through the slice V returns) only positions whose
+// block is owned by that sequence alone (every position reserved by
+// Append since the sequence was last forked, as parent or as child, is;
+// [Pool.Owned] tells). A written position must not be read by another goroutine in the
+// same step without synchronization; positions of distinct owned blocks are
+// distinct memory, so writers of different sequences never race with each
+// other or with readers of shared blocks, and sealers of different kv heads
+// or layers of one block do not race either. No structural method
+// may run concurrently with the accessors.
 package kvcache

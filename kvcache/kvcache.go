@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // DefaultBlockSize is the number of token positions per block used when
@@ -28,6 +29,12 @@ type Config struct {
 	KVDim     int // kv heads * head dim: floats per position per layer for K, and as many for V
 	BlockSize int // token positions per block; DefaultBlockSize when 0
 
+	// HeadDim is the size of one kv head; it must divide KVDim. When 0 it
+	// is KVDim (the keys are then laid out as if there were one head). The
+	// keys of a block are stored head by head, and each head's keys are
+	// sealed (transposed) on their own; see [Pool.KeyBlock].
+	HeadDim int
+
 	// The pool holds at most MaxBlocks blocks. When MaxBlocks is 0 the cap is
 	// derived from MaxBytes (rounded down to whole blocks); when both are set
 	// the smaller cap wins. At least one of them must be positive.
@@ -39,12 +46,16 @@ type Config struct {
 // package documentation for the concurrency contract.
 type Pool struct {
 	layers, kvDim, blockSize int
+	headDim, heads           int // heads = KVDim / HeadDim
 	blockFloats              int // Layers*2*BlockSize*KVDim
 	capBlocks                int
 
 	data [][]float32 // block storage by id, allocated lazily
 	ref  []int32     // reference count by id
 	free []int32     // ids with ref == 0, reused LIFO
+	// sealed[(id*Layers+l)*heads+h] tells whether kv head h's keys of
+	// layer l in block id are transposed.
+	sealed []bool
 
 	shared  int // blocks with ref > 1
 	logical int // sum of ref over all blocks = sum of live block-table lengths
@@ -94,6 +105,12 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.KVDim <= 0 {
 		return nil, fmt.Errorf("kvcache: Config.KVDim = %d, want > 0", cfg.KVDim)
 	}
+	if cfg.HeadDim == 0 {
+		cfg.HeadDim = cfg.KVDim
+	}
+	if cfg.HeadDim < 0 || cfg.KVDim%cfg.HeadDim != 0 {
+		return nil, fmt.Errorf("kvcache: Config.HeadDim = %d does not divide KVDim = %d", cfg.HeadDim, cfg.KVDim)
+	}
 	if cfg.BlockSize < 0 {
 		return nil, fmt.Errorf("kvcache: Config.BlockSize = %d, want >= 0", cfg.BlockSize)
 	}
@@ -123,6 +140,8 @@ func New(cfg Config) (*Pool, error) {
 	return &Pool{
 		layers:      cfg.Layers,
 		kvDim:       cfg.KVDim,
+		headDim:     cfg.HeadDim,
+		heads:       cfg.KVDim / cfg.HeadDim,
 		blockSize:   cfg.BlockSize,
 		blockFloats: int(floats),
 		capBlocks:   int(capBlocks),
@@ -132,8 +151,8 @@ func New(cfg Config) (*Pool, error) {
 // Config returns the pool's configuration, with defaults filled in and
 // MaxBlocks set to the effective cap.
 func (p *Pool) Config() Config {
-	return Config{Layers: p.layers, KVDim: p.kvDim, BlockSize: p.blockSize, MaxBlocks: p.capBlocks,
-		MaxBytes: int64(p.capBlocks) * p.bytesPerBlock()}
+	return Config{Layers: p.layers, KVDim: p.kvDim, BlockSize: p.blockSize, HeadDim: p.headDim,
+		MaxBlocks: p.capBlocks, MaxBytes: int64(p.capBlocks) * p.bytesPerBlock()}
 }
 
 // BlockSize returns the number of token positions per block.
@@ -205,7 +224,8 @@ func (p *Pool) Truncate(s *Seq, n int) error {
 // block of s is full (or s has none) it takes a fresh block; when the last
 // block is partial and shared with another sequence it first copies that block
 // (copy on write), so that the block holding the new position is owned by s
-// alone. The new position's K and V read as zero until written. When no block
+// alone. The new position's K and V read as zero until written
+// ([Pool.WriteKV]). When no block
 // can be had, Append returns an error wrapping [ErrCacheFull] and leaves s
 // unchanged.
 func (p *Pool) Append(s *Seq) (pos int, err error) {
@@ -227,24 +247,56 @@ func (p *Pool) Append(s *Seq) (pos int, err error) {
 		if err != nil {
 			return 0, err
 		}
-		src, dst := p.data[old], p.data[id]
-		used := slot * p.kvDim
-		for base := 0; base < p.blockFloats; base += p.blockSize * p.kvDim {
-			copy(dst[base:base+used], src[base:base+used])
-		}
+		p.copyBlock(id, old, slot)
 		p.decRef(old)
 		s.table[len(s.table)-1] = id
 		p.cows++
 	}
 	// Clear the new slot in every layer: a reused block holds stale data.
-	b := p.data[s.table[len(s.table)-1]]
-	for base := slot * p.kvDim; base < p.blockFloats; base += p.blockSize * p.kvDim {
-		clear(b[base : base+p.kvDim])
+	id := s.table[len(s.table)-1]
+	b, run := p.data[id], p.headDim*p.blockSize
+	for l := range p.layers {
+		base := 2 * l * p.blockSize * p.kvDim
+		for h := range p.heads {
+			hb := b[base+h*run : base+(h+1)*run]
+			if p.sealed[p.sealIndex(id, l, h)] {
+				for i := slot; i < run; i += p.blockSize {
+					hb[i] = 0
+				}
+			} else {
+				clear(hb[slot*p.headDim:][:p.headDim])
+			}
+		}
+		clear(b[base+p.blockSize*p.kvDim+slot*p.kvDim:][:p.kvDim])
 	}
 	s.n++
 	p.appends++
 	return s.n - 1, nil
 }
+
+// copyBlock copies into block dst what the first used slots of block src
+// hold, with src's sealing: for each layer and kv head a sealed run whole
+// (its used slots are spread over every row) or the used rows of a staged
+// one, and the used value rows.
+func (p *Pool) copyBlock(dst, src int32, used int) {
+	d, sb, run := p.data[dst], p.data[src], p.headDim*p.blockSize
+	for l := range p.layers {
+		base := 2 * l * p.blockSize * p.kvDim
+		for h := range p.heads {
+			i := p.sealIndex(src, l, h)
+			off, n := base+h*run, used*p.headDim
+			if p.sealed[i] {
+				n = run
+			}
+			copy(d[off:off+n], sb[off:off+n])
+			p.sealed[p.sealIndex(dst, l, h)] = p.sealed[i]
+		}
+		v := base + p.blockSize*p.kvDim
+		copy(d[v:v+used*p.kvDim], sb[v:v+used*p.kvDim])
+	}
+}
+
+func (p *Pool) sealIndex(id int32, l, h int) int { return (int(id)*p.layers+l)*p.heads + h }
 
 // AppendNeedsBlock reports whether the next Append to s will take a block
 // (a fresh one, or a copy of a shared last block). Summed over several
@@ -262,6 +314,17 @@ func (p *Pool) AppendNeedsBlock(s *Seq) bool {
 // Blocks returns the length of s's block table.
 func (p *Pool) Blocks(s *Seq) int { return len(s.table) }
 
+// BlockID returns the id of the storage of block i of s (0 <= i <
+// Blocks(s)): sequences whose block i has the same id share that block, so
+// attention can read it once for all of them. Ids of freed blocks are
+// reused; compare ids only between structural changes.
+func (p *Pool) BlockID(s *Seq, i int) int {
+	if s.p != p || uint(i) >= uint(len(s.table)) {
+		p.badIndex(s, 0, i, "block")
+	}
+	return int(s.table[i])
+}
+
 // Owned reports whether the block holding position pos of s is referenced by
 // s alone, i.e. whether the position may be written. It is false for
 // positions out of range.
@@ -272,37 +335,168 @@ func (p *Pool) Owned(s *Seq, pos int) bool {
 	return p.ref[s.table[pos/p.blockSize]] == 1
 }
 
-// K returns the key vector (KVDim floats) of layer l at position pos of s,
-// which must satisfy 0 <= l < Layers and 0 <= pos < s.Len(). The slice aliases
-// the cache: writing it is allowed only when [Pool.Owned](s, pos).
-func (p *Pool) K(s *Seq, l, pos int) []float32 { return p.vec(s, l, 0, pos) }
-
-// V is like [Pool.K] for the value vector.
-func (p *Pool) V(s *Seq, l, pos int) []float32 { return p.vec(s, l, 1, pos) }
-
-func (p *Pool) vec(s *Seq, l, kv, pos int) []float32 {
-	if s.p != p || uint(l) >= uint(p.layers) || uint(pos) >= uint(s.n) {
-		p.badIndex(s, l, pos, "position")
+// WriteKV stores the key k and the value v (KVDim floats each) of layer l
+// at position pos of s, which must satisfy 0 <= l < Layers and
+// 0 <= pos < s.Len(), and [Pool.Owned](s, pos): it panics on a position of
+// a shared block. Each head's key goes into its run of the block in that
+// run's layout (see [Pool.KeyBlock]): one contiguous row while staged,
+// scattered over the rows once sealed.
+func (p *Pool) WriteKV(s *Seq, l, pos int, k, v []float32) {
+	if len(k) != p.kvDim || len(v) != p.kvDim {
+		panic(fmt.Sprintf("kvcache: WriteKV of %d keys and %d values, want KVDim = %d", len(k), len(v), p.kvDim))
 	}
-	b := p.data[s.table[pos/p.blockSize]]
-	off := ((2*l+kv)*p.blockSize + pos%p.blockSize) * p.kvDim
+	b, slot := p.slotOf(s, l, pos)
+	id := s.table[pos/p.blockSize]
+	if p.ref[id] != 1 {
+		panic(fmt.Sprintf("kvcache: WriteKV at position %d of a shared block", pos))
+	}
+	hd, bs := p.headDim, p.blockSize
+	for h := range p.heads {
+		src, run := k[h*hd:(h+1)*hd], b[h*hd*bs:(h+1)*hd*bs]
+		if !p.sealed[p.sealIndex(id, l, h)] {
+			copy(run[slot*hd:][:hd], src)
+			continue
+		}
+		col := run[slot:]
+		for i, f := range src {
+			col[i*bs] = f
+		}
+	}
+	copy(b[bs*p.kvDim+slot*p.kvDim:][:p.kvDim], v)
+}
+
+// ReadK copies the key (KVDim floats) of layer l at position pos of s into
+// dst, which must hold at least KVDim floats; the indices must satisfy
+// 0 <= l < Layers and 0 <= pos < s.Len(). A key is not one contiguous
+// vector in the cache (see [Pool.KeyBlock]); ReadK is for tests and
+// inspection, attention reads whole blocks.
+func (p *Pool) ReadK(s *Seq, l, pos int, dst []float32) {
+	if len(dst) < p.kvDim {
+		panic(fmt.Sprintf("kvcache: ReadK into %d floats, want KVDim = %d", len(dst), p.kvDim))
+	}
+	b, slot := p.slotOf(s, l, pos)
+	id := s.table[pos/p.blockSize]
+	hd, bs := p.headDim, p.blockSize
+	for h := range p.heads {
+		run, out := b[h*hd*bs:(h+1)*hd*bs], dst[h*hd:(h+1)*hd]
+		if !p.sealed[p.sealIndex(id, l, h)] {
+			copy(out, run[slot*hd:])
+			continue
+		}
+		for i := range out {
+			out[i] = run[slot+i*bs]
+		}
+	}
+}
+
+// V returns the value vector (KVDim floats) of layer l at position pos of
+// s, which must satisfy 0 <= l < Layers and 0 <= pos < s.Len(). The slice
+// aliases the cache: writing it is allowed only when [Pool.Owned](s, pos).
+func (p *Pool) V(s *Seq, l, pos int) []float32 {
+	b, slot := p.slotOf(s, l, pos)
+	off := p.blockSize*p.kvDim + slot*p.kvDim
 	return b[off : off+p.kvDim : off+p.kvDim]
 }
 
-// KeyBlock returns the keys of layer l for the positions of block i of s,
-// [i*BlockSize, min((i+1)*BlockSize, s.Len())), contiguous and position-major
-// (each position KVDim floats). 0 <= i < Blocks(s) is required.
-func (p *Pool) KeyBlock(s *Seq, l, i int) []float32 { return p.block(s, l, 0, i) }
+// slotOf returns layer l of the block holding position pos of s (K then V,
+// 2*BlockSize*KVDim floats) and the position's slot in it.
+func (p *Pool) slotOf(s *Seq, l, pos int) ([]float32, int) {
+	if s.p != p || uint(l) >= uint(p.layers) || uint(pos) >= uint(s.n) {
+		p.badIndex(s, l, pos, "position")
+	}
+	half := p.blockSize * p.kvDim
+	off := 2 * l * half
+	return p.data[s.table[pos/p.blockSize]][off : off+2*half : off+2*half], pos % p.blockSize
+}
 
-// ValueBlock is like [Pool.KeyBlock] for the values.
-func (p *Pool) ValueBlock(s *Seq, l, i int) []float32 { return p.block(s, l, 1, i) }
+// KeyBlock returns the keys of layer l in block i of s (0 <= i <
+// Blocks(s)): BlockSize*KVDim floats, one run of HeadDim*BlockSize floats
+// per kv head. A head's run is staged, [slot][HeadDim] (position-major, as
+// keys are written), or, once sealed ([Pool.Seal], [Pool.KeySealed]),
+// transposed, [HeadDim][slot]: dimension d of the key in slot j is then at
+// d*BlockSize+j, and a query's scores against the block are vector
+// multiply-adds across slots. The block holds positions i*BlockSize+j for
+// j < min(BlockSize, s.Len()-i*BlockSize); slots past that count hold zeros
+// or stale data, which callers must ignore (mask).
+func (p *Pool) KeyBlock(s *Seq, l, i int) []float32 {
+	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) {
+		p.badIndex(s, l, i, "block")
+	}
+	half := p.blockSize * p.kvDim
+	off := 2 * l * half
+	return p.data[s.table[i]][off : off+half : off+half]
+}
 
-func (p *Pool) block(s *Seq, l, kv, i int) []float32 {
+// KeySealed reports whether kv head h's keys of layer l in block i of s are
+// sealed (transposed); see [Pool.KeyBlock].
+func (p *Pool) KeySealed(s *Seq, l, i, h int) bool {
+	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) || uint(h) >= uint(p.heads) {
+		p.badHead(s, l, i, h)
+	}
+	return p.sealed[p.sealIndex(s.table[i], l, h)]
+}
+
+// Seal transposes kv head h's keys of layer l in block i of s, once every
+// slot of the block holds a written position: the block must be full
+// (s.Len() >= (i+1)*BlockSize) and owned by s alone ([Pool.Owned]). Sealing
+// a sealed head does nothing. Keys are written position-major (one
+// contiguous run per head and position) and read transposed; sealing a
+// block when it fills, rather than writing every key transposed, keeps the
+// writes and the reads of a partly filled block to a few cache lines per
+// position.
+//
+// Seal writes the head's keys: it must not run concurrently with readers of
+// them, but may for other heads, layers or blocks.
+func (p *Pool) Seal(s *Seq, l, i, h int) {
+	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) || uint(h) >= uint(p.heads) {
+		p.badHead(s, l, i, h)
+	}
+	id := s.table[i]
+	if s.n < (i+1)*p.blockSize || p.ref[id] != 1 {
+		panic(fmt.Sprintf("kvcache: Seal of block %d: %d of its %d slots used, %d references, want full and owned",
+			i, min(p.blockSize, max(0, s.n-i*p.blockSize)), p.blockSize, p.ref[id]))
+	}
+	si := p.sealIndex(id, l, h)
+	if p.sealed[si] {
+		return
+	}
+	hd, bs := p.headDim, p.blockSize
+	base := (2*l*p.kvDim + h*hd) * bs
+	transposeInPlace(p.data[id][base:base+hd*bs], bs, hd)
+	p.sealed[si] = true
+}
+
+// transposeInPlace turns x, rows x cols row-major, into its transpose,
+// cols x rows row-major, through a scratch copy.
+func transposeInPlace(x []float32, rows, cols int) {
+	bp := scratch.Get().(*[]float32)
+	if cap(*bp) < len(x) {
+		*bp = make([]float32, len(x))
+	}
+	t := (*bp)[:len(x)]
+	copy(t, x)
+	for r := range rows {
+		row := t[r*cols : (r+1)*cols]
+		col := x[r:]
+		for c, f := range row {
+			col[c*rows] = f
+		}
+	}
+	scratch.Put(bp)
+}
+
+var scratch = sync.Pool{New: func() any { return new([]float32) }}
+
+// ValueBlock returns the values of layer l for the positions of block i of
+// s, [i*BlockSize, min((i+1)*BlockSize, s.Len())), contiguous and
+// position-major (each position KVDim floats). 0 <= i < Blocks(s) is
+// required.
+func (p *Pool) ValueBlock(s *Seq, l, i int) []float32 {
 	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) {
 		p.badIndex(s, l, i, "block")
 	}
 	n := min(p.blockSize, s.n-i*p.blockSize)
-	off := (2*l + kv) * p.blockSize * p.kvDim
+	off := (2*l + 1) * p.blockSize * p.kvDim
 	end := off + n*p.kvDim
 	return p.data[s.table[i]][off:end:end]
 }
@@ -335,10 +529,12 @@ func (p *Pool) alloc() (int32, error) {
 	if n := len(p.free); n > 0 {
 		id = p.free[n-1]
 		p.free = p.free[:n-1]
+		clear(p.sealed[p.sealIndex(id, 0, 0):p.sealIndex(id+1, 0, 0)])
 	} else if len(p.data) < p.capBlocks {
 		id = int32(len(p.data))
 		p.data = append(p.data, make([]float32, p.blockFloats))
 		p.ref = append(p.ref, 0)
+		p.sealed = append(p.sealed, make([]bool, p.layers*p.heads)...)
 	} else {
 		return 0, fmt.Errorf("%w: all %d blocks (%d bytes each) in use", ErrCacheFull, p.capBlocks, p.bytesPerBlock())
 	}
@@ -372,6 +568,14 @@ func (p *Pool) check(s *Seq) {
 	if s == nil || s.p != p {
 		panic("kvcache: Seq is nil or belongs to a different Pool")
 	}
+}
+
+//go:noinline
+func (p *Pool) badHead(s *Seq, l, i, h int) {
+	if uint(h) >= uint(p.heads) {
+		panic(fmt.Sprintf("kvcache: kv head %d out of range [0, %d)", h, p.heads))
+	}
+	p.badIndex(s, l, i, "block")
 }
 
 //go:noinline

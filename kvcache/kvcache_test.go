@@ -41,6 +41,9 @@ func checkInvariants(t testing.TB, p *Pool, live []*Seq) {
 			inUse++
 		}
 	}
+	if len(p.sealed) != len(p.data)*p.layers*p.heads {
+		t.Fatalf("%d sealing flags for %d blocks", len(p.sealed), len(p.data))
+	}
 	free := slices.Clone(p.free)
 	slices.Sort(free)
 	if len(slices.Compact(free)) != len(p.free) {
@@ -63,24 +66,37 @@ func checkInvariants(t testing.TB, p *Pool, live []*Seq) {
 
 // fill writes recognizable values into every layer of position pos of s.
 func fill(p *Pool, s *Seq, pos int, tag float32) {
+	k, v := make([]float32, p.kvDim), make([]float32, p.kvDim)
 	for l := range p.layers {
-		for j, k, v := 0, p.K(s, l, pos), p.V(s, l, pos); j < len(k); j++ {
+		for j := range k {
 			k[j] = tag + float32(l*1000+j)
 			v[j] = -tag - float32(l*1000+j)
 		}
+		p.WriteKV(s, l, pos, k, v)
 	}
 }
 
 // hasFill reports whether position pos of s holds what fill wrote with tag.
 func hasFill(p *Pool, s *Seq, pos int, tag float32) bool {
+	k := make([]float32, p.kvDim)
 	for l := range p.layers {
-		for j, k, v := 0, p.K(s, l, pos), p.V(s, l, pos); j < len(k); j++ {
+		p.ReadK(s, l, pos, k)
+		for j, v := 0, p.V(s, l, pos); j < len(k); j++ {
 			if k[j] != tag+float32(l*1000+j) || v[j] != -tag-float32(l*1000+j) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// isZero reports whether the key and value of layer l at position pos of s
+// are all zero.
+func isZero(p *Pool, s *Seq, l, pos int) bool {
+	k := make([]float32, p.kvDim)
+	p.ReadK(s, l, pos, k)
+	nz := func(f float32) bool { return f != 0 }
+	return !slices.ContainsFunc(k, nz) && !slices.ContainsFunc(p.V(s, l, pos), nz)
 }
 
 func newPool(t testing.TB, cfg Config) *Pool {
@@ -150,7 +166,7 @@ func TestForkSharesBlocks(t *testing.T) {
 		t.Fatalf("after fork: %+v", st)
 	}
 	for i := range p.Blocks(a) {
-		if &p.KeyBlock(a, 1, i)[0] != &p.KeyBlock(b, 1, i)[0] {
+		if &p.KeyBlock(a, 1, i)[0] != &p.KeyBlock(b, 1, i)[0] || p.BlockID(a, i) != p.BlockID(b, i) {
 			t.Errorf("block %d is not shared", i)
 		}
 	}
@@ -295,11 +311,11 @@ func TestFreeReturnsEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 		for l := range 2 {
-			if slices.ContainsFunc(p.K(s, l, pos), func(f float32) bool { return f != 0 }) ||
-				slices.ContainsFunc(p.V(s, l, pos), func(f float32) bool { return f != 0 }) {
+			if !isZero(p, s, l, pos) {
 				t.Fatalf("appended position %d layer %d is not zeroed", pos, l)
 			}
 		}
+		fill(p, s, pos, 7) // dirty the storage for the next round
 	}
 	if st := p.Stats(); st.AllocatedBlocks != allocated {
 		t.Fatalf("free blocks were not reused: %+v", st)
@@ -397,37 +413,168 @@ func TestMisusePanics(t *testing.T) {
 	mustPanic(t, "Fork from another pool", func() { q.Fork(s) })
 	mustPanic(t, "Free from another pool", func() { q.Free(s) })
 	mustPanic(t, "Append nil", func() { p.Append(nil) })
-	mustPanic(t, "K from another pool", func() { q.K(s, 0, 0) })
-	mustPanic(t, "K past Len", func() { p.K(s, 0, 5) })
+	k := make([]float32, 4)
+	mustPanic(t, "ReadK from another pool", func() { q.ReadK(s, 0, 0, k) })
+	mustPanic(t, "ReadK past Len", func() { p.ReadK(s, 0, 5, k) })
+	mustPanic(t, "ReadK short dst", func() { p.ReadK(s, 0, 0, k[:3]) })
 	mustPanic(t, "V negative position", func() { p.V(s, 0, -1) })
-	mustPanic(t, "K bad layer", func() { p.K(s, 2, 0) })
+	mustPanic(t, "ReadK bad layer", func() { p.ReadK(s, 2, 0, k) })
+	mustPanic(t, "WriteKV past Len", func() { p.WriteKV(s, 0, 5, k, k) })
+	mustPanic(t, "WriteKV short value", func() { p.WriteKV(s, 0, 4, k, k[:3]) })
+	mustPanic(t, "WriteKV long key", func() { p.WriteKV(s, 0, 4, append(k, 0), k) })
+	mustPanic(t, "Seal of a partial block", func() { p.Seal(s, 0, 1, 0) })
+	mustPanic(t, "Seal bad head", func() { p.Seal(s, 0, 0, 1) })
+	mustPanic(t, "Seal bad layer", func() { p.Seal(s, 2, 0, 0) })
+	mustPanic(t, "KeySealed bad head", func() { p.KeySealed(s, 0, 0, -1) })
+	mustPanic(t, "KeySealed past end", func() { p.KeySealed(s, 0, 2, 0) })
+	f := p.Fork(s)
+	mustPanic(t, "WriteKV into a shared block", func() { p.WriteKV(f, 1, 4, k, k) })
+	mustPanic(t, "Seal of a shared block", func() { p.Seal(f, 0, 0, 0) })
+	p.Free(f)
 	mustPanic(t, "KeyBlock past end", func() { p.KeyBlock(s, 0, 2) })
+	mustPanic(t, "BlockID past end", func() { p.BlockID(s, 2) })
+	mustPanic(t, "BlockID from another pool", func() { q.BlockID(s, 0) })
 	mustPanic(t, "ValueBlock bad layer", func() { p.ValueBlock(s, -1, 0) })
 	if q.Owned(s, 0) {
 		t.Error("Owned is true for another pool's sequence")
 	}
 }
 
+// keyAt reads dimension d of slot j of kv head h from a KeyBlock view.
+func keyAt(p *Pool, s *Seq, l, i, h, d, j int) float32 {
+	hd, bs := p.headDim, p.blockSize
+	run := p.KeyBlock(s, l, i)[h*hd*bs : (h+1)*hd*bs]
+	if p.KeySealed(s, l, i, h) {
+		return run[d*bs+j]
+	}
+	return run[j*hd+d]
+}
+
 func TestBlockLayout(t *testing.T) {
-	p := newPool(t, Config{Layers: 3, KVDim: 2, BlockSize: 4, MaxBlocks: 8})
+	const layers, kvDim, hd, bs = 3, 6, 3, 4
+	p := newPool(t, Config{Layers: layers, KVDim: kvDim, HeadDim: hd, BlockSize: bs, MaxBlocks: 8})
+	if c := p.Config(); c.HeadDim != hd || c.KVDim != kvDim {
+		t.Fatalf("Config() = %+v", c)
+	}
 	s := p.NewSeq()
 	grow(t, p, s, 6, 0)
-	for l := range 3 {
+	// Seal some heads of the full block 0, in some layers.
+	p.Seal(s, 0, 0, 0)
+	p.Seal(s, 0, 0, 1)
+	p.Seal(s, 2, 0, 1)
+	p.Seal(s, 2, 0, 1) // again: nothing happens
+	key := make([]float32, kvDim)
+	for l := range layers {
 		for i, want := range []int{4, 2} {
 			kb, vb := p.KeyBlock(s, l, i), p.ValueBlock(s, l, i)
-			if len(kb) != want*2 || len(vb) != want*2 || cap(kb) != len(kb) {
-				t.Fatalf("layer %d block %d: len %d cap %d, want %d", l, i, len(kb), cap(kb), want*2)
+			if len(kb) != bs*kvDim || cap(kb) != len(kb) || len(vb) != want*kvDim || cap(vb) != len(vb) {
+				t.Fatalf("layer %d block %d: key len %d cap %d, value len %d cap %d", l, i, len(kb), cap(kb), len(vb), cap(vb))
+			}
+			for h := range kvDim / hd {
+				sealed := i == 0 && (l == 0 || l == 2 && h == 1)
+				if p.KeySealed(s, l, i, h) != sealed {
+					t.Fatalf("layer %d block %d head %d: sealed %v", l, i, h, !sealed)
+				}
+				run := kb[h*hd*bs : (h+1)*hd*bs]
+				for j := range want {
+					for d := range hd {
+						f := float32(i*bs+j) + float32(l*1000+h*hd+d) // what grow wrote
+						idx := j*hd + d                               // staged: [slot][HeadDim]
+						if sealed {
+							idx = d*bs + j // sealed: [HeadDim][slot]
+						}
+						if run[idx] != f {
+							t.Fatalf("layer %d block %d head %d slot %d dim %d: %g, want %g", l, i, h, j, d, run[idx], f)
+						}
+					}
+				}
 			}
 			for j := range want {
-				pos := i*4 + j
-				if !slices.Equal(kb[j*2:j*2+2], p.K(s, l, pos)) || !slices.Equal(vb[j*2:j*2+2], p.V(s, l, pos)) {
-					t.Fatalf("layer %d position %d: block view differs from K/V", l, pos)
+				pos := i*bs + j
+				if !hasFill(p, s, pos, float32(pos)) {
+					t.Fatalf("layer %d position %d: ReadK/V differ from what was written", l, pos)
+				}
+				if !slices.Equal(vb[j*kvDim:(j+1)*kvDim], p.V(s, l, pos)) {
+					t.Fatalf("layer %d position %d: value block differs from V", l, pos)
 				}
 			}
 		}
 	}
-	if k := p.K(s, 1, 3); cap(k) != 2 {
-		t.Errorf("K slice has cap %d, want 2 (must not reach into the next slot)", cap(k))
+	// Rewriting a position of a sealed head goes through the transposed
+	// layout.
+	fill(p, s, 2, 77)
+	if !hasFill(p, s, 2, 77) || keyAt(p, s, 0, 0, 1, 2, 2) != 77+5 {
+		t.Fatal("rewrite into a sealed block")
+	}
+	p.ReadK(s, 0, 3, key)
+	if key[0] != 3 {
+		t.Fatalf("neighbour of the rewritten slot: %v", key)
+	}
+	if v := p.V(s, 1, 3); cap(v) != kvDim {
+		t.Errorf("V slice has cap %d, want %d (must not reach into the next slot)", cap(v), kvDim)
+	}
+	for _, hd := range []int{-1, 4, 7} {
+		if _, err := New(Config{Layers: 1, KVDim: kvDim, HeadDim: hd, MaxBlocks: 1}); err == nil || !strings.Contains(err.Error(), "HeadDim") {
+			t.Errorf("HeadDim %d: err = %v", hd, err)
+		}
+	}
+}
+
+// TestSealedCopyOnWrite truncates into a sealed shared block and appends:
+// the copy keeps the sealed layout, and the new slot reads as zero.
+func TestSealedCopyOnWrite(t *testing.T) {
+	p := newPool(t, Config{Layers: 2, KVDim: 4, HeadDim: 2, BlockSize: 4, MaxBlocks: 8})
+	a := p.NewSeq()
+	grow(t, p, a, 6, 0)
+	for l := range 2 {
+		p.Seal(a, l, 0, 1) // head 0 stays staged
+	}
+	b := p.Fork(a)
+	if err := p.Truncate(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	pos, err := p.Append(b) // copies block 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.CopyOnWrites != 1 || p.BlockID(a, 0) == p.BlockID(b, 0) {
+		t.Fatalf("no copy: %+v", st)
+	}
+	if !p.KeySealed(b, 1, 0, 1) || p.KeySealed(b, 1, 0, 0) {
+		t.Fatal("the copy lost the sealing")
+	}
+	for l := range 2 {
+		if !isZero(p, b, l, pos) {
+			t.Fatalf("layer %d: appended slot is not zero", l)
+		}
+	}
+	for q := range 2 {
+		if !hasFill(p, b, q, float32(q)) {
+			t.Fatalf("copied position %d differs", q)
+		}
+	}
+	fill(p, b, pos, 50)
+	for q := range 6 {
+		if !hasFill(p, a, q, float32(q)) {
+			t.Fatalf("the original's position %d changed", q)
+		}
+	}
+	if !hasFill(p, b, pos, 50) {
+		t.Fatal("write into the sealed copy")
+	}
+	// Reusing a freed block resets its sealing.
+	p.Free(a)
+	p.Free(b)
+	c := p.NewSeq()
+	grow(t, p, c, 8, 0)
+	for i := range 2 {
+		for l := range 2 {
+			for h := range 2 {
+				if p.KeySealed(c, l, i, h) {
+					t.Fatalf("reused block %d layer %d head %d is sealed", i, l, h)
+				}
+			}
+		}
 	}
 }
 
@@ -436,18 +583,22 @@ func TestAccessorsDoNotAllocate(t *testing.T) {
 	s := p.NewSeq()
 	grow(t, p, s, 40, 0)
 	var sum float32
+	key, val := make([]float32, 8), make([]float32, 8)
 	allocs := testing.AllocsPerRun(100, func() {
 		for l := range 2 {
 			for i := range p.Blocks(s) {
 				sum += p.KeyBlock(s, l, i)[0] + p.ValueBlock(s, l, i)[0]
 			}
 			for pos := range s.Len() {
-				sum += p.K(s, l, pos)[0] + p.V(s, l, pos)[1]
+				p.ReadK(s, l, pos, key)
+				p.WriteKV(s, l, pos, key, val)
+				sum += key[0] + p.V(s, l, pos)[1]
 			}
 		}
-		if p.Owned(s, 3) {
+		if p.Owned(s, 3) && p.KeySealed(s, 1, 1, 0) {
 			sum++
 		}
+		p.Seal(s, 1, 0, 0)
 	})
 	if allocs != 0 {
 		t.Errorf("accessors allocate %v times per run", allocs)

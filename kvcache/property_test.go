@@ -61,7 +61,7 @@ type opsRun struct {
 
 // pathHits counts how often the interesting paths were taken, so the property
 // test can insist that it exercised them.
-type pathHits struct{ full, cow, fresh, inPlace, rewrite, forks int }
+type pathHits struct{ full, cow, fresh, inPlace, rewrite, forks, seals, cowSealed, appendSealed int }
 
 func runOps(t testing.TB, c chooser, maxOps int, hits *pathHits) {
 	blockSizes := []int{1, 2, 3, 4, 5, 8, 16}
@@ -74,6 +74,14 @@ func runOps(t testing.TB, c chooser, maxOps int, hits *pathHits) {
 	if c.intn(4) == 0 {
 		cfg.MaxBlocks = 1 << 20 // effectively unlimited
 	}
+	switch c.intn(3) {
+	case 0:
+		cfg.HeadDim = 1 // one head per dimension
+	case 1:
+		if cfg.KVDim%2 == 0 {
+			cfg.HeadDim = 2
+		}
+	} // else one head of KVDim
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -108,9 +116,9 @@ func (r *opsRun) write(m *modelSeq, pos int) {
 		r.next++
 		vals[i] = r.next
 	}
+	d := p.kvDim
 	for l := range p.layers {
-		copy(p.K(m.s, l, pos), vals[(2*l)*p.kvDim:])
-		copy(p.V(m.s, l, pos), vals[(2*l+1)*p.kvDim:])
+		p.WriteKV(m.s, l, pos, vals[2*l*d:(2*l+1)*d], vals[(2*l+1)*d:(2*l+2)*d])
 	}
 	m.pos[pos] = vals
 }
@@ -172,6 +180,21 @@ func (r *opsRun) step() {
 				t.Fatalf("operations on a freed sequence changed the pool")
 			}
 		}
+	case op < 93: // seal full owned blocks, as a forward step does
+		m := r.pick()
+		for i := range m.s.Len() / p.blockSize {
+			if !p.Owned(m.s, i*p.blockSize) || c.intn(2) == 0 {
+				continue
+			}
+			for l := range p.layers {
+				for h := range p.heads {
+					if c.intn(4) != 0 {
+						p.Seal(m.s, l, i, h)
+						r.hits.seals++
+					}
+				}
+			}
+		}
 	default: // rewrite an owned position, as a forward step could
 		m := r.pick()
 		if m.s.Len() == 0 {
@@ -213,9 +236,15 @@ func (r *opsRun) append(m *modelSeq) {
 		t.Fatalf("appended position %d is not owned", pos)
 	}
 	for l := range p.layers {
-		if slices.ContainsFunc(p.K(m.s, l, pos), nonzero) || slices.ContainsFunc(p.V(m.s, l, pos), nonzero) {
+		if !isZero(p, m.s, l, pos) {
 			t.Fatalf("appended position %d layer %d is not zero", pos, l)
 		}
+	}
+	if p.KeySealed(m.s, 0, pos/p.blockSize, 0) {
+		if cow {
+			r.hits.cowSealed++
+		}
+		r.hits.appendSealed++
 	}
 	switch {
 	case cow:
@@ -229,8 +258,6 @@ func (r *opsRun) append(m *modelSeq) {
 	r.write(m, pos)
 }
 
-func nonzero(f float32) bool { return f != 0 }
-
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -243,34 +270,62 @@ func b2i(b bool) int {
 func (r *opsRun) verify() {
 	t, p := r.t, r.p
 	seqs := make([]*Seq, len(r.live))
+	storage := map[int]*float32{} // BlockID -> layer 0 key storage
 	for i, m := range r.live {
 		seqs[i] = m.s
+		for b := range p.Blocks(m.s) {
+			id, ptr := p.BlockID(m.s, b), &p.KeyBlock(m.s, 0, b)[0]
+			if q, ok := storage[id]; ok && q != ptr {
+				t.Fatalf("sequence %d block %d: id %d names two storages", i, b, id)
+			}
+			storage[id] = ptr
+		}
 		if m.s.Len() != len(m.pos) {
 			t.Fatalf("sequence %d: Len %d, model %d", i, m.s.Len(), len(m.pos))
 		}
-		d := p.kvDim
+		d, bs := p.kvDim, p.blockSize
+		key := make([]float32, d)
 		for l := range p.layers {
 			for pos, want := range m.pos {
-				if !slices.Equal(p.K(m.s, l, pos), want[2*l*d:(2*l+1)*d]) ||
+				p.ReadK(m.s, l, pos, key)
+				if !slices.Equal(key, want[2*l*d:(2*l+1)*d]) ||
 					!slices.Equal(p.V(m.s, l, pos), want[(2*l+1)*d:(2*l+2)*d]) {
 					t.Fatalf("sequence %d layer %d position %d: K %v V %v, want %v",
-						i, l, pos, p.K(m.s, l, pos), p.V(m.s, l, pos), want)
+						i, l, pos, key, p.V(m.s, l, pos), want)
 				}
 			}
 			for b := range p.Blocks(m.s) {
 				kb, vb := p.KeyBlock(m.s, l, b), p.ValueBlock(m.s, l, b)
-				if len(kb) != min(p.blockSize, m.s.Len()-b*p.blockSize)*d || len(vb) != len(kb) {
-					t.Fatalf("sequence %d block %d: length %d", i, b, len(kb))
+				n := min(bs, m.s.Len()-b*bs)
+				if len(kb) != bs*d || len(vb) != n*d {
+					t.Fatalf("sequence %d block %d: key length %d, value length %d", i, b, len(kb), len(vb))
 				}
-				for j := range len(kb) / d {
-					want := m.pos[b*p.blockSize+j]
-					if !slices.Equal(kb[j*d:(j+1)*d], want[2*l*d:(2*l+1)*d]) ||
+				hd := p.headDim
+				for j := range n {
+					want := m.pos[b*bs+j]
+					for e := range d {
+						h, dd := e/hd, e%hd
+						run := kb[h*hd*bs : (h+1)*hd*bs]
+						if p.KeySealed(m.s, l, b, h) { // [HeadDim][slot]
+							key[e] = run[dd*bs+j]
+						} else { // [slot][HeadDim]
+							key[e] = run[j*hd+dd]
+						}
+					}
+					if !slices.Equal(key, want[2*l*d:(2*l+1)*d]) ||
 						!slices.Equal(vb[j*d:(j+1)*d], want[(2*l+1)*d:(2*l+2)*d]) {
 						t.Fatalf("sequence %d layer %d block %d slot %d differs from the model", i, l, b, j)
 					}
 				}
 			}
 		}
+	}
+	ids := map[*float32]int{}
+	for id, ptr := range storage {
+		if other, ok := ids[ptr]; ok {
+			t.Fatalf("ids %d and %d name the same storage", id, other)
+		}
+		ids[ptr] = id
 	}
 	checkInvariants(t, p, seqs)
 }
@@ -287,7 +342,9 @@ func TestRandomOps(t *testing.T) {
 		runOps(t, randChooser{rand.New(rand.NewPCG(seed, 0x6b76636163686521))}, ops, &hits)
 	}
 	t.Logf("%d ops: %+v", trials*ops, hits)
-	if hits.full < 50 || hits.cow < 50 || hits.fresh < 50 || hits.inPlace < 50 || hits.rewrite < 50 || hits.forks < 50 {
+	rare := hits.cowSealed >= 3 && hits.appendSealed >= 10 // paths through sealed partial blocks
+	if hits.full < 50 || hits.cow < 50 || hits.fresh < 50 || hits.inPlace < 50 || hits.rewrite < 50 || hits.forks < 50 ||
+		hits.seals < 50 || !rare && !testing.Short() {
 		t.Errorf("some paths were barely exercised: %+v", hits)
 	}
 }

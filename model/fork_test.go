@@ -15,7 +15,7 @@ import (
 
 // forkTol bounds how far a branch's logits may be from those of the same
 // tokens run alone: batching changes only the order of some float sums.
-const forkTol = 1e-5
+const forkTol = 0 // forked branches are bit-identical to the same tokens run alone
 
 // forkAlone runs toks through m by itself, one token per Forward, in a
 // fresh cache whose block size differs from the trees' so that the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/entropix-search/entropix-search/kvcache"
@@ -84,14 +85,63 @@ type Runner struct {
 	cos     []float32 // rows x HeadDim/2
 	sin     []float32
 
-	scratch sync.Pool // *[]float32 attention scores for one (row, head)
+	// The step's attention plan (see plan): chunks of rows, and for each
+	// chunk the groups of its rows that share a cache block.
+	chunks    []attnChunk
+	groups    []attnGroup
+	groupRows []int32 // rows of each group, r.groups[g].lo:hi
+	rowGroup  []int32 // scratch of plan
+	sealRows  []int32 // rows writing the last slot of a block
+	poolHD    int     // the pool's HeadDim: KVDim, or the model's HeadDim
+	cacheErr  error   // the pool does not fit the model
+
+	task    layerTask // the running layer's work for the thread pool
+	scratch sync.Pool // *attnScratch, one per attention work item
 	out     Output
 }
 
+// attnChunk is a range of batch rows whose attention is computed together
+// (for one kv head at a time), and its groups, ordered by block index.
+type attnChunk struct {
+	lo, hi int // rows
+	g0, g1 int // r.groups[g0:g1]
+}
+
+// attnGroup is the rows of a chunk whose block b is the same cache block
+// and which see the same number of its positions: each load of that
+// block's keys and values serves all of them.
+type attnGroup struct {
+	b, cnt int          // block index, positions of the block the rows see
+	id     int          // kvcache block id
+	seq    *kvcache.Seq // any member's sequence
+	lo, hi int32        // r.groupRows[lo:hi]
+}
+
+// attnScratch is one work item's buffers.
+type attnScratch struct {
+	buf      []float32   // scores/probabilities of the item's queries
+	att      [][]float32 // per query: its scores, then probabilities
+	qs, outs [][]float32 // arguments of the multi-query kernels
+	kts      [][]float32 // blocks of kernels.ScoresTBlocks
+}
+
+// maxChunkRows bounds the rows attending together: beyond a few queries
+// per kernel call the block is in L1 anyway, and smaller chunks spread
+// better over threads.
+const maxChunkRows = 16
+
 // NewRunner returns a Runner over the given cache, which must have been
-// made for this model (NewCache).
+// made for this model (NewCache): Forward reports an error otherwise. The
+// cache's HeadDim may be the model's or KVDim.
 func (m *Model) NewRunner(kv *kvcache.Pool) *Runner {
-	return &Runner{m: m, kv: kv}
+	r := &Runner{m: m, kv: kv}
+	c, pc := &m.Config, kv.Config()
+	r.poolHD = pc.HeadDim
+	if pc.Layers != c.Layers || pc.KVDim != c.KVDim() || pc.HeadDim%c.HeadDim != 0 {
+		r.cacheErr = fmt.Errorf("model: KV cache of %d layers, KVDim %d, HeadDim %d does not fit the model's %d layers, KVDim %d, HeadDim %d",
+			pc.Layers, pc.KVDim, pc.HeadDim, c.Layers, c.KVDim(), c.HeadDim)
+	}
+	return r
 }
 
 // Cache returns the Runner's KV cache pool.
@@ -142,6 +192,9 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 	if n == 0 {
 		return nil, errors.New("model: empty batch")
 	}
+	if r.cacheErr != nil {
+		return nil, r.cacheErr
+	}
 	for _, l := range attnLayers {
 		if l < 0 || l >= c.Layers {
 			return nil, fmt.Errorf("model: attention asked for layer %d of %d", l, c.Layers)
@@ -177,8 +230,9 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 	}
 
 	r.ensure(n)
-	dim, qd, kvd, hd := c.Dim, c.QDim(), c.KVDim(), c.HeadDim
+	dim, hd := c.Dim, c.HeadDim
 	r.prepareOutput(rows, attnLayers)
+	r.plan(rows)
 
 	// Token embeddings and the rotation angles of each row's position.
 	half := hd / 2
@@ -201,40 +255,23 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 		lw.Wq.MatMul(r.q, r.xb, n)
 		lw.Wk.MatMul(r.k, r.xb, n)
 		lw.Wv.MatMul(r.v, r.xb, n)
-		for i, row := range rows {
-			q, k, v := r.q[i*qd:(i+1)*qd], r.k[i*kvd:(i+1)*kvd], r.v[i*kvd:(i+1)*kvd]
-			if c.QKVBias {
-				kernels.Add(q, lw.Bq)
-				kernels.Add(k, lw.Bk)
-				kernels.Add(v, lw.Bv)
-			}
-			cos, sin := r.cos[i*half:(i+1)*half], r.sin[i*half:(i+1)*half]
-			for h := 0; h < c.Heads; h++ {
-				kernels.RoPE(q[h*hd:(h+1)*hd], cos, sin, c.RopeInterleaved)
-			}
-			for h := 0; h < c.KVHeads; h++ {
-				kernels.RoPE(k[h*hd:(h+1)*hd], cos, sin, c.RopeInterleaved)
-			}
-			copy(r.kv.K(row.Seq, l, out.Pos[i]), k)
-			copy(r.kv.V(row.Seq, l, out.Pos[i]), v)
-		}
-
-		// Each (row, head) attends over its own sequence's positions 0..pos.
+		// Bias, RoPE and the cache write of every row; then the sealing
+		// of the blocks this step fills; then attention over each row's
+		// positions 0..pos, by (chunk of rows, kv head).
 		attnSlot := -1
 		for i, al := range attnLayers {
 			if al == l {
 				attnSlot = i
 			}
 		}
-		kernels.Parallel(n*c.Heads, func(lo, hi int) {
-			for j := lo; j < hi; j++ {
-				i, slot := j/c.Heads, attnSlot
-				if slot >= 0 && rows[i].NoLogits {
-					slot = -1
-				}
-				r.attend(rows, l, i, j%c.Heads, slot)
-			}
-		})
+		t := &r.task
+		*t = layerTask{r: r, rows: rows, lw: lw, l: l, slot: attnSlot}
+		kernels.ParallelTask(n, t)
+		t.phase++
+		kernels.ParallelTask(len(r.sealRows)*(c.KVDim()/r.poolHD), t)
+		t.phase++
+		kernels.ParallelTask(len(r.chunks)*c.KVHeads, t)
+		*t = layerTask{} // drop the references
 
 		// Output projection and residual.
 		lw.Wo.MatMul(r.xb, r.ao, n)
@@ -301,53 +338,272 @@ func (r *Runner) prepareOutput(rows []Row, attnLayers []int) {
 	out.attn = grow(out.attn, total)
 }
 
-// attend computes head h of row i in layer l into r.ao. When slot >= 0 the
-// scores and probabilities are also kept in the output's attention slot.
-func (r *Runner) attend(rows []Row, l, i, h, slot int) {
+// layerTask is a layer's attention work for kernels.ParallelTask, one
+// phase after the other: prepare rows, seal the blocks they fill (by row
+// and pool kv head), attend (by chunk and kv head). It lives in the Runner
+// so that handing it to the pool allocates nothing.
+type layerTask struct {
+	r     *Runner
+	rows  []Row
+	lw    *Layer
+	l     int
+	slot  int // the layer's index in the attention asked for, or -1
+	phase int // 0 prepare, 1 seal, 2 attend
+}
+
+func (t *layerTask) Run(lo, hi int) {
+	r := t.r
+	switch t.phase {
+	case 0:
+		r.prepare(t.rows, t.lw, t.l, lo, hi)
+	case 1:
+		heads := r.m.Config.KVDim() / r.poolHD
+		for j := lo; j < hi; j++ {
+			r.seal(t.rows, t.l, int(r.sealRows[j/heads]), j%heads)
+		}
+	default:
+		kvh := r.m.Config.KVHeads
+		for j := lo; j < hi; j++ {
+			r.attend(t.rows, t.l, &r.chunks[j/kvh], j%kvh, t.slot)
+		}
+	}
+}
+
+// prepare adds the q/k/v biases, rotates the queries and keys and writes
+// the keys and values to the cache, for rows [lo, hi) of layer l.
+func (r *Runner) prepare(rows []Row, lw *Layer, l, lo, hi int) {
 	c := &r.m.Config
-	hd, kvd := c.HeadDim, c.KVDim()
-	seq := rows[i].Seq
-	n := r.out.Pos[i] + 1
-	kvOff := (h / (c.Heads / c.KVHeads)) * hd
-	q := r.q[i*c.QDim()+h*hd:][:hd]
+	qd, kvd, hd := c.QDim(), c.KVDim(), c.HeadDim
+	half := hd / 2
+	for i := lo; i < hi; i++ {
+		q, k, v := r.q[i*qd:(i+1)*qd], r.k[i*kvd:(i+1)*kvd], r.v[i*kvd:(i+1)*kvd]
+		if c.QKVBias {
+			kernels.Add(q, lw.Bq)
+			kernels.Add(k, lw.Bk)
+			kernels.Add(v, lw.Bv)
+		}
+		cos, sin := r.cos[i*half:(i+1)*half], r.sin[i*half:(i+1)*half]
+		for h := 0; h < c.Heads; h++ {
+			kernels.RoPE(q[h*hd:(h+1)*hd], cos, sin, c.RopeInterleaved)
+		}
+		for h := 0; h < c.KVHeads; h++ {
+			kernels.RoPE(k[h*hd:(h+1)*hd], cos, sin, c.RopeInterleaved)
+		}
+		r.kv.WriteKV(rows[i].Seq, l, r.out.Pos[i], k, v)
+	}
+}
+
+// seal seals (transposes) the keys of the pool's kv head h, in layer l, of
+// the block that row i fills: from then on attention scores the block with
+// vector multiply-adds across its slots (kernels.ScoresTMulti). Every
+// position of the block has been written.
+func (r *Runner) seal(rows []Row, l, i, h int) {
+	r.kv.Seal(rows[i].Seq, l, r.out.Pos[i]/r.kv.BlockSize(), h)
+}
+
+// plan splits the batch into chunks of rows and, within each chunk,
+// groups the rows by the cache block they read at each block index: in a
+// tree step every branch reads the shared prefix's blocks, in a prefill
+// every row the prompt's. Block tables do not change during the step, so
+// one plan serves every layer.
+func (r *Runner) plan(rows []Row) {
+	c := &r.m.Config
+	n, bs := len(rows), r.kv.BlockSize()
+	nchunks := (n + maxChunkRows - 1) / maxChunkRows
+	// Enough work items for the threads even with few kv heads.
+	want := (2*kernels.Threads() + c.KVHeads - 1) / c.KVHeads
+	nchunks = min(n, max(nchunks, want))
+	size := (n + nchunks - 1) / nchunks
+	r.chunks, r.groups, r.groupRows = r.chunks[:0], r.groups[:0], r.groupRows[:0]
+	if cap(r.rowGroup) < size {
+		r.rowGroup = make([]int32, size)
+	}
+	for lo := 0; lo < n; lo += size {
+		hi := min(n, lo+size)
+		g0, nb := len(r.groups), 0
+		for i := lo; i < hi; i++ {
+			nb = max(nb, (r.out.Pos[i]+bs)/bs)
+		}
+		for b := range nb {
+			start, members := len(r.groups), 0
+			gi := r.rowGroup[:hi-lo]
+			for i := lo; i < hi; i++ {
+				gi[i-lo] = -1
+				seen := r.out.Pos[i] + 1 - b*bs
+				if seen <= 0 {
+					continue
+				}
+				id, cnt := r.kv.BlockID(rows[i].Seq, b), min(bs, seen)
+				g := len(r.groups) - 1
+				for g >= start && (r.groups[g].id != id || r.groups[g].cnt != cnt) {
+					g--
+				}
+				if g < start {
+					r.groups = append(r.groups, attnGroup{b: b, cnt: cnt, id: id, seq: rows[i].Seq})
+					g = len(r.groups) - 1
+				}
+				r.groups[g].hi++ // a count for now
+				gi[i-lo] = int32(g)
+				members++
+			}
+			off := int32(len(r.groupRows))
+			for g := start; g < len(r.groups); g++ {
+				cnt := r.groups[g].hi
+				r.groups[g].lo, r.groups[g].hi = off, off // hi: the fill cursor
+				off += cnt
+			}
+			r.groupRows = slices.Grow(r.groupRows, members)[:len(r.groupRows)+members]
+			for i := lo; i < hi; i++ {
+				if g := gi[i-lo]; g >= 0 {
+					r.groupRows[r.groups[g].hi] = int32(i)
+					r.groups[g].hi++
+				}
+			}
+		}
+		r.chunks = append(r.chunks, attnChunk{lo: lo, hi: hi, g0: g0, g1: len(r.groups)})
+	}
+
+	r.sealRows = r.sealRows[:0]
+	for i := range rows {
+		if r.out.Pos[i]%bs == bs-1 {
+			r.sealRows = append(r.sealRows, int32(i))
+		}
+	}
+}
+
+// attend computes, in layer l, the attention of every row of chunk ch for
+// the query heads of kv head kvh into r.ao. When slot >= 0 the scores and
+// probabilities of rows with logits are also kept in the output's
+// attention slot.
+//
+// Scores go block by block. A sealed block's keys are transposed, head
+// kvh's being hd rows of bs slots, and one kernel call computes the scores
+// of all the queries of a group (rows sharing the block, times the heads
+// of the kv head) against it, reading it once; a staged block (being
+// filled) is read as rows, with the same arithmetic (kernels.ScoresRows).
+// The weighted sum of values goes block by block in block order, so that
+// each output element is one chain of multiply-adds in position order. A
+// query's arithmetic is thus the same whatever it is grouped with and
+// whether its blocks are sealed: a row gives bit-identical results whether
+// or not its blocks are shared, and whatever the block size.
+func (r *Runner) attend(rows []Row, l int, ch *attnChunk, kvh, slot int) {
+	c := &r.m.Config
+	hd, kvd, qd := c.HeadDim, c.KVDim(), c.QDim()
+	hpk := c.Heads / c.KVHeads
+	h0 := kvh * hpk // first query head
+	bs := r.kv.BlockSize()
 	scale := float32(1 / math.Sqrt(float64(hd)))
 
-	var att, keep []float32
-	if slot >= 0 {
-		off := r.out.attnOff[i*len(r.out.attnLayers)+slot] + h*n
-		keep = r.out.attn[off : off+n]                    // scores
-		att = r.out.attn[off+c.Heads*n : off+c.Heads*n+n] // probabilities
-	} else {
-		bp, _ := r.scratch.Get().(*[]float32)
-		if bp == nil {
-			bp = new([]float32)
+	w, _ := r.scratch.Get().(*attnScratch)
+	if w == nil {
+		w = new(attnScratch)
+	}
+	defer r.scratch.Put(w)
+
+	// Each query's scores: the output's attention slot for rows that keep
+	// it, the scratch buffer for the others.
+	total := 0
+	for i := ch.lo; i < ch.hi; i++ {
+		if slot < 0 || rows[i].NoLogits {
+			total += hpk * (r.out.Pos[i] + 1)
 		}
-		if cap(*bp) < n {
-			*bp = make([]float32, n, max(n, min(c.ContextLen, 1024)))
+	}
+	if cap(w.buf) < total {
+		w.buf = make([]float32, total, max(total, 2*cap(w.buf)))
+	}
+	buf := w.buf[:total]
+	w.att = w.att[:0]
+	for i := ch.lo; i < ch.hi; i++ {
+		n := r.out.Pos[i] + 1
+		for h := h0; h < h0+hpk; h++ {
+			if slot >= 0 && !rows[i].NoLogits {
+				off := r.out.attnOff[i*len(r.out.attnLayers)+slot] + h*n
+				off += c.Heads * n // probabilities; the scores are kept before
+				w.att = append(w.att, r.out.attn[off:off+n:off+n])
+				continue
+			}
+			w.att = append(w.att, buf[:n:n])
+			buf = buf[n:]
 		}
-		att = (*bp)[:n]
-		defer r.scratch.Put(bp)
+	}
+	query := func(i, hh int) int { return (i-ch.lo)*hpk + hh }
+
+	phd := r.poolHD
+	ph := kvh * hd / phd // the pool's kv head holding the model's
+	// A lone query's full sealed blocks are batched, up to four per call
+	// (kernels.ScoresTBlocks: one broadcast of q[d] per block row of all).
+	var run struct{ qi, b, n int } // query, first block, blocks
+	w.kts = w.kts[:0]
+	flush := func() {
+		if run.n > 0 {
+			i := ch.lo + run.qi/hpk
+			q := r.q[i*qd+(h0+run.qi%hpk)*hd:][:hd]
+			kernels.ScoresTBlocks(w.att[run.qi][run.b*bs:(run.b+run.n)*bs], q, w.kts, bs)
+			run.n, w.kts = 0, w.kts[:0]
+		}
+	}
+	for g := ch.g0; g < ch.g1; g++ {
+		gr := &r.groups[g]
+		kb := r.kv.KeyBlock(gr.seq, l, gr.b)
+		sealed := r.kv.KeySealed(gr.seq, l, gr.b, ph)
+		kt := kb[kvh*hd*bs : (kvh+1)*hd*bs] // sealed, [phd][bs]: this head's hd rows
+		if sealed && hpk == 1 && gr.hi-gr.lo == 1 && gr.cnt == bs {
+			qi := query(int(r.groupRows[gr.lo]), 0)
+			if run.n == 4 || run.n > 0 && (run.qi != qi || run.b+run.n != gr.b) {
+				flush()
+			}
+			if run.n == 0 {
+				run.qi, run.b = qi, gr.b
+			}
+			w.kts = append(w.kts, kt)
+			run.n++
+			continue
+		}
+		w.qs, w.outs = w.qs[:0], w.outs[:0]
+		for _, i := range r.groupRows[gr.lo:gr.hi] {
+			for hh := range hpk {
+				w.qs = append(w.qs, r.q[int(i)*qd+(h0+hh)*hd:][:hd])
+				w.outs = append(w.outs, w.att[query(int(i), hh)][gr.b*bs:][:gr.cnt])
+			}
+		}
+		flush()
+		if sealed {
+			kernels.ScoresTMulti(w.outs, w.qs, kt, bs)
+			continue
+		}
+		// Staged, [bs][phd]: the block being filled, read as rows with the
+		// same arithmetic.
+		k := kb[ph*phd*bs+kvh*hd-ph*phd:]
+		for qi, q := range w.qs {
+			kernels.ScoresRows(w.outs[qi], q, k, phd)
+		}
+	}
+	flush()
+
+	for i := ch.lo; i < ch.hi; i++ {
+		n := r.out.Pos[i] + 1
+		for hh := range hpk {
+			att := w.att[query(i, hh)]
+			kernels.Scale(att, scale)
+			if slot >= 0 && !rows[i].NoLogits {
+				off := r.out.attnOff[i*len(r.out.attnLayers)+slot] + (h0+hh)*n
+				copy(r.out.attn[off:off+n], att) // the scores
+			}
+			kernels.Softmax(att)
+			clear(r.ao[i*qd+(h0+hh)*hd:][:hd])
+		}
 	}
 
-	// Scores block by block, each block's keys stride KVDim apart: one
-	// kernel call per block rather than one per position.
-	bs := r.kv.BlockSize()
-	for b := 0; b*bs < n; b++ {
-		cnt := min(bs, n-b*bs)
-		kernels.DotStrided(att[b*bs:b*bs+cnt], q, r.kv.KeyBlock(seq, l, b)[kvOff:], kvd)
-	}
-	for t := range att {
-		att[t] *= scale
-	}
-	if keep != nil {
-		copy(keep, att)
-	}
-	kernels.Softmax(att)
-
-	o := r.ao[i*c.QDim()+h*hd:][:hd]
-	clear(o)
-	for b := 0; b*bs < n; b++ {
-		cnt := min(bs, n-b*bs)
-		kernels.AxpyStrided(o, att[b*bs:b*bs+cnt], r.kv.ValueBlock(seq, l, b)[kvOff:], kvd)
+	for g := ch.g0; g < ch.g1; g++ { // in block order within the chunk
+		gr := &r.groups[g]
+		v := r.kv.ValueBlock(gr.seq, l, gr.b)[kvh*hd:]
+		w.qs, w.outs = w.qs[:0], w.outs[:0]
+		for _, i := range r.groupRows[gr.lo:gr.hi] {
+			for hh := range hpk {
+				w.outs = append(w.outs, r.ao[int(i)*qd+(h0+hh)*hd:][:hd])
+				w.qs = append(w.qs, w.att[query(int(i), hh)][gr.b*bs:][:gr.cnt])
+			}
+		}
+		kernels.AxpyStridedMulti(w.outs, w.qs, v, kvd)
 	}
 }

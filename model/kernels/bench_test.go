@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -188,4 +189,146 @@ func BenchmarkAttention(b *testing.B) {
 			AxpyStrided(y, att, kv, stride)
 		}
 	})
+}
+
+// BenchmarkAttentionHead compares one row's attention in one layer over n
+// cached positions in blocks of 16, as model.Runner does it, with the keys
+// position-major (DotStrided per block: the layout before kvcache sealed
+// blocks) and transposed (ScoresT per block, or ScoresTBlocks per four
+// blocks). Each op runs every head of a
+// 768-float KV row (12 heads of 64 or 6 of 128) so that the blocks' working
+// set is a real layer's; ns/head is the metric to compare. "scores" times
+// only the scores, "head" the scores, scale, softmax and the weighted sum
+// of values (AxpyStrided per block).
+func BenchmarkAttentionHead(b *testing.B) {
+	const bs, kvd = 16, 768
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, hd := range []int{64, 128} {
+		heads := kvd / hd
+		scale := float32(1 / math.Sqrt(float64(hd)))
+		for _, n := range []int{128, 512, 2048, 4096} {
+			nb := (n + bs - 1) / bs
+			blocks := make([][]float32, nb) // [K, V][slot][kvd], or K as [kvd][slot]
+			for i := range blocks {
+				blocks[i] = randVec(r, 2*bs*kvd)
+			}
+			q := randVec(r, kvd)
+			att, y := make([]float32, n), make([]float32, hd)
+			run := func(name string, scores func(h int), full bool) {
+				b.Run(fmt.Sprintf("hd=%d/n=%d/%s", hd, n, name), func(b *testing.B) {
+					for b.Loop() {
+						for h := 0; h < heads; h++ {
+							scores(h)
+							if !full {
+								continue
+							}
+							Scale(att, scale)
+							Softmax(att)
+							clear(y)
+							for i, blk := range blocks {
+								cnt := min(bs, n-i*bs)
+								AxpyStrided(y, att[i*bs:i*bs+cnt], blk[bs*kvd+h*hd:], kvd)
+							}
+						}
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*heads), "ns/head")
+				})
+			}
+			old := func(h int) {
+				for i, blk := range blocks {
+					cnt := min(bs, n-i*bs)
+					DotStrided(att[i*bs:i*bs+cnt], q[h*hd:(h+1)*hd], blk[h*hd:], kvd)
+				}
+			}
+			transposed := func(h int) {
+				for i, blk := range blocks {
+					cnt := min(bs, n-i*bs)
+					ScoresT(att[i*bs:i*bs+cnt], q[h*hd:(h+1)*hd], blk[h*hd*bs:(h+1)*hd*bs], bs)
+				}
+			}
+			kts := make([][]float32, 0, 4)
+			blocks4 := func(h int) { // as model.Runner does for a lone query
+				for i := 0; i < nb; i += 4 {
+					kts = kts[:0]
+					for _, blk := range blocks[i:min(nb, i+4)] {
+						kts = append(kts, blk[h*hd*bs:(h+1)*hd*bs])
+					}
+					ScoresTBlocks(att[i*bs:(i+len(kts))*bs], q[h*hd:(h+1)*hd], kts, bs)
+				}
+			}
+			run("scores/DotStrided", old, false)
+			run("scores/ScoresT", transposed, false)
+			run("scores/ScoresTBlocks", blocks4, false)
+			run("head/DotStrided", old, true)
+			run("head/ScoresTBlocks", blocks4, true)
+		}
+	}
+}
+
+// BenchmarkAttentionShared is attention for 16 rows (tree branches) whose
+// sequences share all n cached positions, per head of 64 over a 768-float
+// KV row: each row on its own (DotStrided, AxpyStrided per block, as
+// model.Runner did before), and the 16 rows' queries together against each
+// block (ScoresTMulti, AxpyStridedMulti), which reads every block once
+// rather than 16 times. ns/row-head is the metric.
+func BenchmarkAttentionShared(b *testing.B) {
+	const bs, kvd, hd, rows = 16, 768, 64, 16
+	heads := kvd / hd
+	r := rand.New(rand.NewPCG(10, 10))
+	for _, n := range []int{128, 512, 2048} {
+		nb := n / bs
+		blocks := make([][]float32, nb)
+		for i := range blocks {
+			blocks[i] = randVec(r, 2*bs*kvd)
+		}
+		q := make([][]float32, rows)
+		att, y := make([][]float32, rows), make([][]float32, rows)
+		for i := range q {
+			q[i], att[i], y[i] = randVec(r, kvd), make([]float32, n), make([]float32, hd)
+		}
+		qs, outs, ys, as := make([][]float32, rows), make([][]float32, rows), make([][]float32, rows), make([][]float32, rows)
+		run := func(name string, fn func(h int)) {
+			b.Run(fmt.Sprintf("n=%d/%s", n, name), func(b *testing.B) {
+				for b.Loop() {
+					for h := range heads {
+						fn(h)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*heads*rows), "ns/row-head")
+			})
+		}
+		run("per-row/DotStrided", func(h int) {
+			for i := range rows {
+				for j, blk := range blocks {
+					DotStrided(att[i][j*bs:(j+1)*bs], q[i][h*hd:(h+1)*hd], blk[h*hd:], kvd)
+				}
+				Softmax(att[i])
+				clear(y[i])
+				for j, blk := range blocks {
+					AxpyStrided(y[i], att[i][j*bs:(j+1)*bs], blk[bs*kvd+h*hd:], kvd)
+				}
+			}
+		})
+		run("shared/ScoresTMulti", func(h int) {
+			for i := range rows {
+				qs[i] = q[i][h*hd : (h+1)*hd]
+			}
+			for j, blk := range blocks {
+				for i := range rows {
+					outs[i] = att[i][j*bs : (j+1)*bs]
+				}
+				ScoresTMulti(outs, qs, blk[h*hd*bs:(h+1)*hd*bs], bs)
+			}
+			for i := range rows {
+				Softmax(att[i])
+				clear(y[i])
+			}
+			for j, blk := range blocks {
+				for i := range rows {
+					ys[i], as[i] = y[i], att[i][j*bs:(j+1)*bs]
+				}
+				AxpyStridedMulti(ys, as, blk[bs*kvd+h*hd:], kvd)
+			}
+		})
+	}
 }

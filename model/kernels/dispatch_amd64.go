@@ -10,8 +10,13 @@ import "golang.org/x/sys/cpu"
 //
 //   - F32 MatMul, Dot, Axpy (and Add): AVX-512 (F, BW, VL, DQ, and BMI2
 //     for tail masks) if present, else AVX2 with FMA, else pure Go.
-//     Softmax, SwiGLU, DotStrided and AxpyStrided have AVX-512 versions
-//     and otherwise use the Dot/Axpy level or pure Go.
+//     ScoresT and ScoresRows have AVX-512 and AVX2 versions with the same
+//     order of operations; ScoresTMulti and AxpyStridedMulti share each
+//     load among up to four queries, ScoresTBlocks each query broadcast
+//     among up to four blocks, on AVX-512, and otherwise loop over
+//     ScoresT and AxpyStrided. Softmax, SwiGLU, Scale, DotStrided and
+//     AxpyStrided have AVX-512 versions and otherwise use the Dot/Axpy
+//     level or pure Go.
 //   - Q8_0 MatMul: AVX-512 VNNI (VPDPBUSD on biased weights, plus an
 //     AVX-512 activation quantizer) if present, else AVX2 (VPMADDUBSW sign
 //     trick, pure-Go quantizer), else pure Go.
@@ -91,6 +96,14 @@ func softmax(x []float32) {
 	scaleAVX512(&x[0], len(x), 1/s)
 }
 
+func scale(x []float32, a float32) {
+	if f32Level != levelAVX512 {
+		scaleGo(x, a)
+		return
+	}
+	scaleAVX512(&x[0], len(x), a)
+}
+
 func swiGLU(h, g []float32) {
 	if f32Level != levelAVX512 {
 		swiGLUGo(h, g)
@@ -113,6 +126,116 @@ func axpyStrided(y, a, v []float32, stride int) {
 		return
 	}
 	axpyStridedAVX512(&y[0], &a[0], &v[0], len(y), stride, len(a))
+}
+
+// ScoresT and ScoresTMulti: AVX-512 computes up to four queries per pass
+// over the keys (scoresTN1..4); AVX2 and Go one at a time, in the same
+// order of operations. The queries go to the assembly as arrays of
+// pointers on the caller's stack.
+
+func scoresT(out, q, kt []float32, bs int) {
+	switch f32Level {
+	case levelAVX512:
+		op, qp := [4]*float32{&out[0]}, [4]*float32{&q[0]}
+		scoresTN1AVX512(&op, &qp, &kt[0], len(q), bs, len(out))
+	case levelAVX2:
+		scoresTAVX2(&out[0], &q[0], &kt[0], len(q), bs, len(out))
+	default:
+		scoresTGo(out, q, kt, bs)
+	}
+}
+
+func scoresRows(out, q, k []float32, stride int) {
+	switch f32Level {
+	case levelAVX512:
+		scoresRowsAVX512(&out[0], &q[0], &k[0], len(q), stride, len(out))
+	case levelAVX2:
+		scoresRowsAVX2(&out[0], &q[0], &k[0], len(q), stride, len(out))
+	default:
+		scoresRowsGo(out, q, k, stride)
+	}
+}
+
+func scoresTMulti(out, q [][]float32, kt []float32, bs int) {
+	if f32Level != levelAVX512 {
+		for i := range out {
+			scoresT(out[i], q[i], kt, bs)
+		}
+		return
+	}
+	dim, n := len(q[0]), len(out[0])
+	var op, qp [4]*float32
+	for i := 0; i < len(out); i += 4 {
+		m := min(4, len(out)-i)
+		for j := range m {
+			op[j], qp[j] = &out[i+j][0], &q[i+j][0]
+		}
+		switch m { // direct calls: through a func value the arrays would escape
+		case 1:
+			scoresTN1AVX512(&op, &qp, &kt[0], dim, bs, n)
+		case 2:
+			scoresTN2AVX512(&op, &qp, &kt[0], dim, bs, n)
+		case 3:
+			scoresTN3AVX512(&op, &qp, &kt[0], dim, bs, n)
+		default:
+			scoresTN4AVX512(&op, &qp, &kt[0], dim, bs, n)
+		}
+	}
+}
+
+func scoresTBlocks(out, q []float32, kt [][]float32, bs int) {
+	if f32Level != levelAVX512 {
+		for b, k := range kt {
+			scoresT(out[b*bs:(b+1)*bs], q, k, bs)
+		}
+		return
+	}
+	var kp [4]*float32
+	for b := 0; b < len(kt); b += 4 {
+		m := min(4, len(kt)-b)
+		for j := range m {
+			kp[j] = &kt[b+j][0]
+		}
+		o := &out[b*bs]
+		switch m {
+		case 1:
+			op, qp := [4]*float32{o}, [4]*float32{&q[0]}
+			scoresTN1AVX512(&op, &qp, kp[0], len(q), bs, bs)
+		case 2:
+			scoresTB2AVX512(o, &q[0], &kp, len(q), bs)
+		case 3:
+			scoresTB3AVX512(o, &q[0], &kp, len(q), bs)
+		default:
+			scoresTB4AVX512(o, &q[0], &kp, len(q), bs)
+		}
+	}
+}
+
+func axpyStridedMulti(y, a [][]float32, v []float32, stride int) {
+	if f32Level != levelAVX512 {
+		for i := range y {
+			axpyStridedGo(y[i], a[i], v, stride)
+		}
+		return
+	}
+	dim, n := len(y[0]), len(a[0])
+	var yp, ap [4]*float32
+	for i := 0; i < len(y); i += 4 {
+		m := min(4, len(y)-i)
+		for j := range m {
+			yp[j], ap[j] = &y[i+j][0], &a[i+j][0]
+		}
+		switch m {
+		case 1:
+			axpyStridedN1AVX512(&yp, &ap, &v[0], dim, stride, n)
+		case 2:
+			axpyStridedN2AVX512(&yp, &ap, &v[0], dim, stride, n)
+		case 3:
+			axpyStridedN3AVX512(&yp, &ap, &v[0], dim, stride, n)
+		default:
+			axpyStridedN4AVX512(&yp, &ap, &v[0], dim, stride, n)
+		}
+	}
 }
 
 type f32TileFunc = func(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)

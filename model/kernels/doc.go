@@ -22,16 +22,28 @@
 //
 // # Attention
 //
-// DotStrided and AxpyStrided do one head's scores against all cached keys,
-// and its weighted sum of cached values, in one call each; Softmax and
-// SwiGLU use a vectorized exp.
+// The KV cache (package kvcache) keeps each full block's keys transposed,
+// one head's as HeadDim rows of BlockSize slots. ScoresT computes a query's
+// scores against such a block as BlockSize-wide vector multiply-adds, one
+// per dimension, with no horizontal sum per key; ScoresRows computes the
+// same scores, bit for bit, from keys still stored as rows (the block being
+// filled). ScoresTMulti and AxpyStridedMulti serve several queries per load
+// of a block: the query heads of a GQA group, or the rows of a batch whose
+// sequences share the block (the branches of a tree over their common
+// prefix), so that a block is read once per step rather than once per
+// branch; ScoresTBlocks serves one query's broadcasts to up to four blocks.
+// All of them give a key's score with the same arithmetic, bit for bit.
+// AxpyStrided does one head's weighted sum of cached values;
+// DotStrided (one dot product per key) is the position-major scoring kernel
+// kept for comparison. Softmax and SwiGLU use a vectorized exp.
 //
 // # Threads
 //
 // MatMul splits large products by weight rows across a persistent worker
 // pool (Pool; the package default is sized by GOMAXPROCS and changed with
 // SetThreads). Parallel exposes the same pool to other loops, such as
-// attention over rows and heads.
+// attention over rows and heads; ParallelTask takes a long-lived Task
+// instead of a func literal and allocates nothing.
 //
 // # Dispatch
 //

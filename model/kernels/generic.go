@@ -64,3 +64,47 @@ func axpyStridedGo(y, a, v []float32, stride int) {
 		axpy(at, v[t*stride:][:len(y)], y)
 	}
 }
+
+// scoresTGo mirrors the assembly's order: 16 slots at a time, four partial
+// sums over d mod 4, added as (s0+s1)+(s2+s3).
+func scoresTGo(out, q, kt []float32, bs int) {
+	var acc [4][16]float32
+	for j0 := 0; j0 < len(out); j0 += 16 {
+		w := min(16, len(out)-j0)
+		acc = [4][16]float32{}
+		for d, qd := range q {
+			a := &acc[d&3]
+			row := kt[d*bs+j0:][:w]
+			for j, k := range row {
+				a[j] += qd * k
+			}
+		}
+		for j := range w {
+			out[j0+j] = (acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j])
+		}
+	}
+}
+
+func scoresTMultiGo(out, q [][]float32, kt []float32, bs int) {
+	for i := range out {
+		scoresTGo(out[i], q[i], kt, bs)
+	}
+}
+
+func scaleGo(x []float32, a float32) {
+	for i := range x {
+		x[i] *= a
+	}
+}
+
+// scoresRowsGo is scoresTGo's arithmetic for keys stored as rows.
+func scoresRowsGo(out, q, k []float32, stride int) {
+	for j := range out {
+		key := k[j*stride:][:len(q)]
+		var a [4]float32
+		for d, qd := range q {
+			a[d&3] += qd * key[d]
+		}
+		out[j] = (a[0] + a[1]) + (a[2] + a[3])
+	}
+}

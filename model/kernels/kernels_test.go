@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -125,6 +126,230 @@ func TestStrided(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+func TestScoresT(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	nan := float32(math.NaN())
+	for _, dim := range []int{0, 1, 2, 3, 4, 5, 7, 8, 63, 64, 65, 128} {
+		for _, bs := range []int{1, 3, 8, 15, 16, 17, 31, 32, 33, 48} {
+			for _, n := range []int{1, 2, bs / 2, bs - 1, bs} {
+				if n < 1 || n > bs {
+					continue
+				}
+				// Slots n..bs-1 and everything past the last row hold NaN:
+				// they must not be read.
+				buf := make([]float32, dim*bs+40)
+				for i := range buf {
+					buf[i] = nan
+				}
+				kt := buf[3 : 3+max(0, (dim-1)*bs+n)]
+				for d := 0; d < dim; d++ {
+					for j := 0; j < n; j++ {
+						kt[d*bs+j] = float32(r.NormFloat64())
+					}
+				}
+				q := randVec(r, dim)
+				key := make([]float32, dim)
+				var first []float32
+				for _, l := range f32Levels() {
+					out := make([]float32, n+1)
+					out[n] = 42
+					withLevels(t, l, q8Level, func() { ScoresT(out[:n], q, kt, bs) })
+					if out[n] != 42 {
+						t.Fatalf("%v: ScoresT wrote past out", l)
+					}
+					for j := 0; j < n; j++ {
+						for d := range key {
+							key[d] = kt[d*bs+j]
+						}
+						want, abs := dotRef(q, key)
+						if math.Abs(float64(out[j])-want) > 1e-5*abs || math.IsNaN(float64(out[j])) {
+							t.Fatalf("%v dim=%d bs=%d n=%d: out[%d] = %g, want %g", l, dim, bs, n, j, out[j], want)
+						}
+					}
+					// The same keys as rows (a staged block) score the same,
+					// bit for bit.
+					stride := dim + 3
+					rows := make([]float32, (n-1)*stride+dim+5)
+					for j := range n {
+						for d := range dim {
+							rows[j*stride+d] = kt[d*bs+j]
+						}
+					}
+					got := make([]float32, n+1)
+					got[n] = 42
+					withLevels(t, l, q8Level, func() { ScoresRows(got[:n], q, rows[:max(0, (n-1)*stride+dim)], stride) })
+					if !slices.Equal(got[:n], out[:n]) || got[n] != 42 {
+						t.Fatalf("%v dim=%d n=%d: ScoresRows = %v, ScoresT %v", l, dim, n, got, out[:n])
+					}
+					// A slot's score does not depend on how many slots are
+					// asked for, and the assembly levels agree bit for bit.
+					for m := 1; m < n; m += 5 {
+						part := make([]float32, m)
+						withLevels(t, l, q8Level, func() { ScoresT(part, q, kt, bs) })
+						for j := range part {
+							if part[j] != out[j] {
+								t.Fatalf("%v dim=%d bs=%d: slot %d of %d = %g, of %d = %g", l, dim, bs, j, m, part[j], n, out[j])
+							}
+						}
+					}
+					if l == levelGo {
+						continue
+					}
+					if first == nil {
+						first = out
+					} else if !slices.Equal(first[:n], out[:n]) {
+						t.Fatalf("%v dim=%d bs=%d n=%d: %v, other level %v", l, dim, bs, n, out[:n], first[:n])
+					}
+				}
+			}
+		}
+	}
+	ScoresT(nil, []float32{1}, nil, 16) // no slots: no access
+}
+
+// TestMulti checks that ScoresTMulti and AxpyStridedMulti give, query by
+// query, exactly what ScoresT and AxpyStrided give, at every level.
+func TestMulti(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, l := range f32Levels() {
+		for _, dim := range []int{1, 5, 16, 33, 64, 80, 128} {
+			for _, bs := range []int{3, 16, 17, 32} {
+				for _, nq := range []int{1, 2, 3, 4, 5, 7, 9} {
+					n := 1 + r.IntN(bs)
+					kt := randVec(r, dim*bs)
+					q, out, want := make([][]float32, nq), make([][]float32, nq), make([][]float32, nq)
+					for i := range q {
+						q[i], out[i], want[i] = randVec(r, dim+i)[i:], make([]float32, n+1), make([]float32, n)
+						out[i][n] = 42
+					}
+					withLevels(t, l, q8Level, func() {
+						for i := range q {
+							ScoresT(want[i], q[i], kt, bs)
+							out[i] = out[i][:n]
+						}
+						ScoresTMulti(out, q, kt, bs)
+					})
+					for i := range q {
+						if !slices.Equal(out[i], want[i]) || out[i][:n+1][n] != 42 {
+							t.Fatalf("%v dim=%d bs=%d nq=%d: ScoresTMulti query %d = %v, ScoresT %v", l, dim, bs, nq, i, out[i][:n+1], want[i])
+						}
+					}
+
+					const stride = 200
+					v := randVec(r, (n-1)*stride+dim)
+					y, yw, a := make([][]float32, nq), make([][]float32, nq), make([][]float32, nq)
+					for i := range y {
+						a[i] = randVec(r, n)
+						y[i] = append(randVec(r, dim), 42)
+						yw[i] = slices.Clone(y[i][:dim])
+						y[i] = y[i][:dim]
+					}
+					withLevels(t, l, q8Level, func() {
+						for i := range y {
+							AxpyStrided(yw[i], a[i], v, stride)
+						}
+						AxpyStridedMulti(y, a, v, stride)
+					})
+					for i := range y {
+						if !slices.Equal(y[i], yw[i]) || y[i][:dim+1][dim] != 42 {
+							t.Fatalf("%v dim=%d n=%d nq=%d: AxpyStridedMulti sum %d = %v, AxpyStrided %v", l, dim, n, nq, i, y[i], yw[i])
+						}
+					}
+				}
+			}
+		}
+	}
+	ScoresTMulti(nil, nil, nil, 16)
+	AxpyStridedMulti(nil, nil, nil, 16)
+
+	for _, l := range f32Levels() {
+		for _, dim := range []int{1, 6, 64, 67, 128} {
+			for _, bs := range []int{1, 5, 16, 20, 32} {
+				for nb := range 7 {
+					q := randVec(r, dim)
+					kt, want := make([][]float32, nb), make([]float32, nb*bs)
+					for b := range kt {
+						kt[b] = randVec(r, dim*bs)
+					}
+					out := make([]float32, nb*bs+1)
+					out[nb*bs] = 42
+					withLevels(t, l, q8Level, func() {
+						for b := range kt {
+							ScoresT(want[b*bs:(b+1)*bs], q, kt[b], bs)
+						}
+						ScoresTBlocks(out[:nb*bs], q, kt, bs)
+					})
+					if !slices.Equal(out[:nb*bs], want) || out[nb*bs] != 42 {
+						t.Fatalf("%v dim=%d bs=%d blocks=%d: ScoresTBlocks = %v, ScoresT %v", l, dim, bs, nb, out, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestAttentionKernelsPanic(t *testing.T) {
+	f := make([]float32, 64)
+	for name, fn := range map[string]func(){
+		"ScoresT more slots than bs":  func() { ScoresT(f[:17], f[:4], f, 16) },
+		"ScoresT short kt":            func() { ScoresT(f[:16], f[:5], f, 16) },
+		"ScoresTMulti count mismatch": func() { ScoresTMulti([][]float32{f[:2]}, nil, f, 16) },
+		"ScoresTMulti ragged outputs": func() { ScoresTMulti([][]float32{f[:2], f[:3]}, [][]float32{f[:2], f[:2]}, f, 16) },
+		"ScoresTMulti ragged queries": func() { ScoresTMulti([][]float32{f[:2], f[:2]}, [][]float32{f[:2], f[:3]}, f, 16) },
+		"AxpyStridedMulti ragged":     func() { AxpyStridedMulti([][]float32{f[:2], f[:3]}, [][]float32{f[:2], f[:2]}, f, 4) },
+		"AxpyStridedMulti short v":    func() { AxpyStridedMulti([][]float32{f[:8]}, [][]float32{f[:9]}, f, 8) },
+		"AxpyStridedMulti count":      func() { AxpyStridedMulti([][]float32{f[:8]}, nil, f, 8) },
+		"ScoresRows short k":          func() { ScoresRows(f[:4], f[:8], f, 20) },
+		"ScoresTBlocks short out":     func() { ScoresTBlocks(f[:31], f[:2], [][]float32{f, f}, 16) },
+		"ScoresTBlocks short kt":      func() { ScoresTBlocks(f[:32], f[:8], [][]float32{f, f[:100]}, 16) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			fn()
+		}()
+	}
+}
+
+func TestAttentionKernelsNoAllocs(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	kt, v := randVec(r, 64*16), randVec(r, 16*64)
+	q, out, y := make([][]float32, 6), make([][]float32, 6), make([][]float32, 6)
+	for i := range q {
+		q[i], out[i], y[i] = randVec(r, 64), make([]float32, 16), make([]float32, 64)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		ScoresT(out[0], q[0], kt, 16)
+		ScoresRows(out[0], q[0], kt, 64)
+		ScoresTMulti(out, q, kt, 16)
+		ScoresTBlocks(v[:64], q[0], [][]float32{kt, kt, kt, kt}, 16)
+		AxpyStridedMulti(y, out, v, 64)
+	})
+	if allocs != 0 {
+		t.Errorf("attention kernels allocate %v times per call", allocs)
+	}
+}
+
+func TestScale(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, l := range f32Levels() {
+		for _, n := range []int{0, 1, 15, 16, 17, 100} {
+			x := randVec(r, n+1)
+			want := slices.Clone(x)
+			for i := range n {
+				want[i] *= 0.125 + 1e-3
+			}
+			withLevels(t, l, q8Level, func() { Scale(x[:n], 0.125+1e-3) })
+			if !slices.Equal(x, want) {
+				t.Fatalf("%v: Scale(len %d) = %v, want %v", l, n, x, want)
 			}
 		}
 	}

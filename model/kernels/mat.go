@@ -195,7 +195,7 @@ type matMulJob struct {
 	n      int
 }
 
-func (j *matMulJob) run(lo, hi int) {
+func (j *matMulJob) Run(lo, hi int) {
 	r0, r1 := lo*rowBlock, min(hi*rowBlock, j.m.Rows)
 	switch j.m.Type {
 	case F32:
@@ -222,7 +222,7 @@ func (p *Pool) matMul(j matMulJob) {
 		}
 		p.mu.Unlock()
 	}
-	j.run(0, blocks)
+	j.Run(0, blocks)
 }
 
 // xBlockBytes bounds the activation rows one pass over a weight block

@@ -34,7 +34,7 @@ type Pool struct {
 
 	// The published loop, written under mu before the workers are signaled
 	// and read by them after they claim the signal.
-	task   task
+	task   Task
 	n      int
 	nchunk int
 	next   atomic.Int64 // next chunk to claim
@@ -42,12 +42,15 @@ type Pool struct {
 	mm matMulJob // MatMul's job, reused under mu so that MatMul does not allocate
 }
 
-// task is a loop body. funcTask adapts a func; matMulJob is MatMul's body.
-type task interface{ run(lo, hi int) }
+// Task is a loop body for Pool.RunTask: Run(lo, hi) does the iterations
+// [lo, hi). A pointer to a long-lived struct satisfies it without the
+// allocation a capturing func literal costs. funcTask adapts a func;
+// matMulJob is MatMul's body.
+type Task interface{ Run(lo, hi int) }
 
 type funcTask func(lo, hi int)
 
-func (f funcTask) run(lo, hi int) { f(lo, hi) }
+func (f funcTask) Run(lo, hi int) { f(lo, hi) }
 
 // Worker states. A worker moves idle -> sleeping by itself; the Run that
 // signals it moves idle|sleeping -> signaled (sending on wake only from
@@ -131,8 +134,16 @@ func (p *Pool) Run(n int, fn func(lo, hi int)) {
 	p.run(n, funcTask(fn))
 }
 
+// RunTask is Run for a Task; it does not allocate.
+func (p *Pool) RunTask(n int, t Task) {
+	if n <= 0 {
+		return
+	}
+	p.run(n, t)
+}
+
 // run is Run for any task.
-func (p *Pool) run(n int, t task) {
+func (p *Pool) run(n int, t Task) {
 	if n > 1 && p.mu.TryLock() {
 		if len(p.workers) > 0 {
 			p.runLocked(n, t)
@@ -141,12 +152,12 @@ func (p *Pool) run(n int, t task) {
 		}
 		p.mu.Unlock()
 	}
-	t.run(0, n)
+	t.Run(0, n)
 }
 
 // runLocked publishes t, works on it, and waits for the workers. p.mu is
 // held by the caller.
-func (p *Pool) runLocked(n int, t task) {
+func (p *Pool) runLocked(n int, t Task) {
 	nchunk := min(n, p.threads*chunksPerThread)
 	nw := min(len(p.workers), nchunk-1)
 	p.task, p.n, p.nchunk = t, n, nchunk
@@ -170,7 +181,7 @@ func (p *Pool) work() {
 		}
 		lo := c * p.n / p.nchunk
 		hi := (c + 1) * p.n / p.nchunk
-		p.task.run(lo, hi)
+		p.task.Run(lo, hi)
 	}
 }
 
@@ -257,3 +268,6 @@ func Threads() int { return DefaultPool().Threads() }
 
 // Parallel runs fn over [0,n) on the default pool (see Pool.Run).
 func Parallel(n int, fn func(lo, hi int)) { DefaultPool().Run(n, fn) }
+
+// ParallelTask runs t over [0,n) on the default pool (see Pool.RunTask).
+func ParallelTask(n int, t Task) { DefaultPool().RunTask(n, t) }

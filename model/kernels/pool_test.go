@@ -117,3 +117,33 @@ func BenchmarkPoolRun(b *testing.B) {
 		p.Run(64, fn)
 	}
 }
+
+// countTask counts the visits of each index.
+type countTask struct{ seen []atomic.Int32 }
+
+func (c *countTask) Run(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		c.seen[i].Add(1)
+	}
+}
+
+func TestPoolRunTask(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	c := &countTask{seen: make([]atomic.Int32, 100)}
+	for _, n := range []int{0, 1, 5, 100} {
+		for i := range c.seen {
+			c.seen[i].Store(0)
+		}
+		p.RunTask(n, c)
+		for i := range c.seen {
+			if want := int32(min(1, max(0, n-i))); c.seen[i].Load() != want {
+				t.Fatalf("RunTask(%d): index %d visited %d times", n, i, c.seen[i].Load())
+			}
+		}
+	}
+	if allocs := testing.AllocsPerRun(100, func() { p.RunTask(100, c) }); allocs != 0 {
+		t.Errorf("RunTask allocates %v times per call", allocs)
+	}
+	ParallelTask(3, c)
+}

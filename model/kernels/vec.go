@@ -39,6 +39,141 @@ func DotStrided(out, q, k []float32, stride int) {
 	dotStrided(out, q, k, stride)
 }
 
+// ScoresT sets out[j] = sum_d q[d]*kt[d*bs+j] over d < len(q), for every
+// j < len(out) <= bs: one query's attention scores against bs cached keys
+// stored transposed, dimension-major (len(q) rows of bs floats, one slot per
+// key), as kvcache keeps them. Slots from len(out) to bs are not read, so
+// they may hold anything. Each q[d] multiplies 16 keys at once, with no
+// horizontal sum per key.
+//
+// The result for a slot depends only on q and that slot's key, never on
+// len(out) or bs: a position scores the same whether its block is full.
+func ScoresT(out, q, kt []float32, bs int) {
+	n, dim := len(out), len(q)
+	if n == 0 {
+		return
+	}
+	if n > bs || len(kt) < (dim-1)*bs+n {
+		panic(fmt.Sprintf("kernels: ScoresT of %d slots of %d by %d dims: kt has %d", n, bs, dim, len(kt)))
+	}
+	if dim == 0 {
+		clear(out)
+		return
+	}
+	scoresT(out, q, kt, bs)
+}
+
+// ScoresRows sets out[j] = sum_d q[d]*k[j*stride+d] over d < len(q), for
+// every j < len(out): one query's scores against keys stored as rows
+// stride floats apart (a cache block still being filled), with exactly
+// the arithmetic of [ScoresT]: a key's score is bit for bit the same
+// whether it is read as a row here or from the transposed block by
+// ScoresT.
+func ScoresRows(out, q, k []float32, stride int) {
+	n, dim := len(out), len(q)
+	if n == 0 {
+		return
+	}
+	if stride < 0 || len(k) < (n-1)*stride+dim {
+		panic(fmt.Sprintf("kernels: ScoresRows of %d keys of %d with stride %d: k has %d", n, dim, stride, len(k)))
+	}
+	if dim == 0 {
+		clear(out)
+		return
+	}
+	scoresRows(out, q, k, stride)
+}
+
+// ScoresTMulti is [ScoresT] for several queries against the same keys:
+// out[i][j] = sum_d q[i][d]*kt[d*bs+j] for every i and j < n, where every
+// out[i] has the same length n <= bs and every q[i] the same length. Each
+// load of kt serves up to four queries (AVX-512), so the attention heads of
+// a GQA group, or batch rows whose sequences share a cache block, read the
+// block once. out[i] is bit for bit what ScoresT(out[i], q[i], kt, bs)
+// computes.
+func ScoresTMulti(out, q [][]float32, kt []float32, bs int) {
+	if len(out) != len(q) {
+		panic(fmt.Sprintf("kernels: ScoresTMulti of %d outputs for %d queries", len(out), len(q)))
+	}
+	if len(out) == 0 {
+		return
+	}
+	n, dim := len(out[0]), len(q[0])
+	for i := range out {
+		if len(out[i]) != n || len(q[i]) != dim {
+			panic(fmt.Sprintf("kernels: ScoresTMulti query %d: %d scores of %d dims, query 0 %d of %d",
+				i, len(out[i]), len(q[i]), n, dim))
+		}
+	}
+	if n == 0 {
+		return
+	}
+	if n > bs || len(kt) < (dim-1)*bs+n {
+		panic(fmt.Sprintf("kernels: ScoresTMulti of %d slots of %d by %d dims: kt has %d", n, bs, dim, len(kt)))
+	}
+	if dim == 0 {
+		for _, o := range out {
+			clear(o)
+		}
+		return
+	}
+	scoresTMulti(out, q, kt, bs)
+}
+
+// ScoresTBlocks is [ScoresT] for one query against several full blocks:
+// out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] for every block b and j < bs, out
+// holding len(kt)*bs floats. Each broadcast of a q[d] serves up to four
+// blocks (AVX-512). out[b*bs:(b+1)*bs] is bit for bit what
+// ScoresT(out[b*bs:(b+1)*bs], q, kt[b], bs) computes.
+func ScoresTBlocks(out, q []float32, kt [][]float32, bs int) {
+	dim := len(q)
+	if bs <= 0 || len(out) != len(kt)*bs {
+		panic(fmt.Sprintf("kernels: ScoresTBlocks of %d blocks of %d into %d scores", len(kt), bs, len(out)))
+	}
+	for b, k := range kt {
+		if len(k) < dim*bs {
+			panic(fmt.Sprintf("kernels: ScoresTBlocks block %d of %d slots by %d dims: %d floats", b, bs, dim, len(k)))
+		}
+	}
+	if len(kt) == 0 {
+		return
+	}
+	if dim == 0 {
+		clear(out)
+		return
+	}
+	scoresTBlocks(out, q, kt, bs)
+}
+
+// AxpyStridedMulti is [AxpyStrided] for several weight vectors over the
+// same values: y[i] += sum_t a[i][t] * v[t*stride:][:len(y[i])] for every
+// i, where every a[i] has the same length and every y[i] the same length.
+// Each load of a value row serves up to four sums (AVX-512). y[i] ends bit
+// for bit as AxpyStrided(y[i], a[i], v, stride) leaves it. The y[i] must
+// not overlap each other.
+func AxpyStridedMulti(y, a [][]float32, v []float32, stride int) {
+	if len(y) != len(a) {
+		panic(fmt.Sprintf("kernels: AxpyStridedMulti of %d outputs for %d weight vectors", len(y), len(a)))
+	}
+	if len(y) == 0 {
+		return
+	}
+	n, dim := len(a[0]), len(y[0])
+	for i := range y {
+		if len(a[i]) != n || len(y[i]) != dim {
+			panic(fmt.Sprintf("kernels: AxpyStridedMulti sum %d: %d weights into %d, sum 0 %d into %d",
+				i, len(a[i]), len(y[i]), n, dim))
+		}
+	}
+	if n == 0 || dim == 0 {
+		return
+	}
+	if stride < 0 || len(v) < (n-1)*stride+dim {
+		panic(fmt.Sprintf("kernels: AxpyStridedMulti of %d values of %d with stride %d: v has %d", n, dim, stride, len(v)))
+	}
+	axpyStridedMulti(y, a, v, stride)
+}
+
 // AxpyStrided adds a[t] * v[t*stride:][:len(y)] to y for every t < len(a):
 // attention's weighted sum of len(a) cached values stored stride floats
 // apart, in one call (y stays in registers on AVX-512).
@@ -74,6 +209,14 @@ func Softmax(x []float32) {
 		return
 	}
 	softmax(x)
+}
+
+// Scale sets x[i] *= a.
+func Scale(x []float32, a float32) {
+	if len(x) == 0 {
+		return
+	}
+	scale(x, a)
 }
 
 // SwiGLU computes h[i] = silu(h[i]) * g[i] in place.

@@ -1147,3 +1147,2019 @@ mstore:
 done:
 	VZEROUPPER
 	RET
+
+// func scoresTN1AVX512(out *[4]*float32, q *[4]*float32, kt *float32, dim int, bs int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·scoresTN1AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), AX
+	MOVQ q+8(FP), CX
+	MOVQ (CX), CX
+	MOVQ kt+16(FP), DX
+	MOVQ bs+32(FP), BX
+	SHLQ $0x02, BX
+	MOVQ n+40(FP), SI
+	LEAQ (BX)(BX*2), DI
+	XORQ R8, R8
+
+chunk:
+	CMPQ  SI, $0x00
+	JLE   done
+	MOVQ  $-1, R9
+	CMPQ  SI, $0x10
+	JAE   mask
+	BZHIQ SI, R9, R9
+
+mask:
+	KMOVW  R9, K1
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   DX, R9
+	XORQ   R10, R10
+	MOVQ   dim+24(FP), R11
+	SHRQ   $0x02, R11
+
+quad:
+	TESTQ            R11, R11
+	JZ               rem
+	VMOVUPS.Z        (R9), K1, Z4
+	VFMADD231PS.BCST (CX)(R10*1), Z4, Z0
+	VMOVUPS.Z        (R9)(BX*1), K1, Z4
+	VFMADD231PS.BCST 4(CX)(R10*1), Z4, Z1
+	VMOVUPS.Z        (R9)(BX*2), K1, Z4
+	VFMADD231PS.BCST 8(CX)(R10*1), Z4, Z2
+	VMOVUPS.Z        (R9)(DI*1), K1, Z4
+	VFMADD231PS.BCST 12(CX)(R10*1), Z4, Z3
+	LEAQ             (R9)(BX*4), R9
+	ADDQ             $0x10, R10
+	DECQ             R11
+	JMP              quad
+
+rem:
+	MOVQ             dim+24(FP), R11
+	ANDQ             $0x03, R11
+	CMPQ             R11, $0x00
+	JE               sum
+	VMOVUPS.Z        (R9), K1, Z4
+	VFMADD231PS.BCST (CX)(R10*1), Z4, Z0
+	CMPQ             R11, $0x01
+	JE               sum
+	VMOVUPS.Z        (R9)(BX*1), K1, Z4
+	VFMADD231PS.BCST 4(CX)(R10*1), Z4, Z1
+	CMPQ             R11, $0x02
+	JE               sum
+	VMOVUPS.Z        (R9)(BX*2), K1, Z4
+	VFMADD231PS.BCST 8(CX)(R10*1), Z4, Z2
+
+sum:
+	VADDPS  Z1, Z0, Z0
+	VADDPS  Z3, Z2, Z2
+	VADDPS  Z2, Z0, Z0
+	MOVQ    (AX), R9
+	VMOVUPS Z0, K1, (R9)(R8*1)
+	ADDQ    $0x40, DX
+	ADDQ    $0x40, R8
+	SUBQ    $0x10, SI
+	JMP     chunk
+
+done:
+	VZEROUPPER
+	RET
+
+// func axpyStridedN1AVX512(y *[4]*float32, a *[4]*float32, v *float32, dim int, stride int, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·axpyStridedN1AVX512(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ (CX), CX
+	MOVQ v+16(FP), DX
+	MOVQ stride+32(FP), BX
+	SHLQ $0x02, BX
+	XORQ SI, SI
+	MOVQ dim+24(FP), DI
+	ANDQ $-64, DI
+	SHLQ $0x02, DI
+
+wide:
+	CMPQ    SI, DI
+	JAE     narrow
+	MOVQ    (AX), R8
+	VMOVUPS (R8)(SI*1), Z0
+	VMOVUPS 64(R8)(SI*1), Z1
+	VMOVUPS 128(R8)(SI*1), Z2
+	VMOVUPS 192(R8)(SI*1), Z3
+	LEAQ    (DX)(SI*1), R8
+	XORQ    R9, R9
+	MOVQ    n+40(FP), R10
+
+wt:
+	TESTQ        R10, R10
+	JZ           wstore
+	VBROADCASTSS (CX)(R9*1), Z4
+	VFMADD231PS  (R8), Z4, Z0
+	VFMADD231PS  64(R8), Z4, Z1
+	VFMADD231PS  128(R8), Z4, Z2
+	VFMADD231PS  192(R8), Z4, Z3
+	ADDQ         BX, R8
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JMP          wt
+
+wstore:
+	MOVQ    (AX), R8
+	VMOVUPS Z0, (R8)(SI*1)
+	VMOVUPS Z1, 64(R8)(SI*1)
+	VMOVUPS Z2, 128(R8)(SI*1)
+	VMOVUPS Z3, 192(R8)(SI*1)
+	ADDQ    $0x00000100, SI
+	JMP     wide
+
+narrow:
+	MOVQ dim+24(FP), DI
+	ANDQ $-16, DI
+	SHLQ $0x02, DI
+
+narrowloop:
+	CMPQ    SI, DI
+	JAE     tail
+	MOVQ    (AX), R8
+	VMOVUPS (R8)(SI*1), Z0
+	LEAQ    (DX)(SI*1), R8
+	XORQ    R9, R9
+	MOVQ    n+40(FP), R10
+
+nt:
+	TESTQ        R10, R10
+	JZ           nstore
+	VBROADCASTSS (CX)(R9*1), Z1
+	VFMADD231PS  (R8), Z1, Z0
+	ADDQ         BX, R8
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JMP          nt
+
+nstore:
+	MOVQ    (AX), R8
+	VMOVUPS Z0, (R8)(SI*1)
+	ADDQ    $0x40, SI
+	JMP     narrowloop
+
+tail:
+	MOVQ      dim+24(FP), DI
+	ANDQ      $0x0f, DI
+	JZ        done
+	MOVQ      $-1, R8
+	BZHIQ     DI, R8, R8
+	KMOVW     R8, K1
+	MOVQ      (AX), DI
+	VMOVUPS.Z (DI)(SI*1), K1, Z0
+	LEAQ      (DX)(SI*1), DX
+	XORQ      DI, DI
+	MOVQ      n+40(FP), R8
+
+mt:
+	TESTQ        R8, R8
+	JZ           mstore
+	VMOVUPS.Z    (DX), K1, Z1
+	VBROADCASTSS (CX)(DI*1), Z2
+	VFMADD231PS  Z1, Z2, Z0
+	ADDQ         BX, DX
+	ADDQ         $0x04, DI
+	DECQ         R8
+	JMP          mt
+
+mstore:
+	MOVQ    (AX), DI
+	VMOVUPS Z0, K1, (DI)(SI*1)
+
+done:
+	VZEROUPPER
+	RET
+
+// func scoresTN2AVX512(out *[4]*float32, q *[4]*float32, kt *float32, dim int, bs int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·scoresTN2AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), AX
+	MOVQ q+8(FP), CX
+	MOVQ (CX), DX
+	MOVQ 8(CX), CX
+	MOVQ kt+16(FP), BX
+	MOVQ bs+32(FP), SI
+	SHLQ $0x02, SI
+	MOVQ n+40(FP), DI
+	LEAQ (SI)(SI*2), R8
+	XORQ R9, R9
+
+chunk:
+	CMPQ  DI, $0x00
+	JLE   done
+	MOVQ  $-1, R10
+	CMPQ  DI, $0x10
+	JAE   mask
+	BZHIQ DI, R10, R10
+
+mask:
+	KMOVW  R10, K1
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	MOVQ   BX, R10
+	XORQ   R11, R11
+	MOVQ   dim+24(FP), R12
+	SHRQ   $0x02, R12
+
+quad:
+	TESTQ            R12, R12
+	JZ               rem
+	VMOVUPS.Z        (R10), K1, Z8
+	VFMADD231PS.BCST (DX)(R11*1), Z8, Z0
+	VFMADD231PS.BCST (CX)(R11*1), Z8, Z4
+	VMOVUPS.Z        (R10)(SI*1), K1, Z8
+	VFMADD231PS.BCST 4(DX)(R11*1), Z8, Z1
+	VFMADD231PS.BCST 4(CX)(R11*1), Z8, Z5
+	VMOVUPS.Z        (R10)(SI*2), K1, Z8
+	VFMADD231PS.BCST 8(DX)(R11*1), Z8, Z2
+	VFMADD231PS.BCST 8(CX)(R11*1), Z8, Z6
+	VMOVUPS.Z        (R10)(R8*1), K1, Z8
+	VFMADD231PS.BCST 12(DX)(R11*1), Z8, Z3
+	VFMADD231PS.BCST 12(CX)(R11*1), Z8, Z7
+	LEAQ             (R10)(SI*4), R10
+	ADDQ             $0x10, R11
+	DECQ             R12
+	JMP              quad
+
+rem:
+	MOVQ             dim+24(FP), R12
+	ANDQ             $0x03, R12
+	CMPQ             R12, $0x00
+	JE               sum
+	VMOVUPS.Z        (R10), K1, Z8
+	VFMADD231PS.BCST (DX)(R11*1), Z8, Z0
+	VFMADD231PS.BCST (CX)(R11*1), Z8, Z4
+	CMPQ             R12, $0x01
+	JE               sum
+	VMOVUPS.Z        (R10)(SI*1), K1, Z8
+	VFMADD231PS.BCST 4(DX)(R11*1), Z8, Z1
+	VFMADD231PS.BCST 4(CX)(R11*1), Z8, Z5
+	CMPQ             R12, $0x02
+	JE               sum
+	VMOVUPS.Z        (R10)(SI*2), K1, Z8
+	VFMADD231PS.BCST 8(DX)(R11*1), Z8, Z2
+	VFMADD231PS.BCST 8(CX)(R11*1), Z8, Z6
+
+sum:
+	VADDPS  Z1, Z0, Z0
+	VADDPS  Z3, Z2, Z2
+	VADDPS  Z2, Z0, Z0
+	MOVQ    (AX), R10
+	VMOVUPS Z0, K1, (R10)(R9*1)
+	VADDPS  Z5, Z4, Z4
+	VADDPS  Z7, Z6, Z6
+	VADDPS  Z6, Z4, Z4
+	MOVQ    8(AX), R10
+	VMOVUPS Z4, K1, (R10)(R9*1)
+	ADDQ    $0x40, BX
+	ADDQ    $0x40, R9
+	SUBQ    $0x10, DI
+	JMP     chunk
+
+done:
+	VZEROUPPER
+	RET
+
+// func axpyStridedN2AVX512(y *[4]*float32, a *[4]*float32, v *float32, dim int, stride int, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·axpyStridedN2AVX512(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ (CX), DX
+	MOVQ 8(CX), CX
+	MOVQ v+16(FP), BX
+	MOVQ stride+32(FP), SI
+	SHLQ $0x02, SI
+	XORQ DI, DI
+	MOVQ dim+24(FP), R8
+	ANDQ $-64, R8
+	SHLQ $0x02, R8
+
+wide:
+	CMPQ    DI, R8
+	JAE     narrow
+	MOVQ    (AX), R9
+	VMOVUPS (R9)(DI*1), Z0
+	VMOVUPS 64(R9)(DI*1), Z1
+	VMOVUPS 128(R9)(DI*1), Z2
+	VMOVUPS 192(R9)(DI*1), Z3
+	MOVQ    8(AX), R9
+	VMOVUPS (R9)(DI*1), Z4
+	VMOVUPS 64(R9)(DI*1), Z5
+	VMOVUPS 128(R9)(DI*1), Z6
+	VMOVUPS 192(R9)(DI*1), Z7
+	LEAQ    (BX)(DI*1), R9
+	XORQ    R10, R10
+	MOVQ    n+40(FP), R11
+
+wt:
+	TESTQ        R11, R11
+	JZ           wstore
+	VMOVUPS      (R9), Z8
+	VMOVUPS      64(R9), Z9
+	VMOVUPS      128(R9), Z10
+	VMOVUPS      192(R9), Z11
+	VBROADCASTSS (DX)(R10*1), Z12
+	VFMADD231PS  Z8, Z12, Z0
+	VFMADD231PS  Z9, Z12, Z1
+	VFMADD231PS  Z10, Z12, Z2
+	VFMADD231PS  Z11, Z12, Z3
+	VBROADCASTSS (CX)(R10*1), Z12
+	VFMADD231PS  Z8, Z12, Z4
+	VFMADD231PS  Z9, Z12, Z5
+	VFMADD231PS  Z10, Z12, Z6
+	VFMADD231PS  Z11, Z12, Z7
+	ADDQ         SI, R9
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JMP          wt
+
+wstore:
+	MOVQ    (AX), R9
+	VMOVUPS Z0, (R9)(DI*1)
+	VMOVUPS Z1, 64(R9)(DI*1)
+	VMOVUPS Z2, 128(R9)(DI*1)
+	VMOVUPS Z3, 192(R9)(DI*1)
+	MOVQ    8(AX), R9
+	VMOVUPS Z4, (R9)(DI*1)
+	VMOVUPS Z5, 64(R9)(DI*1)
+	VMOVUPS Z6, 128(R9)(DI*1)
+	VMOVUPS Z7, 192(R9)(DI*1)
+	ADDQ    $0x00000100, DI
+	JMP     wide
+
+narrow:
+	MOVQ dim+24(FP), R8
+	ANDQ $-16, R8
+	SHLQ $0x02, R8
+
+narrowloop:
+	CMPQ    DI, R8
+	JAE     tail
+	MOVQ    (AX), R9
+	VMOVUPS (R9)(DI*1), Z0
+	MOVQ    8(AX), R9
+	VMOVUPS (R9)(DI*1), Z1
+	LEAQ    (BX)(DI*1), R9
+	XORQ    R10, R10
+	MOVQ    n+40(FP), R11
+
+nt:
+	TESTQ        R11, R11
+	JZ           nstore
+	VMOVUPS      (R9), Z2
+	VBROADCASTSS (DX)(R10*1), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS (CX)(R10*1), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         SI, R9
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JMP          nt
+
+nstore:
+	MOVQ    (AX), R9
+	VMOVUPS Z0, (R9)(DI*1)
+	MOVQ    8(AX), R9
+	VMOVUPS Z1, (R9)(DI*1)
+	ADDQ    $0x40, DI
+	JMP     narrowloop
+
+tail:
+	MOVQ      dim+24(FP), R8
+	ANDQ      $0x0f, R8
+	JZ        done
+	MOVQ      $-1, R9
+	BZHIQ     R8, R9, R9
+	KMOVW     R9, K1
+	MOVQ      (AX), R8
+	VMOVUPS.Z (R8)(DI*1), K1, Z0
+	MOVQ      8(AX), R8
+	VMOVUPS.Z (R8)(DI*1), K1, Z1
+	LEAQ      (BX)(DI*1), BX
+	XORQ      R8, R8
+	MOVQ      n+40(FP), R9
+
+mt:
+	TESTQ        R9, R9
+	JZ           mstore
+	VMOVUPS.Z    (BX), K1, Z2
+	VBROADCASTSS (DX)(R8*1), Z3
+	VFMADD231PS  Z2, Z3, Z0
+	VBROADCASTSS (CX)(R8*1), Z3
+	VFMADD231PS  Z2, Z3, Z1
+	ADDQ         SI, BX
+	ADDQ         $0x04, R8
+	DECQ         R9
+	JMP          mt
+
+mstore:
+	MOVQ    (AX), R8
+	VMOVUPS Z0, K1, (R8)(DI*1)
+	MOVQ    8(AX), R8
+	VMOVUPS Z1, K1, (R8)(DI*1)
+
+done:
+	VZEROUPPER
+	RET
+
+// func scoresTN3AVX512(out *[4]*float32, q *[4]*float32, kt *float32, dim int, bs int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·scoresTN3AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), AX
+	MOVQ q+8(FP), CX
+	MOVQ (CX), DX
+	MOVQ 8(CX), BX
+	MOVQ 16(CX), CX
+	MOVQ kt+16(FP), SI
+	MOVQ bs+32(FP), DI
+	SHLQ $0x02, DI
+	MOVQ n+40(FP), R8
+	LEAQ (DI)(DI*2), R9
+	XORQ R10, R10
+
+chunk:
+	CMPQ  R8, $0x00
+	JLE   done
+	MOVQ  $-1, R11
+	CMPQ  R8, $0x10
+	JAE   mask
+	BZHIQ R8, R11, R11
+
+mask:
+	KMOVW  R11, K1
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	MOVQ   SI, R11
+	XORQ   R12, R12
+	MOVQ   dim+24(FP), R13
+	SHRQ   $0x02, R13
+
+quad:
+	TESTQ            R13, R13
+	JZ               rem
+	VMOVUPS.Z        (R11), K1, Z12
+	VFMADD231PS.BCST (DX)(R12*1), Z12, Z0
+	VFMADD231PS.BCST (BX)(R12*1), Z12, Z4
+	VFMADD231PS.BCST (CX)(R12*1), Z12, Z8
+	VMOVUPS.Z        (R11)(DI*1), K1, Z12
+	VFMADD231PS.BCST 4(DX)(R12*1), Z12, Z1
+	VFMADD231PS.BCST 4(BX)(R12*1), Z12, Z5
+	VFMADD231PS.BCST 4(CX)(R12*1), Z12, Z9
+	VMOVUPS.Z        (R11)(DI*2), K1, Z12
+	VFMADD231PS.BCST 8(DX)(R12*1), Z12, Z2
+	VFMADD231PS.BCST 8(BX)(R12*1), Z12, Z6
+	VFMADD231PS.BCST 8(CX)(R12*1), Z12, Z10
+	VMOVUPS.Z        (R11)(R9*1), K1, Z12
+	VFMADD231PS.BCST 12(DX)(R12*1), Z12, Z3
+	VFMADD231PS.BCST 12(BX)(R12*1), Z12, Z7
+	VFMADD231PS.BCST 12(CX)(R12*1), Z12, Z11
+	LEAQ             (R11)(DI*4), R11
+	ADDQ             $0x10, R12
+	DECQ             R13
+	JMP              quad
+
+rem:
+	MOVQ             dim+24(FP), R13
+	ANDQ             $0x03, R13
+	CMPQ             R13, $0x00
+	JE               sum
+	VMOVUPS.Z        (R11), K1, Z12
+	VFMADD231PS.BCST (DX)(R12*1), Z12, Z0
+	VFMADD231PS.BCST (BX)(R12*1), Z12, Z4
+	VFMADD231PS.BCST (CX)(R12*1), Z12, Z8
+	CMPQ             R13, $0x01
+	JE               sum
+	VMOVUPS.Z        (R11)(DI*1), K1, Z12
+	VFMADD231PS.BCST 4(DX)(R12*1), Z12, Z1
+	VFMADD231PS.BCST 4(BX)(R12*1), Z12, Z5
+	VFMADD231PS.BCST 4(CX)(R12*1), Z12, Z9
+	CMPQ             R13, $0x02
+	JE               sum
+	VMOVUPS.Z        (R11)(DI*2), K1, Z12
+	VFMADD231PS.BCST 8(DX)(R12*1), Z12, Z2
+	VFMADD231PS.BCST 8(BX)(R12*1), Z12, Z6
+	VFMADD231PS.BCST 8(CX)(R12*1), Z12, Z10
+
+sum:
+	VADDPS  Z1, Z0, Z0
+	VADDPS  Z3, Z2, Z2
+	VADDPS  Z2, Z0, Z0
+	MOVQ    (AX), R11
+	VMOVUPS Z0, K1, (R11)(R10*1)
+	VADDPS  Z5, Z4, Z4
+	VADDPS  Z7, Z6, Z6
+	VADDPS  Z6, Z4, Z4
+	MOVQ    8(AX), R11
+	VMOVUPS Z4, K1, (R11)(R10*1)
+	VADDPS  Z9, Z8, Z8
+	VADDPS  Z11, Z10, Z10
+	VADDPS  Z10, Z8, Z8
+	MOVQ    16(AX), R11
+	VMOVUPS Z8, K1, (R11)(R10*1)
+	ADDQ    $0x40, SI
+	ADDQ    $0x40, R10
+	SUBQ    $0x10, R8
+	JMP     chunk
+
+done:
+	VZEROUPPER
+	RET
+
+// func axpyStridedN3AVX512(y *[4]*float32, a *[4]*float32, v *float32, dim int, stride int, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·axpyStridedN3AVX512(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ (CX), DX
+	MOVQ 8(CX), BX
+	MOVQ 16(CX), CX
+	MOVQ v+16(FP), SI
+	MOVQ stride+32(FP), DI
+	SHLQ $0x02, DI
+	XORQ R8, R8
+	MOVQ dim+24(FP), R9
+	ANDQ $-64, R9
+	SHLQ $0x02, R9
+
+wide:
+	CMPQ    R8, R9
+	JAE     narrow
+	MOVQ    (AX), R10
+	VMOVUPS (R10)(R8*1), Z0
+	VMOVUPS 64(R10)(R8*1), Z1
+	VMOVUPS 128(R10)(R8*1), Z2
+	VMOVUPS 192(R10)(R8*1), Z3
+	MOVQ    8(AX), R10
+	VMOVUPS (R10)(R8*1), Z4
+	VMOVUPS 64(R10)(R8*1), Z5
+	VMOVUPS 128(R10)(R8*1), Z6
+	VMOVUPS 192(R10)(R8*1), Z7
+	MOVQ    16(AX), R10
+	VMOVUPS (R10)(R8*1), Z8
+	VMOVUPS 64(R10)(R8*1), Z9
+	VMOVUPS 128(R10)(R8*1), Z10
+	VMOVUPS 192(R10)(R8*1), Z11
+	LEAQ    (SI)(R8*1), R10
+	XORQ    R11, R11
+	MOVQ    n+40(FP), R12
+
+wt:
+	TESTQ        R12, R12
+	JZ           wstore
+	VMOVUPS      (R10), Z12
+	VMOVUPS      64(R10), Z13
+	VMOVUPS      128(R10), Z14
+	VMOVUPS      192(R10), Z15
+	VBROADCASTSS (DX)(R11*1), Z16
+	VFMADD231PS  Z12, Z16, Z0
+	VFMADD231PS  Z13, Z16, Z1
+	VFMADD231PS  Z14, Z16, Z2
+	VFMADD231PS  Z15, Z16, Z3
+	VBROADCASTSS (BX)(R11*1), Z16
+	VFMADD231PS  Z12, Z16, Z4
+	VFMADD231PS  Z13, Z16, Z5
+	VFMADD231PS  Z14, Z16, Z6
+	VFMADD231PS  Z15, Z16, Z7
+	VBROADCASTSS (CX)(R11*1), Z16
+	VFMADD231PS  Z12, Z16, Z8
+	VFMADD231PS  Z13, Z16, Z9
+	VFMADD231PS  Z14, Z16, Z10
+	VFMADD231PS  Z15, Z16, Z11
+	ADDQ         DI, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JMP          wt
+
+wstore:
+	MOVQ    (AX), R10
+	VMOVUPS Z0, (R10)(R8*1)
+	VMOVUPS Z1, 64(R10)(R8*1)
+	VMOVUPS Z2, 128(R10)(R8*1)
+	VMOVUPS Z3, 192(R10)(R8*1)
+	MOVQ    8(AX), R10
+	VMOVUPS Z4, (R10)(R8*1)
+	VMOVUPS Z5, 64(R10)(R8*1)
+	VMOVUPS Z6, 128(R10)(R8*1)
+	VMOVUPS Z7, 192(R10)(R8*1)
+	MOVQ    16(AX), R10
+	VMOVUPS Z8, (R10)(R8*1)
+	VMOVUPS Z9, 64(R10)(R8*1)
+	VMOVUPS Z10, 128(R10)(R8*1)
+	VMOVUPS Z11, 192(R10)(R8*1)
+	ADDQ    $0x00000100, R8
+	JMP     wide
+
+narrow:
+	MOVQ dim+24(FP), R9
+	ANDQ $-16, R9
+	SHLQ $0x02, R9
+
+narrowloop:
+	CMPQ    R8, R9
+	JAE     tail
+	MOVQ    (AX), R10
+	VMOVUPS (R10)(R8*1), Z0
+	MOVQ    8(AX), R10
+	VMOVUPS (R10)(R8*1), Z1
+	MOVQ    16(AX), R10
+	VMOVUPS (R10)(R8*1), Z2
+	LEAQ    (SI)(R8*1), R10
+	XORQ    R11, R11
+	MOVQ    n+40(FP), R12
+
+nt:
+	TESTQ        R12, R12
+	JZ           nstore
+	VMOVUPS      (R10), Z3
+	VBROADCASTSS (DX)(R11*1), Z4
+	VFMADD231PS  Z3, Z4, Z0
+	VBROADCASTSS (BX)(R11*1), Z4
+	VFMADD231PS  Z3, Z4, Z1
+	VBROADCASTSS (CX)(R11*1), Z4
+	VFMADD231PS  Z3, Z4, Z2
+	ADDQ         DI, R10
+	ADDQ         $0x04, R11
+	DECQ         R12
+	JMP          nt
+
+nstore:
+	MOVQ    (AX), R10
+	VMOVUPS Z0, (R10)(R8*1)
+	MOVQ    8(AX), R10
+	VMOVUPS Z1, (R10)(R8*1)
+	MOVQ    16(AX), R10
+	VMOVUPS Z2, (R10)(R8*1)
+	ADDQ    $0x40, R8
+	JMP     narrowloop
+
+tail:
+	MOVQ      dim+24(FP), R9
+	ANDQ      $0x0f, R9
+	JZ        done
+	MOVQ      $-1, R10
+	BZHIQ     R9, R10, R10
+	KMOVW     R10, K1
+	MOVQ      (AX), R9
+	VMOVUPS.Z (R9)(R8*1), K1, Z0
+	MOVQ      8(AX), R9
+	VMOVUPS.Z (R9)(R8*1), K1, Z1
+	MOVQ      16(AX), R9
+	VMOVUPS.Z (R9)(R8*1), K1, Z2
+	LEAQ      (SI)(R8*1), SI
+	XORQ      R9, R9
+	MOVQ      n+40(FP), R10
+
+mt:
+	TESTQ        R10, R10
+	JZ           mstore
+	VMOVUPS.Z    (SI), K1, Z3
+	VBROADCASTSS (DX)(R9*1), Z4
+	VFMADD231PS  Z3, Z4, Z0
+	VBROADCASTSS (BX)(R9*1), Z4
+	VFMADD231PS  Z3, Z4, Z1
+	VBROADCASTSS (CX)(R9*1), Z4
+	VFMADD231PS  Z3, Z4, Z2
+	ADDQ         DI, SI
+	ADDQ         $0x04, R9
+	DECQ         R10
+	JMP          mt
+
+mstore:
+	MOVQ    (AX), R9
+	VMOVUPS Z0, K1, (R9)(R8*1)
+	MOVQ    8(AX), R9
+	VMOVUPS Z1, K1, (R9)(R8*1)
+	MOVQ    16(AX), R9
+	VMOVUPS Z2, K1, (R9)(R8*1)
+
+done:
+	VZEROUPPER
+	RET
+
+// func scoresTN4AVX512(out *[4]*float32, q *[4]*float32, kt *float32, dim int, bs int, n int)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·scoresTN4AVX512(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), AX
+	MOVQ q+8(FP), CX
+	MOVQ (CX), DX
+	MOVQ 8(CX), BX
+	MOVQ 16(CX), SI
+	MOVQ 24(CX), CX
+	MOVQ kt+16(FP), DI
+	MOVQ bs+32(FP), R8
+	SHLQ $0x02, R8
+	MOVQ n+40(FP), R9
+	LEAQ (R8)(R8*2), R10
+	XORQ R11, R11
+
+chunk:
+	CMPQ  R9, $0x00
+	JLE   done
+	MOVQ  $-1, R12
+	CMPQ  R9, $0x10
+	JAE   mask
+	BZHIQ R9, R12, R12
+
+mask:
+	KMOVW  R12, K1
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	MOVQ   DI, R12
+	XORQ   R13, R13
+	MOVQ   dim+24(FP), R14
+	SHRQ   $0x02, R14
+
+quad:
+	TESTQ            R14, R14
+	JZ               rem
+	VMOVUPS.Z        (R12), K1, Z16
+	VFMADD231PS.BCST (DX)(R13*1), Z16, Z0
+	VFMADD231PS.BCST (BX)(R13*1), Z16, Z4
+	VFMADD231PS.BCST (SI)(R13*1), Z16, Z8
+	VFMADD231PS.BCST (CX)(R13*1), Z16, Z12
+	VMOVUPS.Z        (R12)(R8*1), K1, Z16
+	VFMADD231PS.BCST 4(DX)(R13*1), Z16, Z1
+	VFMADD231PS.BCST 4(BX)(R13*1), Z16, Z5
+	VFMADD231PS.BCST 4(SI)(R13*1), Z16, Z9
+	VFMADD231PS.BCST 4(CX)(R13*1), Z16, Z13
+	VMOVUPS.Z        (R12)(R8*2), K1, Z16
+	VFMADD231PS.BCST 8(DX)(R13*1), Z16, Z2
+	VFMADD231PS.BCST 8(BX)(R13*1), Z16, Z6
+	VFMADD231PS.BCST 8(SI)(R13*1), Z16, Z10
+	VFMADD231PS.BCST 8(CX)(R13*1), Z16, Z14
+	VMOVUPS.Z        (R12)(R10*1), K1, Z16
+	VFMADD231PS.BCST 12(DX)(R13*1), Z16, Z3
+	VFMADD231PS.BCST 12(BX)(R13*1), Z16, Z7
+	VFMADD231PS.BCST 12(SI)(R13*1), Z16, Z11
+	VFMADD231PS.BCST 12(CX)(R13*1), Z16, Z15
+	LEAQ             (R12)(R8*4), R12
+	ADDQ             $0x10, R13
+	DECQ             R14
+	JMP              quad
+
+rem:
+	MOVQ             dim+24(FP), R14
+	ANDQ             $0x03, R14
+	CMPQ             R14, $0x00
+	JE               sum
+	VMOVUPS.Z        (R12), K1, Z16
+	VFMADD231PS.BCST (DX)(R13*1), Z16, Z0
+	VFMADD231PS.BCST (BX)(R13*1), Z16, Z4
+	VFMADD231PS.BCST (SI)(R13*1), Z16, Z8
+	VFMADD231PS.BCST (CX)(R13*1), Z16, Z12
+	CMPQ             R14, $0x01
+	JE               sum
+	VMOVUPS.Z        (R12)(R8*1), K1, Z16
+	VFMADD231PS.BCST 4(DX)(R13*1), Z16, Z1
+	VFMADD231PS.BCST 4(BX)(R13*1), Z16, Z5
+	VFMADD231PS.BCST 4(SI)(R13*1), Z16, Z9
+	VFMADD231PS.BCST 4(CX)(R13*1), Z16, Z13
+	CMPQ             R14, $0x02
+	JE               sum
+	VMOVUPS.Z        (R12)(R8*2), K1, Z16
+	VFMADD231PS.BCST 8(DX)(R13*1), Z16, Z2
+	VFMADD231PS.BCST 8(BX)(R13*1), Z16, Z6
+	VFMADD231PS.BCST 8(SI)(R13*1), Z16, Z10
+	VFMADD231PS.BCST 8(CX)(R13*1), Z16, Z14
+
+sum:
+	VADDPS  Z1, Z0, Z0
+	VADDPS  Z3, Z2, Z2
+	VADDPS  Z2, Z0, Z0
+	MOVQ    (AX), R12
+	VMOVUPS Z0, K1, (R12)(R11*1)
+	VADDPS  Z5, Z4, Z4
+	VADDPS  Z7, Z6, Z6
+	VADDPS  Z6, Z4, Z4
+	MOVQ    8(AX), R12
+	VMOVUPS Z4, K1, (R12)(R11*1)
+	VADDPS  Z9, Z8, Z8
+	VADDPS  Z11, Z10, Z10
+	VADDPS  Z10, Z8, Z8
+	MOVQ    16(AX), R12
+	VMOVUPS Z8, K1, (R12)(R11*1)
+	VADDPS  Z13, Z12, Z12
+	VADDPS  Z15, Z14, Z14
+	VADDPS  Z14, Z12, Z12
+	MOVQ    24(AX), R12
+	VMOVUPS Z12, K1, (R12)(R11*1)
+	ADDQ    $0x40, DI
+	ADDQ    $0x40, R11
+	SUBQ    $0x10, R9
+	JMP     chunk
+
+done:
+	VZEROUPPER
+	RET
+
+// func axpyStridedN4AVX512(y *[4]*float32, a *[4]*float32, v *float32, dim int, stride int, n int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·axpyStridedN4AVX512(SB), NOSPLIT, $0-48
+	MOVQ y+0(FP), AX
+	MOVQ a+8(FP), CX
+	MOVQ (CX), DX
+	MOVQ 8(CX), BX
+	MOVQ 16(CX), SI
+	MOVQ 24(CX), CX
+	MOVQ v+16(FP), DI
+	MOVQ stride+32(FP), R8
+	SHLQ $0x02, R8
+	XORQ R9, R9
+	MOVQ dim+24(FP), R10
+	ANDQ $-64, R10
+	SHLQ $0x02, R10
+
+wide:
+	CMPQ    R9, R10
+	JAE     narrow
+	MOVQ    (AX), R11
+	VMOVUPS (R11)(R9*1), Z0
+	VMOVUPS 64(R11)(R9*1), Z1
+	VMOVUPS 128(R11)(R9*1), Z2
+	VMOVUPS 192(R11)(R9*1), Z3
+	MOVQ    8(AX), R11
+	VMOVUPS (R11)(R9*1), Z4
+	VMOVUPS 64(R11)(R9*1), Z5
+	VMOVUPS 128(R11)(R9*1), Z6
+	VMOVUPS 192(R11)(R9*1), Z7
+	MOVQ    16(AX), R11
+	VMOVUPS (R11)(R9*1), Z8
+	VMOVUPS 64(R11)(R9*1), Z9
+	VMOVUPS 128(R11)(R9*1), Z10
+	VMOVUPS 192(R11)(R9*1), Z11
+	MOVQ    24(AX), R11
+	VMOVUPS (R11)(R9*1), Z12
+	VMOVUPS 64(R11)(R9*1), Z13
+	VMOVUPS 128(R11)(R9*1), Z14
+	VMOVUPS 192(R11)(R9*1), Z15
+	LEAQ    (DI)(R9*1), R11
+	XORQ    R12, R12
+	MOVQ    n+40(FP), R13
+
+wt:
+	TESTQ        R13, R13
+	JZ           wstore
+	VMOVUPS      (R11), Z16
+	VMOVUPS      64(R11), Z17
+	VMOVUPS      128(R11), Z18
+	VMOVUPS      192(R11), Z19
+	VBROADCASTSS (DX)(R12*1), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (BX)(R12*1), Z20
+	VFMADD231PS  Z16, Z20, Z4
+	VFMADD231PS  Z17, Z20, Z5
+	VFMADD231PS  Z18, Z20, Z6
+	VFMADD231PS  Z19, Z20, Z7
+	VBROADCASTSS (SI)(R12*1), Z20
+	VFMADD231PS  Z16, Z20, Z8
+	VFMADD231PS  Z17, Z20, Z9
+	VFMADD231PS  Z18, Z20, Z10
+	VFMADD231PS  Z19, Z20, Z11
+	VBROADCASTSS (CX)(R12*1), Z20
+	VFMADD231PS  Z16, Z20, Z12
+	VFMADD231PS  Z17, Z20, Z13
+	VFMADD231PS  Z18, Z20, Z14
+	VFMADD231PS  Z19, Z20, Z15
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JMP          wt
+
+wstore:
+	MOVQ    (AX), R11
+	VMOVUPS Z0, (R11)(R9*1)
+	VMOVUPS Z1, 64(R11)(R9*1)
+	VMOVUPS Z2, 128(R11)(R9*1)
+	VMOVUPS Z3, 192(R11)(R9*1)
+	MOVQ    8(AX), R11
+	VMOVUPS Z4, (R11)(R9*1)
+	VMOVUPS Z5, 64(R11)(R9*1)
+	VMOVUPS Z6, 128(R11)(R9*1)
+	VMOVUPS Z7, 192(R11)(R9*1)
+	MOVQ    16(AX), R11
+	VMOVUPS Z8, (R11)(R9*1)
+	VMOVUPS Z9, 64(R11)(R9*1)
+	VMOVUPS Z10, 128(R11)(R9*1)
+	VMOVUPS Z11, 192(R11)(R9*1)
+	MOVQ    24(AX), R11
+	VMOVUPS Z12, (R11)(R9*1)
+	VMOVUPS Z13, 64(R11)(R9*1)
+	VMOVUPS Z14, 128(R11)(R9*1)
+	VMOVUPS Z15, 192(R11)(R9*1)
+	ADDQ    $0x00000100, R9
+	JMP     wide
+
+narrow:
+	MOVQ dim+24(FP), R10
+	ANDQ $-16, R10
+	SHLQ $0x02, R10
+
+narrowloop:
+	CMPQ    R9, R10
+	JAE     tail
+	MOVQ    (AX), R11
+	VMOVUPS (R11)(R9*1), Z0
+	MOVQ    8(AX), R11
+	VMOVUPS (R11)(R9*1), Z1
+	MOVQ    16(AX), R11
+	VMOVUPS (R11)(R9*1), Z2
+	MOVQ    24(AX), R11
+	VMOVUPS (R11)(R9*1), Z3
+	LEAQ    (DI)(R9*1), R11
+	XORQ    R12, R12
+	MOVQ    n+40(FP), R13
+
+nt:
+	TESTQ        R13, R13
+	JZ           nstore
+	VMOVUPS      (R11), Z4
+	VBROADCASTSS (DX)(R12*1), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS (BX)(R12*1), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS (SI)(R12*1), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (CX)(R12*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, R11
+	ADDQ         $0x04, R12
+	DECQ         R13
+	JMP          nt
+
+nstore:
+	MOVQ    (AX), R11
+	VMOVUPS Z0, (R11)(R9*1)
+	MOVQ    8(AX), R11
+	VMOVUPS Z1, (R11)(R9*1)
+	MOVQ    16(AX), R11
+	VMOVUPS Z2, (R11)(R9*1)
+	MOVQ    24(AX), R11
+	VMOVUPS Z3, (R11)(R9*1)
+	ADDQ    $0x40, R9
+	JMP     narrowloop
+
+tail:
+	MOVQ      dim+24(FP), R10
+	ANDQ      $0x0f, R10
+	JZ        done
+	MOVQ      $-1, R11
+	BZHIQ     R10, R11, R11
+	KMOVW     R11, K1
+	MOVQ      (AX), R10
+	VMOVUPS.Z (R10)(R9*1), K1, Z0
+	MOVQ      8(AX), R10
+	VMOVUPS.Z (R10)(R9*1), K1, Z1
+	MOVQ      16(AX), R10
+	VMOVUPS.Z (R10)(R9*1), K1, Z2
+	MOVQ      24(AX), R10
+	VMOVUPS.Z (R10)(R9*1), K1, Z3
+	LEAQ      (DI)(R9*1), DI
+	XORQ      R10, R10
+	MOVQ      n+40(FP), R11
+
+mt:
+	TESTQ        R11, R11
+	JZ           mstore
+	VMOVUPS.Z    (DI), K1, Z4
+	VBROADCASTSS (DX)(R10*1), Z5
+	VFMADD231PS  Z4, Z5, Z0
+	VBROADCASTSS (BX)(R10*1), Z5
+	VFMADD231PS  Z4, Z5, Z1
+	VBROADCASTSS (SI)(R10*1), Z5
+	VFMADD231PS  Z4, Z5, Z2
+	VBROADCASTSS (CX)(R10*1), Z5
+	VFMADD231PS  Z4, Z5, Z3
+	ADDQ         R8, DI
+	ADDQ         $0x04, R10
+	DECQ         R11
+	JMP          mt
+
+mstore:
+	MOVQ    (AX), R10
+	VMOVUPS Z0, K1, (R10)(R9*1)
+	MOVQ    8(AX), R10
+	VMOVUPS Z1, K1, (R10)(R9*1)
+	MOVQ    16(AX), R10
+	VMOVUPS Z2, K1, (R10)(R9*1)
+	MOVQ    24(AX), R10
+	VMOVUPS Z3, K1, (R10)(R9*1)
+
+done:
+	VZEROUPPER
+	RET
+
+// func scoresTB2AVX512(out *float32, q *float32, kt *[4]*float32, dim int, bs int)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·scoresTB2AVX512(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), AX
+	MOVQ kt+16(FP), CX
+	MOVQ bs+32(FP), DX
+	SHLQ $0x02, DX
+	MOVQ bs+32(FP), BX
+	LEAQ (DX)(DX*2), SI
+	XORQ DI, DI
+
+chunk:
+	CMPQ  BX, $0x00
+	JLE   done
+	MOVQ  $-1, R8
+	CMPQ  BX, $0x10
+	JAE   mask
+	BZHIQ BX, R8, R8
+
+mask:
+	KMOVW  R8, K1
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	MOVQ   (CX), R8
+	ADDQ   DI, R8
+	MOVQ   8(CX), R9
+	ADDQ   DI, R9
+	MOVQ   q+8(FP), R10
+	MOVQ   dim+24(FP), R11
+	SHRQ   $0x02, R11
+
+quad:
+	TESTQ        R11, R11
+	JZ           rem
+	VBROADCASTSS (R10), Z8
+	VFMADD231PS  (R8), Z8, K1, Z0
+	VFMADD231PS  (R9), Z8, K1, Z4
+	VBROADCASTSS 4(R10), Z8
+	VFMADD231PS  (R8)(DX*1), Z8, K1, Z1
+	VFMADD231PS  (R9)(DX*1), Z8, K1, Z5
+	VBROADCASTSS 8(R10), Z8
+	VFMADD231PS  (R8)(DX*2), Z8, K1, Z2
+	VFMADD231PS  (R9)(DX*2), Z8, K1, Z6
+	VBROADCASTSS 12(R10), Z8
+	VFMADD231PS  (R8)(SI*1), Z8, K1, Z3
+	VFMADD231PS  (R9)(SI*1), Z8, K1, Z7
+	LEAQ         (R8)(DX*4), R8
+	LEAQ         (R9)(DX*4), R9
+	ADDQ         $0x10, R10
+	DECQ         R11
+	JMP          quad
+
+rem:
+	MOVQ         dim+24(FP), R11
+	ANDQ         $0x03, R11
+	CMPQ         R11, $0x00
+	JE           sum
+	VBROADCASTSS (R10), Z8
+	VFMADD231PS  (R8), Z8, K1, Z0
+	VFMADD231PS  (R9), Z8, K1, Z4
+	CMPQ         R11, $0x01
+	JE           sum
+	VBROADCASTSS 4(R10), Z8
+	VFMADD231PS  (R8)(DX*1), Z8, K1, Z1
+	VFMADD231PS  (R9)(DX*1), Z8, K1, Z5
+	CMPQ         R11, $0x02
+	JE           sum
+	VBROADCASTSS 8(R10), Z8
+	VFMADD231PS  (R8)(DX*2), Z8, K1, Z2
+	VFMADD231PS  (R9)(DX*2), Z8, K1, Z6
+
+sum:
+	MOVQ    AX, R8
+	VADDPS  Z1, Z0, Z0
+	VADDPS  Z3, Z2, Z2
+	VADDPS  Z2, Z0, Z0
+	VMOVUPS Z0, K1, (R8)(DI*1)
+	ADDQ    DX, R8
+	VADDPS  Z5, Z4, Z4
+	VADDPS  Z7, Z6, Z6
+	VADDPS  Z6, Z4, Z4
+	VMOVUPS Z4, K1, (R8)(DI*1)
+	ADDQ    $0x40, DI
+	SUBQ    $0x10, BX
+	JMP     chunk
+
+done:
+	VZEROUPPER
+	RET
+
+// func scoresTB3AVX512(out *float32, q *float32, kt *[4]*float32, dim int, bs int)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·scoresTB3AVX512(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), AX
+	MOVQ kt+16(FP), CX
+	MOVQ bs+32(FP), DX
+	SHLQ $0x02, DX
+	MOVQ bs+32(FP), BX
+	LEAQ (DX)(DX*2), SI
+	XORQ DI, DI
+
+chunk:
+	CMPQ  BX, $0x00
+	JLE   done
+	MOVQ  $-1, R8
+	CMPQ  BX, $0x10
+	JAE   mask
+	BZHIQ BX, R8, R8
+
+mask:
+	KMOVW  R8, K1
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	MOVQ   (CX), R8
+	ADDQ   DI, R8
+	MOVQ   8(CX), R9
+	ADDQ   DI, R9
+	MOVQ   16(CX), R10
+	ADDQ   DI, R10
+	MOVQ   q+8(FP), R11
+	MOVQ   dim+24(FP), R12
+	SHRQ   $0x02, R12
+
+quad:
+	TESTQ        R12, R12
+	JZ           rem
+	VBROADCASTSS (R11), Z12
+	VFMADD231PS  (R8), Z12, K1, Z0
+	VFMADD231PS  (R9), Z12, K1, Z4
+	VFMADD231PS  (R10), Z12, K1, Z8
+	VBROADCASTSS 4(R11), Z12
+	VFMADD231PS  (R8)(DX*1), Z12, K1, Z1
+	VFMADD231PS  (R9)(DX*1), Z12, K1, Z5
+	VFMADD231PS  (R10)(DX*1), Z12, K1, Z9
+	VBROADCASTSS 8(R11), Z12
+	VFMADD231PS  (R8)(DX*2), Z12, K1, Z2
+	VFMADD231PS  (R9)(DX*2), Z12, K1, Z6
+	VFMADD231PS  (R10)(DX*2), Z12, K1, Z10
+	VBROADCASTSS 12(R11), Z12
+	VFMADD231PS  (R8)(SI*1), Z12, K1, Z3
+	VFMADD231PS  (R9)(SI*1), Z12, K1, Z7
+	VFMADD231PS  (R10)(SI*1), Z12, K1, Z11
+	LEAQ         (R8)(DX*4), R8
+	LEAQ         (R9)(DX*4), R9
+	LEAQ         (R10)(DX*4), R10
+	ADDQ         $0x10, R11
+	DECQ         R12
+	JMP          quad
+
+rem:
+	MOVQ         dim+24(FP), R12
+	ANDQ         $0x03, R12
+	CMPQ         R12, $0x00
+	JE           sum
+	VBROADCASTSS (R11), Z12
+	VFMADD231PS  (R8), Z12, K1, Z0
+	VFMADD231PS  (R9), Z12, K1, Z4
+	VFMADD231PS  (R10), Z12, K1, Z8
+	CMPQ         R12, $0x01
+	JE           sum
+	VBROADCASTSS 4(R11), Z12
+	VFMADD231PS  (R8)(DX*1), Z12, K1, Z1
+	VFMADD231PS  (R9)(DX*1), Z12, K1, Z5
+	VFMADD231PS  (R10)(DX*1), Z12, K1, Z9
+	CMPQ         R12, $0x02
+	JE           sum
+	VBROADCASTSS 8(R11), Z12
+	VFMADD231PS  (R8)(DX*2), Z12, K1, Z2
+	VFMADD231PS  (R9)(DX*2), Z12, K1, Z6
+	VFMADD231PS  (R10)(DX*2), Z12, K1, Z10
+
+sum:
+	MOVQ    AX, R8
+	VADDPS  Z1, Z0, Z0
+	VADDPS  Z3, Z2, Z2
+	VADDPS  Z2, Z0, Z0
+	VMOVUPS Z0, K1, (R8)(DI*1)
+	ADDQ    DX, R8
+	VADDPS  Z5, Z4, Z4
+	VADDPS  Z7, Z6, Z6
+	VADDPS  Z6, Z4, Z4
+	VMOVUPS Z4, K1, (R8)(DI*1)
+	ADDQ    DX, R8
+	VADDPS  Z9, Z8, Z8
+	VADDPS  Z11, Z10, Z10
+	VADDPS  Z10, Z8, Z8
+	VMOVUPS Z8, K1, (R8)(DI*1)
+	ADDQ    $0x40, DI
+	SUBQ    $0x10, BX
+	JMP     chunk
+
+done:
+	VZEROUPPER
+	RET
+
+// func scoresTB4AVX512(out *float32, q *float32, kt *[4]*float32, dim int, bs int)
+// Requires: AVX, AVX512DQ, AVX512F, BMI2
+TEXT ·scoresTB4AVX512(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), AX
+	MOVQ kt+16(FP), CX
+	MOVQ bs+32(FP), DX
+	SHLQ $0x02, DX
+	MOVQ bs+32(FP), BX
+	LEAQ (DX)(DX*2), SI
+	XORQ DI, DI
+
+chunk:
+	CMPQ  BX, $0x00
+	JLE   done
+	MOVQ  $-1, R8
+	CMPQ  BX, $0x10
+	JAE   mask
+	BZHIQ BX, R8, R8
+
+mask:
+	KMOVW  R8, K1
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	MOVQ   (CX), R8
+	ADDQ   DI, R8
+	MOVQ   8(CX), R9
+	ADDQ   DI, R9
+	MOVQ   16(CX), R10
+	ADDQ   DI, R10
+	MOVQ   24(CX), R11
+	ADDQ   DI, R11
+	MOVQ   q+8(FP), R12
+	MOVQ   dim+24(FP), R13
+	SHRQ   $0x02, R13
+
+quad:
+	TESTQ        R13, R13
+	JZ           rem
+	VBROADCASTSS (R12), Z16
+	VFMADD231PS  (R8), Z16, K1, Z0
+	VFMADD231PS  (R9), Z16, K1, Z4
+	VFMADD231PS  (R10), Z16, K1, Z8
+	VFMADD231PS  (R11), Z16, K1, Z12
+	VBROADCASTSS 4(R12), Z16
+	VFMADD231PS  (R8)(DX*1), Z16, K1, Z1
+	VFMADD231PS  (R9)(DX*1), Z16, K1, Z5
+	VFMADD231PS  (R10)(DX*1), Z16, K1, Z9
+	VFMADD231PS  (R11)(DX*1), Z16, K1, Z13
+	VBROADCASTSS 8(R12), Z16
+	VFMADD231PS  (R8)(DX*2), Z16, K1, Z2
+	VFMADD231PS  (R9)(DX*2), Z16, K1, Z6
+	VFMADD231PS  (R10)(DX*2), Z16, K1, Z10
+	VFMADD231PS  (R11)(DX*2), Z16, K1, Z14
+	VBROADCASTSS 12(R12), Z16
+	VFMADD231PS  (R8)(SI*1), Z16, K1, Z3
+	VFMADD231PS  (R9)(SI*1), Z16, K1, Z7
+	VFMADD231PS  (R10)(SI*1), Z16, K1, Z11
+	VFMADD231PS  (R11)(SI*1), Z16, K1, Z15
+	LEAQ         (R8)(DX*4), R8
+	LEAQ         (R9)(DX*4), R9
+	LEAQ         (R10)(DX*4), R10
+	LEAQ         (R11)(DX*4), R11
+	ADDQ         $0x10, R12
+	DECQ         R13
+	JMP          quad
+
+rem:
+	MOVQ         dim+24(FP), R13
+	ANDQ         $0x03, R13
+	CMPQ         R13, $0x00
+	JE           sum
+	VBROADCASTSS (R12), Z16
+	VFMADD231PS  (R8), Z16, K1, Z0
+	VFMADD231PS  (R9), Z16, K1, Z4
+	VFMADD231PS  (R10), Z16, K1, Z8
+	VFMADD231PS  (R11), Z16, K1, Z12
+	CMPQ         R13, $0x01
+	JE           sum
+	VBROADCASTSS 4(R12), Z16
+	VFMADD231PS  (R8)(DX*1), Z16, K1, Z1
+	VFMADD231PS  (R9)(DX*1), Z16, K1, Z5
+	VFMADD231PS  (R10)(DX*1), Z16, K1, Z9
+	VFMADD231PS  (R11)(DX*1), Z16, K1, Z13
+	CMPQ         R13, $0x02
+	JE           sum
+	VBROADCASTSS 8(R12), Z16
+	VFMADD231PS  (R8)(DX*2), Z16, K1, Z2
+	VFMADD231PS  (R9)(DX*2), Z16, K1, Z6
+	VFMADD231PS  (R10)(DX*2), Z16, K1, Z10
+	VFMADD231PS  (R11)(DX*2), Z16, K1, Z14
+
+sum:
+	MOVQ    AX, R8
+	VADDPS  Z1, Z0, Z0
+	VADDPS  Z3, Z2, Z2
+	VADDPS  Z2, Z0, Z0
+	VMOVUPS Z0, K1, (R8)(DI*1)
+	ADDQ    DX, R8
+	VADDPS  Z5, Z4, Z4
+	VADDPS  Z7, Z6, Z6
+	VADDPS  Z6, Z4, Z4
+	VMOVUPS Z4, K1, (R8)(DI*1)
+	ADDQ    DX, R8
+	VADDPS  Z9, Z8, Z8
+	VADDPS  Z11, Z10, Z10
+	VADDPS  Z10, Z8, Z8
+	VMOVUPS Z8, K1, (R8)(DI*1)
+	ADDQ    DX, R8
+	VADDPS  Z13, Z12, Z12
+	VADDPS  Z15, Z14, Z14
+	VADDPS  Z14, Z12, Z12
+	VMOVUPS Z12, K1, (R8)(DI*1)
+	ADDQ    $0x40, DI
+	SUBQ    $0x10, BX
+	JMP     chunk
+
+done:
+	VZEROUPPER
+	RET
+
+// func scoresTAVX2(out *float32, q *float32, kt *float32, dim int, bs int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·scoresTAVX2(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), AX
+	MOVQ q+8(FP), CX
+	MOVQ kt+16(FP), DX
+	MOVQ dim+24(FP), BX
+	MOVQ bs+32(FP), SI
+	SHLQ $0x02, SI
+	MOVQ n+40(FP), DI
+	LEAQ (SI)(SI*2), R8
+	MOVQ BX, R9
+	SHRQ $0x02, R9
+	ANDQ $0x03, BX
+
+full:
+	CMPQ   DI, $0x10
+	JB     tail
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   DX, R10
+	MOVQ   CX, R11
+	MOVQ   R9, R12
+
+fquad:
+	TESTQ        R12, R12
+	JZ           frem
+	VBROADCASTSS (R11), Y8
+	VFMADD231PS  (R10), Y8, Y0
+	VFMADD231PS  32(R10), Y8, Y1
+	VBROADCASTSS 4(R11), Y8
+	VFMADD231PS  (R10)(SI*1), Y8, Y2
+	VFMADD231PS  32(R10)(SI*1), Y8, Y3
+	VBROADCASTSS 8(R11), Y8
+	VFMADD231PS  (R10)(SI*2), Y8, Y4
+	VFMADD231PS  32(R10)(SI*2), Y8, Y5
+	VBROADCASTSS 12(R11), Y8
+	VFMADD231PS  (R10)(R8*1), Y8, Y6
+	VFMADD231PS  32(R10)(R8*1), Y8, Y7
+	LEAQ         (R10)(SI*4), R10
+	ADDQ         $0x10, R11
+	DECQ         R12
+	JMP          fquad
+
+frem:
+	CMPQ         BX, $0x00
+	JE           fsum
+	VBROADCASTSS (R11), Y8
+	VFMADD231PS  (R10), Y8, Y0
+	VFMADD231PS  32(R10), Y8, Y1
+	CMPQ         BX, $0x01
+	JE           fsum
+	VBROADCASTSS 4(R11), Y8
+	VFMADD231PS  (R10)(SI*1), Y8, Y2
+	VFMADD231PS  32(R10)(SI*1), Y8, Y3
+	CMPQ         BX, $0x02
+	JE           fsum
+	VBROADCASTSS 8(R11), Y8
+	VFMADD231PS  (R10)(SI*2), Y8, Y4
+	VFMADD231PS  32(R10)(SI*2), Y8, Y5
+
+fsum:
+	VADDPS  Y2, Y0, Y0
+	VADDPS  Y6, Y4, Y4
+	VADDPS  Y4, Y0, Y0
+	VMOVUPS Y0, (AX)
+	VADDPS  Y3, Y1, Y1
+	VADDPS  Y7, Y5, Y5
+	VADDPS  Y5, Y1, Y1
+	VMOVUPS Y1, 32(AX)
+	ADDQ    $0x40, DX
+	ADDQ    $0x40, AX
+	SUBQ    $0x10, DI
+	JMP     full
+
+tail:
+	TESTQ        DI, DI
+	JZ           done
+	MOVQ         $0x0706050403020100, R10
+	VMOVQ        R10, X0
+	VPMOVZXBD    X0, Y0
+	VMOVQ        DI, X1
+	VPBROADCASTD X1, Y1
+	VPCMPGTD     Y0, Y1, Y2
+	SUBQ         $0x08, DI
+	VMOVQ        DI, X1
+	VPBROADCASTD X1, Y1
+	VPCMPGTD     Y0, Y1, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	VXORPS       Y8, Y8, Y8
+	VXORPS       Y9, Y9, Y9
+	MOVQ         CX, CX
+	MOVQ         R9, DI
+
+tquad:
+	TESTQ        DI, DI
+	JZ           trem
+	VBROADCASTSS (CX), Y10
+	VMASKMOVPS   (DX), Y2, Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMASKMOVPS   32(DX), Y0, Y11
+	VFMADD231PS  Y11, Y10, Y3
+	VBROADCASTSS 4(CX), Y10
+	VMASKMOVPS   (DX)(SI*1), Y2, Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VMASKMOVPS   32(DX)(SI*1), Y0, Y11
+	VFMADD231PS  Y11, Y10, Y5
+	VBROADCASTSS 8(CX), Y10
+	VMASKMOVPS   (DX)(SI*2), Y2, Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VMASKMOVPS   32(DX)(SI*2), Y0, Y11
+	VFMADD231PS  Y11, Y10, Y7
+	VBROADCASTSS 12(CX), Y10
+	VMASKMOVPS   (DX)(R8*1), Y2, Y11
+	VFMADD231PS  Y11, Y10, Y8
+	VMASKMOVPS   32(DX)(R8*1), Y0, Y11
+	VFMADD231PS  Y11, Y10, Y9
+	LEAQ         (DX)(SI*4), DX
+	ADDQ         $0x10, CX
+	DECQ         DI
+	JMP          tquad
+
+trem:
+	CMPQ         BX, $0x00
+	JE           tsum
+	VBROADCASTSS (CX), Y10
+	VMASKMOVPS   (DX), Y2, Y11
+	VFMADD231PS  Y11, Y10, Y1
+	VMASKMOVPS   32(DX), Y0, Y11
+	VFMADD231PS  Y11, Y10, Y3
+	CMPQ         BX, $0x01
+	JE           tsum
+	VBROADCASTSS 4(CX), Y10
+	VMASKMOVPS   (DX)(SI*1), Y2, Y11
+	VFMADD231PS  Y11, Y10, Y4
+	VMASKMOVPS   32(DX)(SI*1), Y0, Y11
+	VFMADD231PS  Y11, Y10, Y5
+	CMPQ         BX, $0x02
+	JE           tsum
+	VBROADCASTSS 8(CX), Y10
+	VMASKMOVPS   (DX)(SI*2), Y2, Y11
+	VFMADD231PS  Y11, Y10, Y6
+	VMASKMOVPS   32(DX)(SI*2), Y0, Y11
+	VFMADD231PS  Y11, Y10, Y7
+
+tsum:
+	VADDPS     Y4, Y1, Y1
+	VADDPS     Y8, Y6, Y6
+	VADDPS     Y6, Y1, Y1
+	VMASKMOVPS Y1, Y2, (AX)
+	VADDPS     Y5, Y3, Y3
+	VADDPS     Y9, Y7, Y7
+	VADDPS     Y7, Y3, Y3
+	VMASKMOVPS Y3, Y0, 32(AX)
+
+done:
+	VZEROUPPER
+	RET
+
+// func scoresRowsAVX512(out *float32, q *float32, k *float32, dim int, stride int, n int)
+// Requires: AVX, AVX512F, AVX512VL, BMI2, FMA3
+TEXT ·scoresRowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ  out+0(FP), AX
+	MOVQ  k+16(FP), CX
+	MOVQ  stride+32(FP), DX
+	SHLQ  $0x02, DX
+	MOVQ  n+40(FP), BX
+	LEAQ  (DX)(DX*2), SI
+	MOVQ  dim+24(FP), DI
+	ANDQ  $0x03, DI
+	MOVQ  $-1, R8
+	BZHIQ DI, R8, R8
+	KMOVW R8, K1
+
+g8:
+	CMPQ   BX, $0x08
+	JB     g4
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	VXORPS X4, X4, X4
+	VXORPS X5, X5, X5
+	VXORPS X6, X6, X6
+	VXORPS X7, X7, X7
+	MOVQ   CX, R8
+	LEAQ   (CX)(DX*4), R9
+	MOVQ   q+8(FP), R10
+	MOVQ   dim+24(FP), R11
+	SHRQ   $0x02, R11
+
+g8quad:
+	TESTQ       R11, R11
+	JZ          g8rem
+	VMOVUPS     (R10), X8
+	VFMADD231PS (R8), X8, X0
+	VFMADD231PS (R8)(DX*1), X8, X1
+	VFMADD231PS (R8)(DX*2), X8, X2
+	VFMADD231PS (R8)(SI*1), X8, X3
+	VFMADD231PS (R9), X8, X4
+	VFMADD231PS (R9)(DX*1), X8, X5
+	VFMADD231PS (R9)(DX*2), X8, X6
+	VFMADD231PS (R9)(SI*1), X8, X7
+	ADDQ        $0x10, R10
+	ADDQ        $0x10, R8
+	ADDQ        $0x10, R9
+	DECQ        R11
+	JMP         g8quad
+
+g8rem:
+	TESTQ       DI, DI
+	JZ          g8sum
+	VMOVUPS.Z   (R10), K1, X8
+	VFMADD231PS (R8), X8, K1, X0
+	VFMADD231PS (R8)(DX*1), X8, K1, X1
+	VFMADD231PS (R8)(DX*2), X8, K1, X2
+	VFMADD231PS (R8)(SI*1), X8, K1, X3
+	VFMADD231PS (R9), X8, K1, X4
+	VFMADD231PS (R9)(DX*1), X8, K1, X5
+	VFMADD231PS (R9)(DX*2), X8, K1, X6
+	VFMADD231PS (R9)(SI*1), X8, K1, X7
+
+g8sum:
+	VMOVSHDUP X0, X8
+	VADDPS    X0, X8, X8
+	VMOVHLPS  X8, X8, X0
+	VADDSS    X0, X8, X8
+	VMOVSS    X8, (AX)
+	VMOVSHDUP X1, X0
+	VADDPS    X1, X0, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VMOVSS    X0, 4(AX)
+	VMOVSHDUP X2, X0
+	VADDPS    X2, X0, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VMOVSS    X0, 8(AX)
+	VMOVSHDUP X3, X0
+	VADDPS    X3, X0, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VMOVSS    X0, 12(AX)
+	VMOVSHDUP X4, X0
+	VADDPS    X4, X0, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VMOVSS    X0, 16(AX)
+	VMOVSHDUP X5, X0
+	VADDPS    X5, X0, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VMOVSS    X0, 20(AX)
+	VMOVSHDUP X6, X0
+	VADDPS    X6, X0, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VMOVSS    X0, 24(AX)
+	VMOVSHDUP X7, X0
+	VADDPS    X7, X0, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VMOVSS    X0, 28(AX)
+	ADDQ      $0x20, AX
+	LEAQ      (CX)(DX*8), CX
+	SUBQ      $0x08, BX
+	JMP       g8
+
+g4:
+	CMPQ   BX, $0x04
+	JB     g1
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	MOVQ   CX, R8
+	MOVQ   q+8(FP), R9
+	MOVQ   dim+24(FP), R10
+	SHRQ   $0x02, R10
+
+g4quad:
+	TESTQ       R10, R10
+	JZ          g4rem
+	VMOVUPS     (R9), X4
+	VFMADD231PS (R8), X4, X0
+	VFMADD231PS (R8)(DX*1), X4, X1
+	VFMADD231PS (R8)(DX*2), X4, X2
+	VFMADD231PS (R8)(SI*1), X4, X3
+	ADDQ        $0x10, R9
+	ADDQ        $0x10, R8
+	DECQ        R10
+	JMP         g4quad
+
+g4rem:
+	TESTQ       DI, DI
+	JZ          g4sum
+	VMOVUPS.Z   (R9), K1, X4
+	VFMADD231PS (R8), X4, K1, X0
+	VFMADD231PS (R8)(DX*1), X4, K1, X1
+	VFMADD231PS (R8)(DX*2), X4, K1, X2
+	VFMADD231PS (R8)(SI*1), X4, K1, X3
+
+g4sum:
+	VMOVSHDUP X0, X4
+	VADDPS    X0, X4, X4
+	VMOVHLPS  X4, X4, X0
+	VADDSS    X0, X4, X4
+	VMOVSS    X4, (AX)
+	VMOVSHDUP X1, X0
+	VADDPS    X1, X0, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VMOVSS    X0, 4(AX)
+	VMOVSHDUP X2, X0
+	VADDPS    X2, X0, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VMOVSS    X0, 8(AX)
+	VMOVSHDUP X3, X0
+	VADDPS    X3, X0, X0
+	VMOVHLPS  X0, X0, X1
+	VADDSS    X1, X0, X0
+	VMOVSS    X0, 12(AX)
+	ADDQ      $0x10, AX
+	LEAQ      (CX)(DX*4), CX
+	SUBQ      $0x04, BX
+	JMP       g4
+
+g1:
+	CMPQ   BX, $0x01
+	JB     done
+	VXORPS X0, X0, X0
+	MOVQ   CX, SI
+	MOVQ   q+8(FP), R8
+	MOVQ   dim+24(FP), R9
+	SHRQ   $0x02, R9
+
+g1quad:
+	TESTQ       R9, R9
+	JZ          g1rem
+	VMOVUPS     (R8), X1
+	VFMADD231PS (SI), X1, X0
+	ADDQ        $0x10, R8
+	ADDQ        $0x10, SI
+	DECQ        R9
+	JMP         g1quad
+
+g1rem:
+	TESTQ       DI, DI
+	JZ          g1sum
+	VMOVUPS.Z   (R8), K1, X1
+	VFMADD231PS (SI), X1, K1, X0
+
+g1sum:
+	VMOVSHDUP X0, X1
+	VADDPS    X0, X1, X1
+	VMOVHLPS  X1, X1, X0
+	VADDSS    X0, X1, X1
+	VMOVSS    X1, (AX)
+	ADDQ      $0x04, AX
+	ADDQ      DX, CX
+	SUBQ      $0x01, BX
+	JMP       g1
+
+done:
+	VZEROUPPER
+	RET
+
+// func scoresRowsAVX2(out *float32, q *float32, k *float32, dim int, stride int, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·scoresRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ         out+0(FP), AX
+	MOVQ         k+16(FP), CX
+	MOVQ         stride+32(FP), DX
+	SHLQ         $0x02, DX
+	MOVQ         n+40(FP), BX
+	LEAQ         (DX)(DX*2), SI
+	MOVQ         dim+24(FP), DI
+	ANDQ         $0x03, DI
+	MOVQ         $0x0000000003020100, R8
+	VMOVQ        R8, X1
+	VPMOVZXBD    X1, X1
+	VMOVQ        DI, X0
+	VPBROADCASTD X0, X0
+	VPCMPGTD     X1, X0, X0
+
+g8:
+	CMPQ   BX, $0x08
+	JB     g4
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	VXORPS X4, X4, X4
+	VXORPS X5, X5, X5
+	VXORPS X6, X6, X6
+	VXORPS X7, X7, X7
+	VXORPS X8, X8, X8
+	MOVQ   CX, R8
+	LEAQ   (CX)(DX*4), R9
+	MOVQ   q+8(FP), R10
+	MOVQ   dim+24(FP), R11
+	SHRQ   $0x02, R11
+
+g8quad:
+	TESTQ       R11, R11
+	JZ          g8rem
+	VMOVUPS     (R10), X9
+	VFMADD231PS (R8), X9, X1
+	VFMADD231PS (R8)(DX*1), X9, X2
+	VFMADD231PS (R8)(DX*2), X9, X3
+	VFMADD231PS (R8)(SI*1), X9, X4
+	VFMADD231PS (R9), X9, X5
+	VFMADD231PS (R9)(DX*1), X9, X6
+	VFMADD231PS (R9)(DX*2), X9, X7
+	VFMADD231PS (R9)(SI*1), X9, X8
+	ADDQ        $0x10, R10
+	ADDQ        $0x10, R8
+	ADDQ        $0x10, R9
+	DECQ        R11
+	JMP         g8quad
+
+g8rem:
+	TESTQ       DI, DI
+	JZ          g8sum
+	VMASKMOVPS  (R10), X0, X9
+	VMASKMOVPS  (R8), X0, X10
+	VMOVAPS     X1, X11
+	VFMADD231PS X10, X9, X11
+	VBLENDVPS   X0, X11, X1, X1
+	VMASKMOVPS  (R8)(DX*1), X0, X10
+	VMOVAPS     X2, X11
+	VFMADD231PS X10, X9, X11
+	VBLENDVPS   X0, X11, X2, X2
+	VMASKMOVPS  (R8)(DX*2), X0, X10
+	VMOVAPS     X3, X11
+	VFMADD231PS X10, X9, X11
+	VBLENDVPS   X0, X11, X3, X3
+	VMASKMOVPS  (R8)(SI*1), X0, X10
+	VMOVAPS     X4, X11
+	VFMADD231PS X10, X9, X11
+	VBLENDVPS   X0, X11, X4, X4
+	VMASKMOVPS  (R9), X0, X10
+	VMOVAPS     X5, X11
+	VFMADD231PS X10, X9, X11
+	VBLENDVPS   X0, X11, X5, X5
+	VMASKMOVPS  (R9)(DX*1), X0, X10
+	VMOVAPS     X6, X11
+	VFMADD231PS X10, X9, X11
+	VBLENDVPS   X0, X11, X6, X6
+	VMASKMOVPS  (R9)(DX*2), X0, X10
+	VMOVAPS     X7, X11
+	VFMADD231PS X10, X9, X11
+	VBLENDVPS   X0, X11, X7, X7
+	VMASKMOVPS  (R9)(SI*1), X0, X10
+	VMOVAPS     X8, X11
+	VFMADD231PS X10, X9, X11
+	VBLENDVPS   X0, X11, X8, X8
+
+g8sum:
+	VMOVSHDUP X1, X9
+	VADDPS    X1, X9, X9
+	VMOVHLPS  X9, X9, X1
+	VADDSS    X1, X9, X9
+	VMOVSS    X9, (AX)
+	VMOVSHDUP X2, X1
+	VADDPS    X2, X1, X1
+	VMOVHLPS  X1, X1, X2
+	VADDSS    X2, X1, X1
+	VMOVSS    X1, 4(AX)
+	VMOVSHDUP X3, X1
+	VADDPS    X3, X1, X1
+	VMOVHLPS  X1, X1, X2
+	VADDSS    X2, X1, X1
+	VMOVSS    X1, 8(AX)
+	VMOVSHDUP X4, X1
+	VADDPS    X4, X1, X1
+	VMOVHLPS  X1, X1, X2
+	VADDSS    X2, X1, X1
+	VMOVSS    X1, 12(AX)
+	VMOVSHDUP X5, X1
+	VADDPS    X5, X1, X1
+	VMOVHLPS  X1, X1, X2
+	VADDSS    X2, X1, X1
+	VMOVSS    X1, 16(AX)
+	VMOVSHDUP X6, X1
+	VADDPS    X6, X1, X1
+	VMOVHLPS  X1, X1, X2
+	VADDSS    X2, X1, X1
+	VMOVSS    X1, 20(AX)
+	VMOVSHDUP X7, X1
+	VADDPS    X7, X1, X1
+	VMOVHLPS  X1, X1, X2
+	VADDSS    X2, X1, X1
+	VMOVSS    X1, 24(AX)
+	VMOVSHDUP X8, X1
+	VADDPS    X8, X1, X1
+	VMOVHLPS  X1, X1, X2
+	VADDSS    X2, X1, X1
+	VMOVSS    X1, 28(AX)
+	ADDQ      $0x20, AX
+	LEAQ      (CX)(DX*8), CX
+	SUBQ      $0x08, BX
+	JMP       g8
+
+g4:
+	CMPQ   BX, $0x04
+	JB     g1
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	VXORPS X4, X4, X4
+	MOVQ   CX, R8
+	MOVQ   q+8(FP), R9
+	MOVQ   dim+24(FP), R10
+	SHRQ   $0x02, R10
+
+g4quad:
+	TESTQ       R10, R10
+	JZ          g4rem
+	VMOVUPS     (R9), X5
+	VFMADD231PS (R8), X5, X1
+	VFMADD231PS (R8)(DX*1), X5, X2
+	VFMADD231PS (R8)(DX*2), X5, X3
+	VFMADD231PS (R8)(SI*1), X5, X4
+	ADDQ        $0x10, R9
+	ADDQ        $0x10, R8
+	DECQ        R10
+	JMP         g4quad
+
+g4rem:
+	TESTQ       DI, DI
+	JZ          g4sum
+	VMASKMOVPS  (R9), X0, X5
+	VMASKMOVPS  (R8), X0, X6
+	VMOVAPS     X1, X7
+	VFMADD231PS X6, X5, X7
+	VBLENDVPS   X0, X7, X1, X1
+	VMASKMOVPS  (R8)(DX*1), X0, X6
+	VMOVAPS     X2, X7
+	VFMADD231PS X6, X5, X7
+	VBLENDVPS   X0, X7, X2, X2
+	VMASKMOVPS  (R8)(DX*2), X0, X6
+	VMOVAPS     X3, X7
+	VFMADD231PS X6, X5, X7
+	VBLENDVPS   X0, X7, X3, X3
+	VMASKMOVPS  (R8)(SI*1), X0, X6
+	VMOVAPS     X4, X7
+	VFMADD231PS X6, X5, X7
+	VBLENDVPS   X0, X7, X4, X4
+
+g4sum:
+	VMOVSHDUP X1, X5
+	VADDPS    X1, X5, X5
+	VMOVHLPS  X5, X5, X1
+	VADDSS    X1, X5, X5
+	VMOVSS    X5, (AX)
+	VMOVSHDUP X2, X1
+	VADDPS    X2, X1, X1
+	VMOVHLPS  X1, X1, X2
+	VADDSS    X2, X1, X1
+	VMOVSS    X1, 4(AX)
+	VMOVSHDUP X3, X1
+	VADDPS    X3, X1, X1
+	VMOVHLPS  X1, X1, X2
+	VADDSS    X2, X1, X1
+	VMOVSS    X1, 8(AX)
+	VMOVSHDUP X4, X1
+	VADDPS    X4, X1, X1
+	VMOVHLPS  X1, X1, X2
+	VADDSS    X2, X1, X1
+	VMOVSS    X1, 12(AX)
+	ADDQ      $0x10, AX
+	LEAQ      (CX)(DX*4), CX
+	SUBQ      $0x04, BX
+	JMP       g4
+
+g1:
+	CMPQ   BX, $0x01
+	JB     done
+	VXORPS X1, X1, X1
+	MOVQ   CX, SI
+	MOVQ   q+8(FP), R8
+	MOVQ   dim+24(FP), R9
+	SHRQ   $0x02, R9
+
+g1quad:
+	TESTQ       R9, R9
+	JZ          g1rem
+	VMOVUPS     (R8), X2
+	VFMADD231PS (SI), X2, X1
+	ADDQ        $0x10, R8
+	ADDQ        $0x10, SI
+	DECQ        R9
+	JMP         g1quad
+
+g1rem:
+	TESTQ       DI, DI
+	JZ          g1sum
+	VMASKMOVPS  (R8), X0, X2
+	VMASKMOVPS  (SI), X0, X3
+	VMOVAPS     X1, X4
+	VFMADD231PS X3, X2, X4
+	VBLENDVPS   X0, X4, X1, X1
+
+g1sum:
+	VMOVSHDUP X1, X2
+	VADDPS    X1, X2, X2
+	VMOVHLPS  X2, X2, X1
+	VADDSS    X1, X2, X2
+	VMOVSS    X2, (AX)
+	ADDQ      $0x04, AX
+	ADDQ      DX, CX
+	SUBQ      $0x01, BX
+	JMP       g1
+
+done:
+	VZEROUPPER
+	RET

@@ -58,3 +58,73 @@ func dotStridedAVX512(out *float32, q *float32, k *float32, dim int, stride int,
 //
 //go:noescape
 func axpyStridedAVX512(y *float32, a *float32, v *float32, dim int, stride int, n int)
+
+// scoresTN1AVX512 sets out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim, for i < 1 and j < n <= bs.
+//
+//go:noescape
+func scoresTN1AVX512(out *[4]*float32, q *[4]*float32, kt *float32, dim int, bs int, n int)
+
+// axpyStridedN1AVX512 adds sum_t a[i][t]*v[t*stride:][:dim] to y[i][:dim] over t < n, for i < 1.
+//
+//go:noescape
+func axpyStridedN1AVX512(y *[4]*float32, a *[4]*float32, v *float32, dim int, stride int, n int)
+
+// scoresTN2AVX512 sets out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim, for i < 2 and j < n <= bs.
+//
+//go:noescape
+func scoresTN2AVX512(out *[4]*float32, q *[4]*float32, kt *float32, dim int, bs int, n int)
+
+// axpyStridedN2AVX512 adds sum_t a[i][t]*v[t*stride:][:dim] to y[i][:dim] over t < n, for i < 2.
+//
+//go:noescape
+func axpyStridedN2AVX512(y *[4]*float32, a *[4]*float32, v *float32, dim int, stride int, n int)
+
+// scoresTN3AVX512 sets out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim, for i < 3 and j < n <= bs.
+//
+//go:noescape
+func scoresTN3AVX512(out *[4]*float32, q *[4]*float32, kt *float32, dim int, bs int, n int)
+
+// axpyStridedN3AVX512 adds sum_t a[i][t]*v[t*stride:][:dim] to y[i][:dim] over t < n, for i < 3.
+//
+//go:noescape
+func axpyStridedN3AVX512(y *[4]*float32, a *[4]*float32, v *float32, dim int, stride int, n int)
+
+// scoresTN4AVX512 sets out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim, for i < 4 and j < n <= bs.
+//
+//go:noescape
+func scoresTN4AVX512(out *[4]*float32, q *[4]*float32, kt *float32, dim int, bs int, n int)
+
+// axpyStridedN4AVX512 adds sum_t a[i][t]*v[t*stride:][:dim] to y[i][:dim] over t < n, for i < 4.
+//
+//go:noescape
+func axpyStridedN4AVX512(y *[4]*float32, a *[4]*float32, v *float32, dim int, stride int, n int)
+
+// scoresTB2AVX512 sets out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] over d < dim, for b < 2 and j < bs.
+//
+//go:noescape
+func scoresTB2AVX512(out *float32, q *float32, kt *[4]*float32, dim int, bs int)
+
+// scoresTB3AVX512 sets out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] over d < dim, for b < 3 and j < bs.
+//
+//go:noescape
+func scoresTB3AVX512(out *float32, q *float32, kt *[4]*float32, dim int, bs int)
+
+// scoresTB4AVX512 sets out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] over d < dim, for b < 4 and j < bs.
+//
+//go:noescape
+func scoresTB4AVX512(out *float32, q *float32, kt *[4]*float32, dim int, bs int)
+
+// scoresTAVX2 sets out[j] = sum_d q[d]*kt[d*bs+j] over d < dim, for j < n <= bs.
+//
+//go:noescape
+func scoresTAVX2(out *float32, q *float32, kt *float32, dim int, bs int, n int)
+
+// scoresRowsAVX512 sets out[j] = sum_d q[d]*k[j*stride+d] over d < dim, for j < n, in ScoresT's order of operations.
+//
+//go:noescape
+func scoresRowsAVX512(out *float32, q *float32, k *float32, dim int, stride int, n int)
+
+// scoresRowsAVX2 sets out[j] = sum_d q[d]*k[j*stride+d] over d < dim, for j < n, in ScoresT's order of operations.
+//
+//go:noescape
+func scoresRowsAVX2(out *float32, q *float32, k *float32, dim int, stride int, n int)

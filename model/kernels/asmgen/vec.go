@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -20,6 +21,16 @@ func genVec() {
 	siluMulAVX512()
 	dotStridedAVX512()
 	axpyStridedAVX512()
+	for nq := 1; nq <= 4; nq++ {
+		scoresTNAVX512(nq)
+		axpyStridedNAVX512(nq)
+	}
+	for nb := 2; nb <= 4; nb++ {
+		scoresTBAVX512(nb)
+	}
+	scoresTAVX2()
+	scoresRows(isaAVX512)
+	scoresRows(isaAVX2)
 }
 
 // broadcastConst returns a full-width vector with every 32-bit lane = bits.
@@ -761,6 +772,642 @@ func axpyStridedAVX512() {
 	ANDQ(U8(15), rem)
 	JZ(LabelRef("done"))
 	pass(1, tailMask(rem), "m", yo)
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// scoresTAVX2 generates scoresTAVX2(out, q, kt *float32, dim, bs, n int):
+// out[j] = sum_d q[d]*kt[d*bs+j] over d < dim, for j < n <= bs. kt is one
+// attention head's keys transposed (dim rows of bs slots), so each q[d] is
+// broadcast and multiplied into 16 slots at once (two YMMs): no horizontal
+// sums. A last partial chunk uses VMASKMOVPS loads and stores.
+//
+// Four accumulators take d = 0,1,2,3 mod 4 and are summed as
+// (a0+a1)+(a2+a3), the arithmetic of scoresTN*AVX512: a slot's score
+// depends only on q and its key.
+func scoresTAVX2() {
+	s := isaAVX2
+	name := "scoresT" + s.name
+	TEXT(name, NOSPLIT, "func(out, q, kt *float32, dim, bs, n int)")
+	Pragma("noescape")
+	Doc(name + " sets out[j] = sum_d q[d]*kt[d*bs+j] over d < dim, for j < n <= bs.")
+	out := Load(Param("out"), GP64())
+	q := Load(Param("q"), GP64())
+	kt := Load(Param("kt"), GP64())
+	dim := Load(Param("dim"), GP64())
+	bsb := loadStride("bs", 2) // bytes between the rows of kt
+	n := Load(Param("n"), GP64())
+	bsb3 := GP64()
+	LEAQ(Mem{Base: bsb, Index: bsb, Scale: 2}, bsb3)
+	quads := GP64()
+	MOVQ(dim, quads)
+	SHRQ(U8(2), quads)
+	rem := GP64()
+	MOVQ(dim, rem)
+	ANDQ(U8(3), rem)
+
+	const nacc = 4
+	halves := 16 / s.lanes // vectors per chunk of 16 slots
+
+	// chunk computes the 16 slots at kt into out: fma(m, h, b, acc) adds
+	// b times the vector at m (half h of a chunk row) to acc, and store
+	// writes half h.
+	chunk := func(label string, fma func(m Mem, h int, b, acc reg.VecVirtual), store func(v reg.VecVirtual, m Mem, h int)) {
+		acc := make([][]reg.VecVirtual, nacc)
+		for u := range acc {
+			acc[u] = make([]reg.VecVirtual, halves)
+			for h := range acc[u] {
+				acc[u][h] = s.vec()
+				VXORPS(acc[u][h], acc[u][h], acc[u][h])
+			}
+		}
+		kp, qp, cnt := GP64(), GP64(), GP64()
+		MOVQ(kt, kp)
+		MOVQ(q, qp)
+		MOVQ(quads, cnt)
+		row := func(u int) Mem { // row u of the current quad
+			switch u {
+			case 0:
+				return Mem{Base: kp}
+			case 1:
+				return Mem{Base: kp, Index: bsb, Scale: 1}
+			case 2:
+				return Mem{Base: kp, Index: bsb, Scale: 2}
+			}
+			return Mem{Base: kp, Index: bsb3, Scale: 1}
+		}
+		step := func(u int) {
+			b := s.vec()
+			VBROADCASTSS(Mem{Base: qp, Disp: 4 * u}, b)
+			for h := 0; h < halves; h++ {
+				fma(row(u).Offset(32*h), h, b, acc[u][h])
+			}
+		}
+		Label(label + "quad")
+		TESTQ(cnt, cnt)
+		JZ(LabelRef(label + "rem"))
+		for u := 0; u < nacc; u++ {
+			step(u)
+		}
+		LEAQ(Mem{Base: kp, Index: bsb, Scale: 4}, kp)
+		ADDQ(U8(16), qp)
+		DECQ(cnt)
+		JMP(LabelRef(label + "quad"))
+		// The last dim%4 rows go to accumulators 0, 1, 2.
+		Label(label + "rem")
+		for u := 0; u < nacc-1; u++ {
+			CMPQ(rem, U8(u))
+			JE(LabelRef(label + "sum"))
+			step(u)
+		}
+		Label(label + "sum")
+		for h := 0; h < halves; h++ {
+			VADDPS(acc[1][h], acc[0][h], acc[0][h])
+			VADDPS(acc[3][h], acc[2][h], acc[2][h])
+			VADDPS(acc[2][h], acc[0][h], acc[0][h])
+			store(acc[0][h], Mem{Base: out, Disp: 32 * h}, h)
+		}
+	}
+
+	// AVX2: full chunks with memory operands, then at most one masked one.
+	Label("full")
+	CMPQ(n, U8(16))
+	JB(LabelRef("tail"))
+	chunk("f",
+		func(m Mem, _ int, b, acc reg.VecVirtual) { VFMADD231PS(m, b, acc) },
+		func(v reg.VecVirtual, m Mem, _ int) { VMOVUPS(v, m) })
+	ADDQ(U8(64), kt)
+	ADDQ(U8(64), out)
+	SUBQ(U8(16), n)
+	JMP(LabelRef("full"))
+
+	Label("tail")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	// Lane masks: lane i of half h is on when 8h+i < n.
+	idx := YMM()
+	g := GP64()
+	MOVQ(U64(0x0706050403020100), g)
+	VMOVQ(g, idx.AsX())
+	VPMOVZXBD(idx.AsX(), idx) // [0 1 ... 7]
+	nv := YMM()
+	VMOVQ(n, nv.AsX())
+	VPBROADCASTD(nv.AsX(), nv)
+	m0, m1 := YMM(), YMM()
+	VPCMPGTD(idx, nv, m0) // n > i
+	SUBQ(U8(8), n)
+	VMOVQ(n, nv.AsX())
+	VPBROADCASTD(nv.AsX(), nv)
+	VPCMPGTD(idx, nv, m1) // n-8 > i
+	masks := []reg.VecVirtual{m0, m1}
+	chunk("t",
+		func(m Mem, h int, b, acc reg.VecVirtual) {
+			t := YMM()
+			VMASKMOVPS(m, masks[h], t)
+			VFMADD231PS(t, b, acc)
+		},
+		func(v reg.VecVirtual, m Mem, h int) { VMASKMOVPS(v, masks[h], m) })
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// scoresTNAVX512 generates scoresTN{nq}AVX512(out, q *[4]*float32, kt
+// *float32, dim, bs, n int): for i < nq and j < n <= bs,
+// out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim. The nq queries share
+// each load of a row of kt (16 slots), so a block read once serves several
+// queries: the heads of a GQA group, or the rows of a batch whose sequences
+// share the block.
+//
+// Per query, four accumulators take d = 0,1,2,3 mod 4 and are summed as
+// (a0+a1)+(a2+a3): the arithmetic of scoresTAVX2 and of the Go version's
+// order, the same for every nq and n, so a query's scores do not depend on
+// which others it is computed with.
+func scoresTNAVX512(nq int) {
+	name := fmt.Sprintf("scoresTN%dAVX512", nq)
+	TEXT(name, NOSPLIT, "func(out, q *[4]*float32, kt *float32, dim, bs, n int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim, for i < %d and j < n <= bs.", name, nq))
+	outs := Load(Param("out"), GP64())
+	qs := Load(Param("q"), GP64())
+	qp := make([]reg.Register, nq)
+	for i := range qp {
+		qp[i] = GP64()
+		MOVQ(Mem{Base: qs, Disp: 8 * i}, qp[i])
+	}
+	kt := Load(Param("kt"), GP64())
+	bsb := loadStride("bs", 2)
+	n := Load(Param("n"), GP64())
+	bsb3 := GP64()
+	LEAQ(Mem{Base: bsb, Index: bsb, Scale: 2}, bsb3)
+	jb := GP64() // byte offset of the chunk in each out[i]
+	XORQ(jb, jb)
+	k := K()
+
+	Label("chunk")
+	CMPQ(n, U8(0))
+	JLE(LabelRef("done"))
+	bits := GP64()
+	MOVQ(I32(-1), bits)
+	CMPQ(n, U8(16))
+	JAE(LabelRef("mask"))
+	BZHIQ(n, bits, bits)
+	Label("mask")
+	KMOVW(bits.As32(), k)
+
+	acc := make([][4]reg.VecVirtual, nq)
+	for i := range acc {
+		for u := range acc[i] {
+			acc[i][u] = ZMM()
+			VXORPS(acc[i][u], acc[i][u], acc[i][u])
+		}
+	}
+	kp, dq, cnt := GP64(), GP64(), GP64()
+	MOVQ(kt, kp)
+	XORQ(dq, dq)
+	Load(Param("dim"), cnt)
+	SHRQ(U8(2), cnt)
+	row := func(u int) Mem {
+		switch u {
+		case 0:
+			return Mem{Base: kp}
+		case 1:
+			return Mem{Base: kp, Index: bsb, Scale: 1}
+		case 2:
+			return Mem{Base: kp, Index: bsb, Scale: 2}
+		}
+		return Mem{Base: kp, Index: bsb3, Scale: 1}
+	}
+	step := func(u int) {
+		kr := ZMM()
+		VMOVUPS_Z(row(u), k, kr) // lanes past n are not read
+		for i := range acc {
+			VFMADD231PS_BCST(Mem{Base: qp[i], Index: dq, Scale: 1, Disp: 4 * u}, kr, acc[i][u])
+		}
+	}
+	Label("quad")
+	TESTQ(cnt, cnt)
+	JZ(LabelRef("rem"))
+	for u := 0; u < 4; u++ {
+		step(u)
+	}
+	LEAQ(Mem{Base: kp, Index: bsb, Scale: 4}, kp)
+	ADDQ(U8(16), dq)
+	DECQ(cnt)
+	JMP(LabelRef("quad"))
+	// The last dim%4 rows go to accumulators 0, 1, 2.
+	Label("rem")
+	rem := cnt
+	Load(Param("dim"), rem)
+	ANDQ(U8(3), rem)
+	for u := 0; u < 3; u++ {
+		CMPQ(rem, U8(u))
+		JE(LabelRef("sum"))
+		step(u)
+	}
+	Label("sum")
+	op := GP64()
+	for i := range acc {
+		a := acc[i]
+		VADDPS(a[1], a[0], a[0])
+		VADDPS(a[3], a[2], a[2])
+		VADDPS(a[2], a[0], a[0])
+		MOVQ(Mem{Base: outs, Disp: 8 * i}, op)
+		VMOVUPS(a[0], k, Mem{Base: op, Index: jb, Scale: 1})
+	}
+	ADDQ(U8(64), kt)
+	ADDQ(U8(64), jb)
+	SUBQ(U8(16), n)
+	JMP(LabelRef("chunk"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// axpyStridedNAVX512 generates axpyStridedN{nq}AVX512(y, a *[4]*float32,
+// v *float32, dim, stride, n int): for i < nq, y[i][:dim] += sum_t
+// a[i][t]*v[t*stride:][:dim] over t < n. The nq weighted sums share each
+// load of a value row. Each element of y[i] is one chain of fused
+// multiply-adds in t order, as in axpyStridedAVX512: the same arithmetic
+// for every nq.
+func axpyStridedNAVX512(nq int) {
+	name := fmt.Sprintf("axpyStridedN%dAVX512", nq)
+	TEXT(name, NOSPLIT, "func(y, a *[4]*float32, v *float32, dim, stride, n int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s adds sum_t a[i][t]*v[t*stride:][:dim] to y[i][:dim] over t < n, for i < %d.", name, nq))
+	ys := Load(Param("y"), GP64())
+	as := Load(Param("a"), GP64())
+	ap := make([]reg.Register, nq)
+	for i := range ap {
+		ap[i] = GP64()
+		MOVQ(Mem{Base: as, Disp: 8 * i}, ap[i])
+	}
+	v := Load(Param("v"), GP64())
+	sb := loadStride("stride", 2)
+
+	// pass accumulates width vectors of every y[i] starting at byte offset
+	// yo, over all t; with k, the last vector is partial.
+	pass := func(width int, k reg.OpmaskVirtual, label string, yo reg.Register) {
+		acc := make([][]reg.VecVirtual, nq)
+		yp := GP64()
+		masked := func(u int) bool { return k != nil && u == width-1 }
+		for i := range acc {
+			acc[i] = make([]reg.VecVirtual, width)
+			MOVQ(Mem{Base: ys, Disp: 8 * i}, yp)
+			for u := range acc[i] {
+				acc[i][u] = ZMM()
+				m := Mem{Base: yp, Index: yo, Scale: 1, Disp: 64 * u}
+				if masked(u) {
+					VMOVUPS_Z(m, k, acc[i][u])
+				} else {
+					VMOVUPS(m, acc[i][u])
+				}
+			}
+		}
+		vp, t4, cnt := GP64(), GP64(), GP64()
+		LEAQ(Mem{Base: v, Index: yo, Scale: 1}, vp)
+		XORQ(t4, t4)
+		Load(Param("n"), cnt)
+		Label(label + "t")
+		TESTQ(cnt, cnt)
+		JZ(LabelRef(label + "store"))
+		// One sum takes the values as memory operands (fewer
+		// instructions); several load each vector once.
+		vr := make([]Op, width)
+		for u := range vr {
+			m := Mem{Base: vp, Disp: 64 * u}
+			switch {
+			case masked(u):
+				r := ZMM()
+				VMOVUPS_Z(m, k, r)
+				vr[u] = r
+			case nq == 1:
+				vr[u] = m
+			default:
+				r := ZMM()
+				VMOVUPS(m, r)
+				vr[u] = r
+			}
+		}
+		for i := range acc {
+			b := ZMM()
+			VBROADCASTSS(Mem{Base: ap[i], Index: t4, Scale: 1}, b)
+			for u := range acc[i] {
+				VFMADD231PS(vr[u], b, acc[i][u])
+			}
+		}
+		ADDQ(sb, vp)
+		ADDQ(U8(4), t4)
+		DECQ(cnt)
+		JMP(LabelRef(label + "t"))
+		Label(label + "store")
+		for i := range acc {
+			MOVQ(Mem{Base: ys, Disp: 8 * i}, yp)
+			for u := range acc[i] {
+				m := Mem{Base: yp, Index: yo, Scale: 1, Disp: 64 * u}
+				if masked(u) {
+					VMOVUPS(acc[i][u], k, m)
+				} else {
+					VMOVUPS(acc[i][u], m)
+				}
+			}
+		}
+	}
+
+	yo := GP64()
+	XORQ(yo, yo)
+	end := GP64()
+	// Passes of 64 floats.
+	Load(Param("dim"), end)
+	ANDQ(I32(-64), end)
+	SHLQ(U8(2), end)
+	Label("wide")
+	CMPQ(yo, end)
+	JAE(LabelRef("narrow"))
+	pass(4, nil, "w", yo)
+	ADDQ(U32(256), yo)
+	JMP(LabelRef("wide"))
+	// Passes of 16 floats.
+	Label("narrow")
+	Load(Param("dim"), end)
+	ANDQ(I32(-16), end)
+	SHLQ(U8(2), end)
+	Label("narrowloop")
+	CMPQ(yo, end)
+	JAE(LabelRef("tail"))
+	pass(1, nil, "n", yo)
+	ADDQ(U8(64), yo)
+	JMP(LabelRef("narrowloop"))
+	// The last dim%16 floats.
+	Label("tail")
+	rem := GP64()
+	Load(Param("dim"), rem)
+	ANDQ(U8(15), rem)
+	JZ(LabelRef("done"))
+	pass(1, tailMask(rem), "m", yo)
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// scoresRows generates scoresRows{isa}(out, q, k *float32, dim, stride,
+// n int): out[j] = sum_d q[d]*k[j*stride+d] over d < dim, for j < n: the
+// scores of one query against n keys stored as rows (a staged, not yet
+// transposed cache block), with exactly the arithmetic of scoresTN*AVX512
+// and scoresTAVX2. Those keep four accumulators per slot, taking d = 0, 1,
+// 2, 3 mod 4 in d order, summed as (a0+a1)+(a2+a3); here the four lanes of
+// one XMM per key are those accumulators: each step multiply-adds four
+// consecutive dimensions, lane u getting dimension 4i+u. A score is thus
+// bit for bit the same whether its block is staged or sealed.
+//
+// Only XMM registers and VEX encodings are used, for both ISAs; the isa
+// decides how the last dim%4 dimensions are masked (opmask merge on
+// AVX-512, VMASKMOVPS and VBLENDVPS on AVX2). Keys go 8, then 4, then 1 at
+// a time, for independent chains of multiply-adds.
+func scoresRows(s isa) {
+	name := "scoresRows" + s.name
+	TEXT(name, NOSPLIT, "func(out, q, k *float32, dim, stride, n int)")
+	Pragma("noescape")
+	Doc(name + " sets out[j] = sum_d q[d]*k[j*stride+d] over d < dim, for j < n, in ScoresT's order of operations.")
+	out := Load(Param("out"), GP64())
+	k := Load(Param("k"), GP64())
+	sb := loadStride("stride", 2)
+	n := Load(Param("n"), GP64())
+	sb3 := GP64()
+	LEAQ(Mem{Base: sb, Index: sb, Scale: 2}, sb3)
+
+	// The mask of the last dim%4 dimensions.
+	rem := GP64()
+	Load(Param("dim"), rem)
+	ANDQ(U8(3), rem)
+	var km reg.OpmaskVirtual
+	var vm reg.VecVirtual
+	if s.evex {
+		km = K()
+		bits := GP64()
+		MOVQ(I32(-1), bits)
+		BZHIQ(rem, bits, bits)
+		KMOVW(bits.As32(), km)
+	} else {
+		vm = XMM()
+		idx := XMM()
+		g := GP64()
+		MOVQ(U64(0x03020100), g)
+		VMOVQ(g, idx)
+		VPMOVZXBD(idx, idx) // [0 1 2 3]
+		VMOVQ(rem, vm)
+		VPBROADCASTD(vm, vm)
+		VPCMPGTD(idx, vm, vm) // rem > i
+	}
+
+	group := func(g int, label string) {
+		acc := make([]reg.VecVirtual, g)
+		for j := range acc {
+			acc[j] = XMM()
+			VXORPS(acc[j], acc[j], acc[j])
+		}
+		kp, kp4, qp, cnt := GP64(), GP64(), GP64(), GP64()
+		MOVQ(k, kp)
+		if g > 4 {
+			LEAQ(Mem{Base: k, Index: sb, Scale: 4}, kp4)
+		}
+		Load(Param("q"), qp)
+		Load(Param("dim"), cnt)
+		SHRQ(U8(2), cnt)
+		key := func(j int) Mem {
+			base := kp
+			if j >= 4 {
+				base, j = kp4, j-4
+			}
+			switch j {
+			case 0:
+				return Mem{Base: base}
+			case 1:
+				return Mem{Base: base, Index: sb, Scale: 1}
+			case 2:
+				return Mem{Base: base, Index: sb, Scale: 2}
+			}
+			return Mem{Base: base, Index: sb3, Scale: 1}
+		}
+		Label(label + "quad")
+		TESTQ(cnt, cnt)
+		JZ(LabelRef(label + "rem"))
+		qv := XMM()
+		VMOVUPS(Mem{Base: qp}, qv)
+		for j := range acc {
+			VFMADD231PS(key(j), qv, acc[j])
+		}
+		ADDQ(U8(16), qp)
+		ADDQ(U8(16), kp)
+		if g > 4 {
+			ADDQ(U8(16), kp4)
+		}
+		DECQ(cnt)
+		JMP(LabelRef(label + "quad"))
+
+		Label(label + "rem")
+		TESTQ(rem, rem)
+		JZ(LabelRef(label + "sum"))
+		qv = XMM()
+		if s.evex {
+			VMOVUPS_Z(Mem{Base: qp}, km, qv)
+			for j := range acc {
+				VFMADD231PS(key(j), qv, km, acc[j]) // lanes >= rem unchanged
+			}
+		} else {
+			VMASKMOVPS(Mem{Base: qp}, vm, qv)
+			for j := range acc {
+				kv, t := XMM(), XMM()
+				VMASKMOVPS(key(j), vm, kv)
+				VMOVAPS(acc[j], t)
+				VFMADD231PS(kv, qv, t)
+				VBLENDVPS(vm, t, acc[j], acc[j]) // lanes >= rem unchanged
+			}
+		}
+		Label(label + "sum")
+		for j, a := range acc {
+			t, u := XMM(), XMM()
+			VMOVSHDUP(a, t)   // [a1 a1 a3 a3]
+			VADDPS(a, t, t)   // [a0+a1 . a2+a3 .]
+			VMOVHLPS(t, t, u) // [a2+a3 ...]
+			VADDSS(u, t, t)   // (a0+a1)+(a2+a3)
+			VMOVSS(t, Mem{Base: out, Disp: 4 * j})
+		}
+	}
+
+	for _, g := range []int{8, 4, 1} {
+		label := fmt.Sprintf("g%d", g)
+		Label(label)
+		CMPQ(n, U8(g))
+		if g == 1 {
+			JB(LabelRef("done"))
+		} else {
+			JB(LabelRef(fmt.Sprintf("g%d", map[int]int{8: 4, 4: 1}[g])))
+		}
+		group(g, label)
+		ADDQ(U8(4*g), out)
+		if g == 8 {
+			LEAQ(Mem{Base: k, Index: sb, Scale: 8}, k)
+		} else if g == 4 {
+			LEAQ(Mem{Base: k, Index: sb, Scale: 4}, k)
+		} else {
+			ADDQ(sb, k)
+		}
+		SUBQ(U8(g), n)
+		JMP(LabelRef(label))
+	}
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// scoresTBAVX512 generates scoresTB{nb}AVX512(out, q *float32, kt
+// *[4]*float32, dim, bs int): for b < nb and j < bs,
+// out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] over d < dim. One query against
+// nb full blocks: each broadcast of q[d] serves nb blocks, so a lone query
+// (one branch, or a branch's private blocks) needs about one load per
+// multiply-add rather than two. Per block the arithmetic is
+// scoresTN*AVX512's.
+func scoresTBAVX512(nb int) {
+	name := fmt.Sprintf("scoresTB%dAVX512", nb)
+	TEXT(name, NOSPLIT, "func(out, q *float32, kt *[4]*float32, dim, bs int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] over d < dim, for b < %d and j < bs.", name, nb))
+	out := Load(Param("out"), GP64())
+	kts := Load(Param("kt"), GP64())
+	bsb := loadStride("bs", 2)
+	n := GP64()
+	Load(Param("bs"), n)
+	bsb3 := GP64()
+	LEAQ(Mem{Base: bsb, Index: bsb, Scale: 2}, bsb3)
+	jb := GP64() // byte offset of the chunk within a block
+	XORQ(jb, jb)
+	k := K()
+
+	Label("chunk")
+	CMPQ(n, U8(0))
+	JLE(LabelRef("done"))
+	bits := GP64()
+	MOVQ(I32(-1), bits)
+	CMPQ(n, U8(16))
+	JAE(LabelRef("mask"))
+	BZHIQ(n, bits, bits)
+	Label("mask")
+	KMOVW(bits.As32(), k)
+
+	acc := make([][4]reg.VecVirtual, nb)
+	for b := range acc {
+		for u := range acc[b] {
+			acc[b][u] = ZMM()
+			VXORPS(acc[b][u], acc[b][u], acc[b][u])
+		}
+	}
+	kp := make([]reg.Register, nb)
+	for b := range kp {
+		kp[b] = GP64()
+		MOVQ(Mem{Base: kts, Disp: 8 * b}, kp[b])
+		ADDQ(jb, kp[b])
+	}
+	qp, cnt := GP64(), GP64()
+	Load(Param("q"), qp)
+	Load(Param("dim"), cnt)
+	SHRQ(U8(2), cnt)
+	row := func(b, u int) Mem {
+		switch u {
+		case 0:
+			return Mem{Base: kp[b]}
+		case 1:
+			return Mem{Base: kp[b], Index: bsb, Scale: 1}
+		case 2:
+			return Mem{Base: kp[b], Index: bsb, Scale: 2}
+		}
+		return Mem{Base: kp[b], Index: bsb3, Scale: 1}
+	}
+	step := func(u int) {
+		qb := ZMM()
+		VBROADCASTSS(Mem{Base: qp, Disp: 4 * u}, qb)
+		for b := range acc {
+			VFMADD231PS(row(b, u), qb, k, acc[b][u]) // lanes past bs are not read
+		}
+	}
+	Label("quad")
+	TESTQ(cnt, cnt)
+	JZ(LabelRef("rem"))
+	for u := 0; u < 4; u++ {
+		step(u)
+	}
+	for b := range kp {
+		LEAQ(Mem{Base: kp[b], Index: bsb, Scale: 4}, kp[b])
+	}
+	ADDQ(U8(16), qp)
+	DECQ(cnt)
+	JMP(LabelRef("quad"))
+	Label("rem")
+	rem := cnt
+	Load(Param("dim"), rem)
+	ANDQ(U8(3), rem)
+	for u := 0; u < 3; u++ {
+		CMPQ(rem, U8(u))
+		JE(LabelRef("sum"))
+		step(u)
+	}
+	Label("sum")
+	ob := GP64() // block b's output
+	MOVQ(out, ob)
+	for b := range acc {
+		a := acc[b]
+		VADDPS(a[1], a[0], a[0])
+		VADDPS(a[3], a[2], a[2])
+		VADDPS(a[2], a[0], a[0])
+		VMOVUPS(a[0], k, Mem{Base: ob, Index: jb, Scale: 1})
+		if b < nb-1 {
+			ADDQ(bsb, ob)
+		}
+	}
+	ADDQ(U8(64), jb)
+	SUBQ(U8(16), n)
+	JMP(LabelRef("chunk"))
 	Label("done")
 	VZEROUPPER()
 	RET()
