@@ -14,8 +14,9 @@ import (
 )
 
 // forkTol bounds how far a branch's logits may be from those of the same
-// tokens run alone: batching changes only the order of some float sums.
-const forkTol = 0 // forked branches are bit-identical to the same tokens run alone
+// tokens run alone: zero, since every kernel sums in the same order whether
+// a row's blocks are shared, batched or sealed.
+const forkTol = 0
 
 // forkAlone runs toks through m by itself, one token per Forward, in a
 // fresh cache whose block size differs from the trees' so that the
