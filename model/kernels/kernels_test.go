@@ -443,13 +443,13 @@ func matRef(m *Mat, x []float32, n int) (want, abs []float64) {
 }
 
 // Shapes with tails everywhere: rows not a multiple of 4, columns not a
-// multiple of 16 (F32), Q8_0 rows with and without super-chunks and with odd
-// and even tail blocks, batches that are
-// not a multiple of the tile height.
+// multiple of 16 (F32), Q8_0 rows with and without wide and plain
+// super-chunks and with odd and even tail blocks, batches that are not a
+// multiple of the tile height.
 var (
 	testRows    = []int{1, 3, 4, 5, 8, 13, 37}
 	testColsF32 = []int{1, 5, 16, 17, 33, 64, 100, 288}
-	testColsQ8  = []int{32, 64, 96, 160, 256, 288, 480, 768, 832}
+	testColsQ8  = []int{32, 64, 96, 160, 256, 288, 480, 512, 544, 768, 800, 832, 1056, 1312}
 	testBatches = []int{1, 2, 3, 4, 5, 7, 9, 16, 31, 64, 70}
 )
 

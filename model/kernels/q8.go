@@ -14,33 +14,42 @@ import (
 //
 // # Layout
 //
-// A row of nb blocks is stored as nsc = nb/8 super-chunks of 8 blocks (256
-// columns), then the nb%8 remaining blocks as chunks of 2 (the last one
-// padded with a zero block if needed). This serves AVX-512 VNNI: VPDPBUSD
-// multiplies 64 unsigned bytes by 64 signed bytes and adds each group of 4
-// products into one of 16 int32 lanes.
+// A row of nb blocks is stored as n16 = nb/16 wide super-chunks of 16
+// blocks (512 columns), then, if 8 or more blocks remain, one super-chunk
+// of 8 blocks (256 columns), then the remaining blocks (fewer than 8) as
+// chunks of 2, the last one padded with a zero block if needed. This serves
+// AVX-512 VNNI: VPDPBUSD multiplies 64 unsigned bytes by 64 signed bytes
+// and adds each group of 4 products into one of 16 int32 lanes.
 //
-//   - Super-chunk: 4 vectors of 64 bytes; in vector k, lane l (bytes
-//     4l..4l+3) holds bytes 8k+4(l&1)..+3 of block l>>1. Lanes 2i and 2i+1
-//     see only block i, so four VPDPBUSDs sum whole blocks in int32 before
-//     a single convert-scale-accumulate in float: 7 vector operations per
-//     256 columns and pair of rows, instead of 16 with one block per lane
-//     group.
+//   - Wide super-chunk: 8 vectors of 64 bytes; in vector k, lane l (bytes
+//     4l..4l+3) holds bytes 4k..4k+3 of block l. Eight VPDPBUSDs sum each
+//     block in its own lane, and one convert-scale-accumulate in float
+//     then serves 16 blocks. That step (three instructions per pair of
+//     rows) is what bounds a register-blocked tile, so the wider the
+//     super-chunk the closer the tile gets to two VPDPBUSDs a cycle.
+//   - Super-chunk: 4 vectors of 64 bytes; in vector k, lane l holds bytes
+//     8k+4(l&1)..+3 of block l>>1: lanes 2i and 2i+1 see only block i, and
+//     four VPDPBUSDs sum whole blocks.
 //   - Chunk: block 0 then block 1 (lanes 0-7, lanes 8-15), one VPDPBUSD.
 //
 // Weights (Mat.q8q, Mat.q8d) hold the quants biased to uint8, q+128, so
 // that they can be VPDPBUSD's unsigned operand, and the float32 block
 // scales in block order (a padding block has scale 0 and quants 128).
 //
-// Activations are quantized into a scratch buffer, per row and per
-// super-chunk 384 bytes: the 256 quant bytes (int8) as above, 16 float32
-// lane scales (lanes 2i, 2i+1: block i's), and 16 int32 lane corrections,
-// -128 times the sum of the lane's 16 quants; per chunk 192 bytes: 64
-// quant bytes, 16 lane scales (8 per block), 16 corrections (-128 times
-// the lane's 4 quants). A lane that starts from its correction sums
-// (q_w+128)*q_x - 128*q_x = q_w*q_x exactly. Scratch buffers come from a
-// sync.Pool, so MatMul allocates nothing once warm.
+// Activations are quantized into a scratch buffer. Per row and wide
+// super-chunk 640 bytes: the 512 quant bytes (int8) as above, 16 float32
+// lane scales (lane l: block l's) and 16 int32 lane corrections, -128
+// times the sum of the lane's 32 quants; per super-chunk 384 bytes: 256
+// quant bytes, 16 lane scales (lanes 2i, 2i+1: block i's), 16 corrections
+// (-128 times the lane's 16 quants); per chunk 192 bytes: 64 quant bytes,
+// 16 lane scales (8 per block), 16 corrections (-128 times the lane's 4
+// quants). A lane that starts from its correction sums (q_w+128)*q_x -
+// 128*q_x = q_w*q_x exactly. Scratch buffers come from a sync.Pool, so
+// MatMul allocates nothing once warm.
 const (
+	wideBlocks  = 16
+	wideWBytes  = 512
+	wideXBytes  = 640
 	scBlocks    = 8
 	scWBytes    = 256
 	scXBytes    = 384
@@ -50,49 +59,80 @@ const (
 
 // q8Geom is the layout of a Q8_0 row.
 type q8Geom struct {
-	nsc   int // super-chunks
+	n16   int // wide super-chunks
+	n8    int // super-chunks: 0 or 1
 	ntail int // blocks after the super-chunks, < 8
 }
 
 func q8GeomOf(cols int) q8Geom {
 	nb := cols / Q8BlockSize
-	return q8Geom{nsc: nb / scBlocks, ntail: nb % scBlocks}
+	rest := nb % wideBlocks
+	return q8Geom{n16: nb / wideBlocks, n8: rest / scBlocks, ntail: rest % scBlocks}
 }
 
-func (g q8Geom) blocks() int { return scBlocks*g.nsc + g.ntail }
+func (g q8Geom) blocks() int { return wideBlocks*g.n16 + scBlocks*g.n8 + g.ntail }
 func (g q8Geom) chunks() int { return (g.ntail + 1) / 2 }
-func (g q8Geom) scales() int { return scBlocks*g.nsc + 2*g.chunks() } // per row, padding included
-func (g q8Geom) wBytes() int { return scWBytes*g.nsc + chunkWBytes*g.chunks() }
-func (g q8Geom) xBytes() int { return scXBytes*g.nsc + chunkXBytes*g.chunks() }
+func (g q8Geom) scales() int { return wideBlocks*g.n16 + scBlocks*g.n8 + 2*g.chunks() } // per row, padding included
+func (g q8Geom) wBytes() int { return wideWBytes*g.n16 + scWBytes*g.n8 + chunkWBytes*g.chunks() }
+func (g q8Geom) xBytes() int { return wideXBytes*g.n16 + scXBytes*g.n8 + chunkXBytes*g.chunks() }
+
+// section locates block b: its kind (0 wide, 1 super-chunk, 2 chunk
+// pair), its index i within the section's unit, and the unit's number u
+// among those of its kind.
+func (g q8Geom) section(b int) (kind, u, i int) {
+	if b < wideBlocks*g.n16 {
+		return 0, b / wideBlocks, b % wideBlocks
+	}
+	b -= wideBlocks * g.n16
+	if b < scBlocks*g.n8 {
+		return 1, 0, b
+	}
+	b -= scBlocks * g.n8
+	return 2, b / 2, b % 2
+}
+
+// wideOffset is where byte e of block i of a wide super-chunk goes.
+func wideOffset(i, e int) int { return e/4*64 + 4*i + e%4 }
 
 // scOffset is where byte e of block i of a super-chunk goes.
 func scOffset(i, e int) int { return e/8*64 + (2*i+e/4%2)*4 + e%4 }
 
 // wOff is the offset in a weight row of byte e of block b.
 func (g q8Geom) wOff(b, e int) int {
-	if b < scBlocks*g.nsc {
-		return b/scBlocks*scWBytes + scOffset(b%scBlocks, e)
+	switch kind, u, i := g.section(b); kind {
+	case 0:
+		return u*wideWBytes + wideOffset(i, e)
+	case 1:
+		return g.n16*wideWBytes + scOffset(i, e)
+	default:
+		return g.n16*wideWBytes + g.n8*scWBytes + u*chunkWBytes + i*Q8BlockSize + e
 	}
-	return g.nsc*scWBytes + (b-scBlocks*g.nsc)*Q8BlockSize + e
 }
 
 // xOff is the offset in an activation row of byte e of block b.
 func (g q8Geom) xOff(b, e int) int {
-	if b < scBlocks*g.nsc {
-		return b/scBlocks*scXBytes + scOffset(b%scBlocks, e)
+	switch kind, u, i := g.section(b); kind {
+	case 0:
+		return u*wideXBytes + wideOffset(i, e)
+	case 1:
+		return g.n16*wideXBytes + scOffset(i, e)
+	default:
+		return g.n16*wideXBytes + g.n8*scXBytes + u*chunkXBytes + i*Q8BlockSize + e
 	}
-	t := b - scBlocks*g.nsc
-	return g.nsc*scXBytes + t/2*chunkXBytes + t%2*Q8BlockSize + e
 }
 
 // xScaleOff is the offset in an activation row of the lane scales of
-// block b (2 floats in a super-chunk, 8 in a chunk).
+// block b (1 float in a wide super-chunk, 2 in a super-chunk, 8 in a
+// chunk).
 func (g q8Geom) xScaleOff(b int) (off, n int) {
-	if b < scBlocks*g.nsc {
-		return b/scBlocks*scXBytes + 256 + 8*(b%scBlocks), 2
+	switch kind, u, i := g.section(b); kind {
+	case 0:
+		return u*wideXBytes + 512 + 4*i, 1
+	case 1:
+		return g.n16*wideXBytes + 256 + 8*i, 2
+	default:
+		return g.n16*wideXBytes + g.n8*scXBytes + u*chunkXBytes + 64 + 32*i, 8
 	}
-	t := b - scBlocks*g.nsc
-	return g.nsc*scXBytes + t/2*chunkXBytes + 64 + 32*(t%2), 8
 }
 
 // newQ8Mat allocates an empty Q8_0 matrix (scales 0, quants 128).
@@ -158,24 +198,33 @@ func quantizeQ8RowGo(dst []byte, x []float32, g q8Geom) {
 			binary.LittleEndian.PutUint32(dst[off+4*i:], math.Float32bits(d))
 		}
 	}
-	for sc := 0; sc < g.nsc; sc++ {
-		c := dst[sc*scXBytes:][:scXBytes]
-		for l := 0; l < 16; l++ {
-			var s int32
-			for k := 0; k < 4; k++ {
-				for t := 0; t < 4; t++ {
-					s += int32(int8(c[64*k+4*l+t]))
-				}
-			}
-			binary.LittleEndian.PutUint32(c[320+4*l:], uint32(-128*s))
-		}
+	for u := 0; u < g.n16; u++ {
+		laneCorrections(dst[u*wideXBytes:][:wideXBytes], 8)
+	}
+	if g.n8 > 0 {
+		laneCorrections(dst[g.n16*wideXBytes:][:scXBytes], 4)
 	}
 	for ch := 0; ch < g.chunks(); ch++ {
-		c := dst[g.nsc*scXBytes+ch*chunkXBytes:][:chunkXBytes]
+		c := dst[g.n16*wideXBytes+g.n8*scXBytes+ch*chunkXBytes:][:chunkXBytes]
 		if 2*ch+1 == g.ntail {
 			zeroChunkHalf1(c)
 		}
 		q8ChunkCorrections(c)
+	}
+}
+
+// laneCorrections writes the corrections of a (wide) super-chunk of nv
+// quant vectors: lane l's is -128 times the sum of its bytes in every
+// vector.
+func laneCorrections(c []byte, nv int) {
+	for l := 0; l < 16; l++ {
+		var s int32
+		for k := 0; k < nv; k++ {
+			for t := 0; t < 4; t++ {
+				s += int32(int8(c[64*k+4*l+t]))
+			}
+		}
+		binary.LittleEndian.PutUint32(c[64*nv+64+4*l:], uint32(-128*s))
 	}
 }
 
@@ -214,35 +263,51 @@ func q8RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		for b := 0; b < n; b++ {
 			xr := xq[b*rb : (b+1)*rb]
 			var sum float32
-			for sc := 0; sc < g.nsc; sc++ {
-				ws := wq[sc*scWBytes:][:scWBytes]
-				xs := xr[sc*scXBytes:][:scXBytes]
-				var isum [scBlocks]int32
-				for p := 0; p < scWBytes; p += 4 {
-					w4, x4 := ws[p:p+4:p+4], xs[p:p+4:p+4]
-					isum[p&63>>3] += int32(int8(w4[0]^0x80))*int32(int8(x4[0])) +
-						int32(int8(w4[1]^0x80))*int32(int8(x4[1])) +
-						int32(int8(w4[2]^0x80))*int32(int8(x4[2])) +
-						int32(int8(w4[3]^0x80))*int32(int8(x4[3]))
+			ws, xs, blk := wq, xr, 0
+			for u := 0; u < g.n16; u++ {
+				lanes := q8LaneSums(ws[:wideWBytes], xs[:wideWBytes])
+				for i, s := range lanes {
+					sum += float32(s) * (wd[blk+i] * q8Scale(xs, 512+4*i))
 				}
-				for i, s := range isum {
-					dx := math.Float32frombits(binary.LittleEndian.Uint32(xs[256+8*i:]))
-					sum += float32(s) * (wd[sc*scBlocks+i] * dx)
+				ws, xs, blk = ws[wideWBytes:], xs[wideXBytes:], blk+wideBlocks
+			}
+			if g.n8 > 0 {
+				lanes := q8LaneSums(ws[:scWBytes], xs[:scWBytes])
+				for i := 0; i < scBlocks; i++ {
+					s := lanes[2*i] + lanes[2*i+1]
+					sum += float32(s) * (wd[blk+i] * q8Scale(xs, 256+8*i))
 				}
+				ws, xs, blk = ws[scWBytes:], xs[scXBytes:], blk+scBlocks
 			}
 			for ch := 0; ch < g.chunks(); ch++ {
-				ws := wq[g.nsc*scWBytes+ch*chunkWBytes:][:chunkWBytes]
-				xs := xr[g.nsc*scXBytes+ch*chunkXBytes:][:chunkXBytes]
 				for h := 0; h < 2 && 2*ch+h < g.ntail; h++ {
 					var s int32
 					for p := 32 * h; p < 32*h+32; p++ {
 						s += int32(int8(ws[p]^0x80)) * int32(int8(xs[p]))
 					}
-					dx := math.Float32frombits(binary.LittleEndian.Uint32(xs[64+32*h:]))
-					sum += float32(s) * (wd[scBlocks*g.nsc+2*ch+h] * dx)
+					sum += float32(s) * (wd[blk+h] * q8Scale(xs, 64+32*h))
 				}
+				ws, xs, blk = ws[chunkWBytes:], xs[chunkXBytes:], blk+2
 			}
 			out[b*m.Rows+r] = sum
 		}
 	}
+}
+
+// q8LaneSums returns the 16 int32 lane sums VPDPBUSD would accumulate over
+// a (wide) super-chunk's vectors of biased weights w and quants x.
+func q8LaneSums(w, x []byte) (lanes [16]int32) {
+	for p := 0; p+4 <= len(w); p += 4 {
+		w4, x4 := w[p:p+4:p+4], x[p:p+4:p+4]
+		lanes[p&63>>2] += int32(int8(w4[0]^0x80))*int32(int8(x4[0])) +
+			int32(int8(w4[1]^0x80))*int32(int8(x4[1])) +
+			int32(int8(w4[2]^0x80))*int32(int8(x4[2])) +
+			int32(int8(w4[3]^0x80))*int32(int8(x4[3]))
+	}
+	return lanes
+}
+
+// q8Scale reads the float32 at x[off:].
+func q8Scale(x []byte, off int) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(x[off:]))
 }

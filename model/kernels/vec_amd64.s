@@ -261,11 +261,11 @@ done:
 	VZEROUPPER
 	RET
 
-// func quantQ8VNNI(x *float32, nsc int, ntail int, dst *byte)
+// func quantQ8VNNI(x *float32, n16 int, n8 int, ntail int, dst *byte)
 // Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, AVX512VNNI
-TEXT ·quantQ8VNNI(SB), NOSPLIT, $0-32
+TEXT ·quantQ8VNNI(SB), NOSPLIT, $0-40
 	MOVQ         x+0(FP), AX
-	MOVQ         dst+24(FP), CX
+	MOVQ         dst+32(FP), CX
 	MOVL         $0x7fffffff, DX
 	VPBROADCASTD DX, Z0
 	MOVL         $0x80808080, DX
@@ -275,7 +275,549 @@ TEXT ·quantQ8VNNI(SB), NOSPLIT, $0-32
 	VMOVD        DX, X3
 	MOVL         $0x3f800000, DX
 	VMOVD        DX, X4
-	MOVQ         nsc+8(FP), DX
+	MOVQ         n16+8(FP), DX
+
+wideloop:
+	TESTQ         DX, DX
+	JZ            sc
+	VMOVUPS       (AX), Z5
+	VMOVUPS       64(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, (CX)
+	VPEXTRD       $0x01, X5, 64(CX)
+	VPEXTRD       $0x02, X5, 128(CX)
+	VPEXTRD       $0x03, X5, 192(CX)
+	VMOVD         X6, 256(CX)
+	VPEXTRD       $0x01, X6, 320(CX)
+	VPEXTRD       $0x02, X6, 384(CX)
+	VPEXTRD       $0x03, X6, 448(CX)
+	VMOVSS        X8, 512(CX)
+	VMOVUPS       128(AX), Z5
+	VMOVUPS       192(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 4(CX)
+	VPEXTRD       $0x01, X5, 68(CX)
+	VPEXTRD       $0x02, X5, 132(CX)
+	VPEXTRD       $0x03, X5, 196(CX)
+	VMOVD         X6, 260(CX)
+	VPEXTRD       $0x01, X6, 324(CX)
+	VPEXTRD       $0x02, X6, 388(CX)
+	VPEXTRD       $0x03, X6, 452(CX)
+	VMOVSS        X8, 516(CX)
+	VMOVUPS       256(AX), Z5
+	VMOVUPS       320(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 8(CX)
+	VPEXTRD       $0x01, X5, 72(CX)
+	VPEXTRD       $0x02, X5, 136(CX)
+	VPEXTRD       $0x03, X5, 200(CX)
+	VMOVD         X6, 264(CX)
+	VPEXTRD       $0x01, X6, 328(CX)
+	VPEXTRD       $0x02, X6, 392(CX)
+	VPEXTRD       $0x03, X6, 456(CX)
+	VMOVSS        X8, 520(CX)
+	VMOVUPS       384(AX), Z5
+	VMOVUPS       448(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 12(CX)
+	VPEXTRD       $0x01, X5, 76(CX)
+	VPEXTRD       $0x02, X5, 140(CX)
+	VPEXTRD       $0x03, X5, 204(CX)
+	VMOVD         X6, 268(CX)
+	VPEXTRD       $0x01, X6, 332(CX)
+	VPEXTRD       $0x02, X6, 396(CX)
+	VPEXTRD       $0x03, X6, 460(CX)
+	VMOVSS        X8, 524(CX)
+	VMOVUPS       512(AX), Z5
+	VMOVUPS       576(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 16(CX)
+	VPEXTRD       $0x01, X5, 80(CX)
+	VPEXTRD       $0x02, X5, 144(CX)
+	VPEXTRD       $0x03, X5, 208(CX)
+	VMOVD         X6, 272(CX)
+	VPEXTRD       $0x01, X6, 336(CX)
+	VPEXTRD       $0x02, X6, 400(CX)
+	VPEXTRD       $0x03, X6, 464(CX)
+	VMOVSS        X8, 528(CX)
+	VMOVUPS       640(AX), Z5
+	VMOVUPS       704(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 20(CX)
+	VPEXTRD       $0x01, X5, 84(CX)
+	VPEXTRD       $0x02, X5, 148(CX)
+	VPEXTRD       $0x03, X5, 212(CX)
+	VMOVD         X6, 276(CX)
+	VPEXTRD       $0x01, X6, 340(CX)
+	VPEXTRD       $0x02, X6, 404(CX)
+	VPEXTRD       $0x03, X6, 468(CX)
+	VMOVSS        X8, 532(CX)
+	VMOVUPS       768(AX), Z5
+	VMOVUPS       832(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 24(CX)
+	VPEXTRD       $0x01, X5, 88(CX)
+	VPEXTRD       $0x02, X5, 152(CX)
+	VPEXTRD       $0x03, X5, 216(CX)
+	VMOVD         X6, 280(CX)
+	VPEXTRD       $0x01, X6, 344(CX)
+	VPEXTRD       $0x02, X6, 408(CX)
+	VPEXTRD       $0x03, X6, 472(CX)
+	VMOVSS        X8, 536(CX)
+	VMOVUPS       896(AX), Z5
+	VMOVUPS       960(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 28(CX)
+	VPEXTRD       $0x01, X5, 92(CX)
+	VPEXTRD       $0x02, X5, 156(CX)
+	VPEXTRD       $0x03, X5, 220(CX)
+	VMOVD         X6, 284(CX)
+	VPEXTRD       $0x01, X6, 348(CX)
+	VPEXTRD       $0x02, X6, 412(CX)
+	VPEXTRD       $0x03, X6, 476(CX)
+	VMOVSS        X8, 540(CX)
+	VMOVUPS       1024(AX), Z5
+	VMOVUPS       1088(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 32(CX)
+	VPEXTRD       $0x01, X5, 96(CX)
+	VPEXTRD       $0x02, X5, 160(CX)
+	VPEXTRD       $0x03, X5, 224(CX)
+	VMOVD         X6, 288(CX)
+	VPEXTRD       $0x01, X6, 352(CX)
+	VPEXTRD       $0x02, X6, 416(CX)
+	VPEXTRD       $0x03, X6, 480(CX)
+	VMOVSS        X8, 544(CX)
+	VMOVUPS       1152(AX), Z5
+	VMOVUPS       1216(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 36(CX)
+	VPEXTRD       $0x01, X5, 100(CX)
+	VPEXTRD       $0x02, X5, 164(CX)
+	VPEXTRD       $0x03, X5, 228(CX)
+	VMOVD         X6, 292(CX)
+	VPEXTRD       $0x01, X6, 356(CX)
+	VPEXTRD       $0x02, X6, 420(CX)
+	VPEXTRD       $0x03, X6, 484(CX)
+	VMOVSS        X8, 548(CX)
+	VMOVUPS       1280(AX), Z5
+	VMOVUPS       1344(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 40(CX)
+	VPEXTRD       $0x01, X5, 104(CX)
+	VPEXTRD       $0x02, X5, 168(CX)
+	VPEXTRD       $0x03, X5, 232(CX)
+	VMOVD         X6, 296(CX)
+	VPEXTRD       $0x01, X6, 360(CX)
+	VPEXTRD       $0x02, X6, 424(CX)
+	VPEXTRD       $0x03, X6, 488(CX)
+	VMOVSS        X8, 552(CX)
+	VMOVUPS       1408(AX), Z5
+	VMOVUPS       1472(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 44(CX)
+	VPEXTRD       $0x01, X5, 108(CX)
+	VPEXTRD       $0x02, X5, 172(CX)
+	VPEXTRD       $0x03, X5, 236(CX)
+	VMOVD         X6, 300(CX)
+	VPEXTRD       $0x01, X6, 364(CX)
+	VPEXTRD       $0x02, X6, 428(CX)
+	VPEXTRD       $0x03, X6, 492(CX)
+	VMOVSS        X8, 556(CX)
+	VMOVUPS       1536(AX), Z5
+	VMOVUPS       1600(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 48(CX)
+	VPEXTRD       $0x01, X5, 112(CX)
+	VPEXTRD       $0x02, X5, 176(CX)
+	VPEXTRD       $0x03, X5, 240(CX)
+	VMOVD         X6, 304(CX)
+	VPEXTRD       $0x01, X6, 368(CX)
+	VPEXTRD       $0x02, X6, 432(CX)
+	VPEXTRD       $0x03, X6, 496(CX)
+	VMOVSS        X8, 560(CX)
+	VMOVUPS       1664(AX), Z5
+	VMOVUPS       1728(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 52(CX)
+	VPEXTRD       $0x01, X5, 116(CX)
+	VPEXTRD       $0x02, X5, 180(CX)
+	VPEXTRD       $0x03, X5, 244(CX)
+	VMOVD         X6, 308(CX)
+	VPEXTRD       $0x01, X6, 372(CX)
+	VPEXTRD       $0x02, X6, 436(CX)
+	VPEXTRD       $0x03, X6, 500(CX)
+	VMOVSS        X8, 564(CX)
+	VMOVUPS       1792(AX), Z5
+	VMOVUPS       1856(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 56(CX)
+	VPEXTRD       $0x01, X5, 120(CX)
+	VPEXTRD       $0x02, X5, 184(CX)
+	VPEXTRD       $0x03, X5, 248(CX)
+	VMOVD         X6, 312(CX)
+	VPEXTRD       $0x01, X6, 376(CX)
+	VPEXTRD       $0x02, X6, 440(CX)
+	VPEXTRD       $0x03, X6, 504(CX)
+	VMOVSS        X8, 568(CX)
+	VMOVUPS       1920(AX), Z5
+	VMOVUPS       1984(AX), Z6
+	VANDPS        Z0, Z5, Z7
+	VANDPS        Z0, Z6, Z8
+	VMAXPS        Z8, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y8
+	VMAXPS        Y8, Y7, Y7
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VMAXPS        X8, X7, X7
+	VSHUFPS       $0x55, X7, X7, X8
+	VMAXSS        X8, X7, X7
+	VDIVSS        X3, X7, X8
+	VCMPSS        $0x04, X2, X8, K1
+	VDIVSS.Z      X8, X4, K1, X7
+	VBROADCASTSS  X7, Z7
+	VMULPS        Z7, Z5, Z5
+	VMULPS        Z7, Z6, Z6
+	VCVTPS2DQ     Z5, Z5
+	VCVTPS2DQ     Z6, Z6
+	VPMOVDB       Z5, X5
+	VPMOVDB       Z6, X6
+	VMOVD         X5, 60(CX)
+	VPEXTRD       $0x01, X5, 124(CX)
+	VPEXTRD       $0x02, X5, 188(CX)
+	VPEXTRD       $0x03, X5, 252(CX)
+	VMOVD         X6, 316(CX)
+	VPEXTRD       $0x01, X6, 380(CX)
+	VPEXTRD       $0x02, X6, 444(CX)
+	VPEXTRD       $0x03, X6, 508(CX)
+	VMOVSS        X8, 572(CX)
+	VPXORD        Z9, Z9, Z9
+	VMOVDQU64     (CX), Z5
+	VPDPBUSD      Z5, Z1, Z9
+	VMOVDQU64     64(CX), Z5
+	VPDPBUSD      Z5, Z1, Z9
+	VMOVDQU64     128(CX), Z5
+	VPDPBUSD      Z5, Z1, Z9
+	VMOVDQU64     192(CX), Z5
+	VPDPBUSD      Z5, Z1, Z9
+	VMOVDQU64     256(CX), Z5
+	VPDPBUSD      Z5, Z1, Z9
+	VMOVDQU64     320(CX), Z5
+	VPDPBUSD      Z5, Z1, Z9
+	VMOVDQU64     384(CX), Z5
+	VPDPBUSD      Z5, Z1, Z9
+	VMOVDQU64     448(CX), Z5
+	VPDPBUSD      Z5, Z1, Z9
+	VPSUBD        Z9, Z2, Z9
+	VMOVDQU64     Z9, 576(CX)
+	ADDQ          $0x00000800, AX
+	ADDQ          $0x00000280, CX
+	DECQ          DX
+	JMP           wideloop
+
+sc:
+	MOVQ n8+16(FP), DX
 
 scloop:
 	TESTQ         DX, DX
@@ -512,24 +1054,24 @@ scloop:
 	VMOVHPS       X6, 248(CX)
 	VBROADCASTSS  X8, X5
 	VMOVQ         X5, 312(CX)
-	VPXORD        Z9, Z9, Z9
+	VPXORD        Z10, Z10, Z10
 	VMOVDQU64     (CX), Z5
-	VPDPBUSD      Z5, Z1, Z9
+	VPDPBUSD      Z5, Z1, Z10
 	VMOVDQU64     64(CX), Z5
-	VPDPBUSD      Z5, Z1, Z9
+	VPDPBUSD      Z5, Z1, Z10
 	VMOVDQU64     128(CX), Z5
-	VPDPBUSD      Z5, Z1, Z9
+	VPDPBUSD      Z5, Z1, Z10
 	VMOVDQU64     192(CX), Z5
-	VPDPBUSD      Z5, Z1, Z9
-	VPSUBD        Z9, Z2, Z9
-	VMOVDQU64     Z9, 320(CX)
+	VPDPBUSD      Z5, Z1, Z10
+	VPSUBD        Z10, Z2, Z10
+	VMOVDQU64     Z10, 320(CX)
 	ADDQ          $0x00000400, AX
 	ADDQ          $0x00000180, CX
 	DECQ          DX
 	JMP           scloop
 
 tail:
-	MOVQ ntail+16(FP), DX
+	MOVQ ntail+24(FP), DX
 
 chunkloop:
 	CMPQ          DX, $0x02
@@ -555,16 +1097,16 @@ chunkloop:
 	VMULPS        Z8, Z6, Z6
 	VCVTPS2DQ     Z5, Z5
 	VCVTPS2DQ     Z6, Z6
-	VPMOVDB       Z5, X10
+	VPMOVDB       Z5, X11
 	VPMOVDB       Z6, X5
-	VINSERTI32X4  $0x01, X5, Y10, Y5
+	VINSERTI32X4  $0x01, X5, Y11, Y5
 	VMOVDQU       Y5, (CX)
 	VBROADCASTSS  X7, Y6
 	VMOVUPS       Y6, 64(CX)
-	VPXORD        Y11, Y11, Y11
-	VPDPBUSD      Y5, Y1, Y11
-	VPSUBD        Y11, Y2, Y11
-	VMOVDQU       Y11, 128(CX)
+	VPXORD        Y12, Y12, Y12
+	VPDPBUSD      Y5, Y1, Y12
+	VPSUBD        Y12, Y2, Y12
+	VMOVDQU       Y12, 128(CX)
 	VMOVUPS       128(AX), Z5
 	VMOVUPS       192(AX), Z6
 	VANDPS        Z0, Z5, Z7
@@ -586,16 +1128,16 @@ chunkloop:
 	VMULPS        Z8, Z6, Z6
 	VCVTPS2DQ     Z5, Z5
 	VCVTPS2DQ     Z6, Z6
-	VPMOVDB       Z5, X10
+	VPMOVDB       Z5, X11
 	VPMOVDB       Z6, X5
-	VINSERTI32X4  $0x01, X5, Y10, Y5
+	VINSERTI32X4  $0x01, X5, Y11, Y5
 	VMOVDQU       Y5, 32(CX)
 	VBROADCASTSS  X7, Y6
 	VMOVUPS       Y6, 96(CX)
-	VPXORD        Y12, Y12, Y12
-	VPDPBUSD      Y5, Y1, Y12
-	VPSUBD        Y12, Y2, Y12
-	VMOVDQU       Y12, 160(CX)
+	VPXORD        Y13, Y13, Y13
+	VPDPBUSD      Y5, Y1, Y13
+	VPSUBD        Y13, Y2, Y13
+	VMOVDQU       Y13, 160(CX)
 	ADDQ          $0x00000100, AX
 	ADDQ          $0x000000c0, CX
 	SUBQ          $0x02, DX
@@ -631,10 +1173,10 @@ last:
 	VMOVDQU       Y3, (CX)
 	VBROADCASTSS  X0, Y0
 	VMOVUPS       Y0, 64(CX)
-	VPXORD        Y13, Y13, Y13
-	VPDPBUSD      Y3, Y1, Y13
-	VPSUBD        Y13, Y2, Y13
-	VMOVDQU       Y13, 128(CX)
+	VPXORD        Y14, Y14, Y14
+	VPDPBUSD      Y3, Y1, Y14
+	VPSUBD        Y14, Y2, Y14
+	VMOVDQU       Y14, 128(CX)
 
 done:
 	VZEROUPPER

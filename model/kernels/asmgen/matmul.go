@@ -25,7 +25,7 @@ var (
 const (
 	f32NRAVX512 = 4
 	f32NRAVX2   = 2
-	q8NRVNNI    = 4
+	q8NRVNNI    = 3
 	q8NRAVX2    = 2
 )
 
@@ -230,24 +230,29 @@ func avx2TailMask(rem reg.Register) reg.VecVirtual {
 
 // Q8_0 layouts (see q8.go in the kernels package for the full story).
 //
-// A row of nb blocks is stored as nsc = nb/8 super-chunks of 8 blocks
-// followed by ntail = ceil((nb%8)/2) chunks of 2 blocks (the last one
-// padded with a zero block when nb%8 is odd).
+// A row of nb blocks is stored as n16 = nb/16 wide super-chunks of 16
+// blocks, then n8 (0 or 1) super-chunks of 8 blocks, then nchunk chunks of
+// 2 blocks (the last one padded with a zero block when needed).
 //
+// Wide super-chunk: 8 vectors of 64 bytes; vector k, 32-bit lane l holds
+// bytes 4k .. 4k+3 of block l. Eight VPDPBUSDs sum block l in lane l.
 // Super-chunk: 4 vectors of 64 bytes; vector k, 32-bit lane l holds bytes
 // 8k+4(l&1) .. +3 of block l>>1. Four VPDPBUSDs thus sum, in lanes 2i and
 // 2i+1, the whole of block i, with no scaling in between.
 // Chunk: 64 bytes, block 0 then block 1 (lanes 0-7 and 8-15).
 //
-// Weights: quants biased to uint8 (q+128); per row 8 (super-chunk) or 2
-// (chunk) float32 block scales, in block order.
-// Activations (signed int8), per super-chunk 384 bytes: the 256 quant
-// bytes, 16 float32 scales (lanes 2i, 2i+1 = block i), 16 int32 lane
-// corrections (-128 * the sum of the lane's 16 quants); per chunk 192
-// bytes: 64 quant bytes, 16 scales (8 per block), 16 corrections
-// (-128 * the lane's 4 quants). Starting each lane from its correction
-// cancels the +128 weight bias exactly.
+// Weights: quants biased to uint8 (q+128); per row 16, 8 or 2 float32
+// block scales per unit, in block order.
+// Activations (signed int8), per wide super-chunk 640 bytes: 512 quant
+// bytes, 16 float32 scales (lane l = block l), 16 int32 lane corrections
+// (-128 * the sum of the lane's 32 quants); per super-chunk 384 bytes: the
+// 256 quant bytes, 16 scales (lanes 2i, 2i+1 = block i), 16 corrections;
+// per chunk 192 bytes: 64 quant bytes, 16 scales (8 per block), 16
+// corrections. Starting each lane from its correction cancels the +128
+// weight bias exactly.
 const (
+	wideWBytes  = 512
+	wideXBytes  = 640
 	scWBytes    = 256
 	scXBytes    = 384
 	chunkXBytes = 192
@@ -294,17 +299,31 @@ func q8Epilogue(s isa, acc [][]reg.VecVirtual, nr int) {
 	RET()
 }
 
-const q8Sig = "func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, nsc int, nchunk int, out *float32, ldo int, pf int)"
+const q8Sig = "func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int)"
 
 // q8TileVNNI generates q8Tile{mr}x{nr}VNNI (AVX-512 VNNI): for i < mr,
 // j < nr, out[j*ldo+i] = the Q8_0 dot product of weight row i and
 // activation row j (layouts above). ldw and ldx are byte strides, ldd is
 // in float32s.
+//
+// The tile is register-blocked: per 64-byte step it loads the nr
+// activation vectors once and each weight vector once, and does all mr*nr
+// VPDPBUSDs from registers. (With a memory operand per VPDPBUSD the tile
+// is bound by two 512-bit loads per cycle at about one VPDPBUSD a cycle.)
+// The int32 sums start from the activation rows' corrections and are
+// converted, scaled and added into the float accumulators once per unit,
+// three instructions per pair of rows; over a wide super-chunk's eight
+// VPDPBUSDs that leaves the tile close to the two VPDPBUSDs a cycle the
+// core can issue. It needs 2*mr*nr accumulators, nr activation vectors
+// and a weight vector: at most 4x3.
 func q8TileVNNI(mr, nr int) {
 	name := fmt.Sprintf("q8Tile%dx%dVNNI", mr, nr)
 	TEXT(name, NOSPLIT, q8Sig)
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes a %dx%d tile of Q8_0 weight rows times quantized activation rows.", name, mr, nr))
+	if 2*mr*nr+nr+1 > 31 {
+		panic(name + ": too many registers")
+	}
 
 	if !permIdxDone {
 		permIdx = GLOBL("q8permidx", RODATA|NOPTR)
@@ -315,47 +334,86 @@ func q8TileVNNI(mr, nr int) {
 	}
 	wr, dr, xr := q8Prologue(mr, nr)
 	acc := make([][]reg.VecVirtual, mr)
+	isum := make([][]reg.VecVirtual, mr)
 	for i := range acc {
 		acc[i] = make([]reg.VecVirtual, nr)
+		isum[i] = make([]reg.VecVirtual, nr)
 		for j := range acc[i] {
 			acc[i][j] = ZMM()
 			VXORPS(acc[i][j], acc[i][j], acc[i][j])
+			isum[i][j] = ZMM()
+		}
+	}
+	// The same registers serve every loop, which keeps avo's greedy
+	// allocator within the 32 vector registers.
+	xv := make([]reg.VecVirtual, nr)
+	for j := range xv {
+		xv[j] = ZMM()
+	}
+	wv, dv, sc := ZMM(), ZMM(), ZMM()
+
+	// pf is a byte distance: per unit of each row, the kernel prefetches
+	// the cache line pf bytes further (in later rows), so that DRAM latency
+	// overlaps the arithmetic. The AVX2 kernels ignore it.
+	pf := Load(Param("pf"), GP64())
+
+	// unit emits one unit of steps 64-byte vectors: corr and xscale are
+	// the activation offsets of the corrections and scales, and dscale(i)
+	// loads weight row i's block scales into dv, lane by lane.
+	unit := func(steps, corr int, dscale func(i int), xscale int) {
+		for j := 0; j < nr; j++ {
+			VMOVDQU32(Mem{Base: xr[j], Disp: corr}, isum[0][j])
+			for i := 1; i < mr; i++ {
+				VMOVDQA32(isum[0][j], isum[i][j])
+			}
+		}
+		for i := 0; i < mr; i++ {
+			PREFETCHT0(Mem{Base: wr[i], Index: pf, Scale: 1})
+			if steps == 8 {
+				PREFETCHT0(Mem{Base: wr[i], Index: pf, Scale: 1, Disp: 256})
+			}
+		}
+		for k := 0; k < steps; k++ {
+			for j := range xv {
+				VMOVDQU64(Mem{Base: xr[j], Disp: 64 * k}, xv[j])
+			}
+			for i := 0; i < mr; i++ {
+				VMOVDQU64(Mem{Base: wr[i], Disp: 64 * k}, wv)
+				for j := 0; j < nr; j++ {
+					VPDPBUSD(xv[j], wv, isum[i][j])
+				}
+			}
+		}
+		for i := 0; i < mr; i++ {
+			dscale(i)
+			for j := 0; j < nr; j++ {
+				VCVTDQ2PS(isum[i][j], isum[i][j])
+				VMULPS(Mem{Base: xr[j], Disp: xscale}, dv, sc)
+				VFMADD231PS(sc, isum[i][j], acc[i][j])
+			}
 		}
 	}
 
-	// pf is a byte distance: per super-chunk or chunk of each row, the
-	// kernel prefetches the cache line pf bytes further (in later rows), so
-	// that DRAM latency overlaps the arithmetic. The AVX2 kernels ignore it.
-	pf := Load(Param("pf"), GP64())
-	n := Load(Param("nsc"), GP64())
-	Label("scloop")
+	n := Load(Param("n16"), GP64())
+	Label("wideloop")
+	TESTQ(n, n)
+	JZ(LabelRef("sc"))
+	unit(8, 576, func(i int) {
+		VMOVUPS(Mem{Base: dr[i]}, dv) // 16 scales, lane l = block l
+	}, 512)
+	q8Advance(wr, dr, xr, wideWBytes, 64, wideXBytes)
+	DECQ(n)
+	JMP(LabelRef("wideloop"))
+
+	Label("sc")
+	Load(Param("n8"), n)
 	TESTQ(n, n)
 	JZ(LabelRef("chunks"))
-	for i := 0; i < mr; i++ {
-		PREFETCHT0(Mem{Base: wr[i], Index: pf, Scale: 1})
-		wv := make([]reg.VecVirtual, 4)
-		for k := range wv {
-			wv[k] = ZMM()
-			VMOVDQU64(Mem{Base: wr[i], Disp: 64 * k}, wv[k])
-		}
-		dv := ZMM()
+	unit(4, 320, func(i int) {
 		VPMOVZXDQ(Mem{Base: dr[i]}, dv) // 8 scales -> even lanes
 		VMOVSLDUP(dv, dv)               // lanes 2b, 2b+1 = scale of block b
-		for j := 0; j < nr; j++ {
-			isum := ZMM()
-			VMOVDQU32(Mem{Base: xr[j], Disp: 320}, isum)
-			for k := 0; k < 4; k++ {
-				VPDPBUSD(Mem{Base: xr[j], Disp: 64 * k}, wv[k], isum)
-			}
-			VCVTDQ2PS(isum, isum)
-			sc := ZMM()
-			VMULPS(Mem{Base: xr[j], Disp: 256}, dv, sc)
-			VFMADD231PS(sc, isum, acc[i][j])
-		}
-	}
+	}, 256)
 	q8Advance(wr, dr, xr, scWBytes, 32, scXBytes)
-	DECQ(n)
-	JMP(LabelRef("scloop"))
 
 	Label("chunks")
 	Load(Param("nchunk"), n)
@@ -364,23 +422,10 @@ func q8TileVNNI(mr, nr int) {
 	Label("chunkloop")
 	TESTQ(n, n)
 	JZ(LabelRef("reduce"))
-	for i := 0; i < mr; i++ {
-		PREFETCHT0(Mem{Base: wr[i], Index: pf, Scale: 1})
-		wv := ZMM()
-		VMOVDQU64(Mem{Base: wr[i]}, wv)
-		dv := ZMM()
+	unit(1, 128, func(i int) {
 		VMOVSD(Mem{Base: dr[i]}, dv.AsX())
 		VPERMPS(dv, idx, dv) // lanes 0-7: block 0's scale, 8-15: block 1's
-		for j := 0; j < nr; j++ {
-			isum := ZMM()
-			VMOVDQU32(Mem{Base: xr[j], Disp: 128}, isum)
-			VPDPBUSD(Mem{Base: xr[j]}, wv, isum)
-			VCVTDQ2PS(isum, isum)
-			sc := ZMM()
-			VMULPS(Mem{Base: xr[j], Disp: 64}, dv, sc)
-			VFMADD231PS(sc, isum, acc[i][j])
-		}
-	}
+	}, 64)
 	q8Advance(wr, dr, xr, 64, 8, chunkXBytes)
 	DECQ(n)
 	JMP(LabelRef("chunkloop"))
@@ -446,7 +491,39 @@ func q8TileAVX2(mr, nr int) {
 		}
 	}
 
-	n := Load(Param("nsc"), GP64())
+	n := Load(Param("n16"), GP64())
+	Label("wideloop")
+	TESTQ(n, n)
+	JZ(LabelRef("sc"))
+	for i := 0; i < mr; i++ {
+		for u := 0; u < 2; u++ { // blocks 8u .. 8u+7, one per lane
+			isum := make([]reg.VecVirtual, nr)
+			for j := range isum {
+				isum[j] = YMM()
+			}
+			for k := 0; k < 8; k++ {
+				xm := make([]Mem, nr)
+				for j := range xm {
+					xm[j] = Mem{Base: xr[j], Disp: 64*k + 32*u}
+				}
+				dot32(Mem{Base: wr[i], Disp: 64*k + 32*u}, xm, isum, k == 0)
+			}
+			dv := YMM()
+			VMOVUPS(Mem{Base: dr[i], Disp: 32 * u}, dv)
+			for j := 0; j < nr; j++ {
+				VCVTDQ2PS(isum[j], isum[j])
+				sc := YMM()
+				VMULPS(Mem{Base: xr[j], Disp: 512 + 32*u}, dv, sc)
+				VFMADD231PS(sc, isum[j], acc[i][j])
+			}
+		}
+	}
+	q8Advance(wr, dr, xr, wideWBytes, 64, wideXBytes)
+	DECQ(n)
+	JMP(LabelRef("wideloop"))
+
+	Label("sc")
+	Load(Param("n8"), n)
 	Label("scloop")
 	TESTQ(n, n)
 	JZ(LabelRef("chunks"))

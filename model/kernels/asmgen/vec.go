@@ -226,14 +226,14 @@ func axpy(s isa) {
 	RET()
 }
 
-// quantVNNI generates quantQ8VNNI(x *float32, nsc, ntail int, dst *byte):
-// it quantizes a row of 8*nsc+ntail blocks of 32 floats into the
-// activation layout (see matmul.go): scale d = max|x|/127, quants
+// quantVNNI generates quantQ8VNNI(x *float32, n16, n8, ntail int, dst
+// *byte): it quantizes a row of 16*n16+8*n8+ntail blocks of 32 floats into
+// the activation layout (see matmul.go): scale d = max|x|/127, quants
 // round-half-even(x/d), and the lane corrections. An odd last tail block
 // fills only the first half of its chunk; the caller zeroes the rest.
 func quantVNNI() {
 	name := "quantQ8VNNI"
-	TEXT(name, NOSPLIT, "func(x *float32, nsc int, ntail int, dst *byte)")
+	TEXT(name, NOSPLIT, "func(x *float32, n16 int, n8 int, ntail int, dst *byte)")
 	Pragma("noescape")
 	Doc(name + " quantizes a row of float32 blocks into the Q8 activation layout.")
 	x := Load(Param("x"), GP64())
@@ -289,8 +289,44 @@ func quantVNNI() {
 		return d, q0, q1
 	}
 
+	// corrections stores -128 times the lane sums of the nv quant vectors
+	// at dst after them, 64 bytes past the scales.
+	corrections := func(nv int) {
+		corr := ZMM()
+		VPXORD(corr, corr, corr)
+		for k := 0; k < nv; k++ {
+			v := ZMM()
+			VMOVDQU64(Mem{Base: dst, Disp: 64 * k}, v)
+			VPDPBUSD(v, c80, corr) // 128 * sum of the lane's quants
+		}
+		VPSUBD(corr, zero, corr)
+		VMOVDQU64(corr, Mem{Base: dst, Disp: 64*nv + 64})
+	}
+
+	// Wide super-chunks: block i's dword k goes to vector k, lane i.
+	n := Load(Param("n16"), GP64())
+	Label("wideloop")
+	TESTQ(n, n)
+	JZ(LabelRef("sc"))
+	for i := 0; i < 16; i++ {
+		d, q0, q1 := quant(128 * i)
+		for k, q := range []reg.VecVirtual{q0, q1} {
+			VMOVD(q, Mem{Base: dst, Disp: 256*k + 4*i})
+			for e := 1; e < 4; e++ {
+				VPEXTRD(U8(e), q, Mem{Base: dst, Disp: 256*k + 64*e + 4*i})
+			}
+		}
+		VMOVSS(d, Mem{Base: dst, Disp: 512 + 4*i})
+	}
+	corrections(8)
+	ADDQ(U32(16*128), x)
+	ADDQ(U32(wideXBytes), dst)
+	DECQ(n)
+	JMP(LabelRef("wideloop"))
+
 	// Super-chunks: block i's qword k goes to vector k, lanes 2i and 2i+1.
-	n := Load(Param("nsc"), GP64())
+	Label("sc")
+	Load(Param("n8"), n)
 	Label("scloop")
 	TESTQ(n, n)
 	JZ(LabelRef("tail"))
@@ -304,15 +340,7 @@ func quantVNNI() {
 		VBROADCASTSS(d, dd)
 		VMOVQ(dd, Mem{Base: dst, Disp: 256 + 8*i})
 	}
-	corr := ZMM()
-	VPXORD(corr, corr, corr)
-	for k := 0; k < 4; k++ {
-		v := ZMM()
-		VMOVDQU64(Mem{Base: dst, Disp: 64 * k}, v)
-		VPDPBUSD(v, c80, corr) // 128 * sum of the lane's quants
-	}
-	VPSUBD(corr, zero, corr)
-	VMOVDQU64(corr, Mem{Base: dst, Disp: 320})
+	corrections(4)
 	ADDQ(U32(4*256), x)
 	ADDQ(U32(scXBytes), dst)
 	DECQ(n)
