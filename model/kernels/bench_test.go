@@ -131,7 +131,8 @@ func BenchmarkMatMulCold(b *testing.B) {
 			m0, _ := QuantizeQ8(rows, cols, w)
 			for i := int64(0); i < footprint/m0.Bytes(); i++ {
 				m := *m0
-				m.q8q = append(alignedBytes(0)[:0:0], m0.q8q...)
+				m.q8q = alignedBytes(len(m0.q8q)) // cache-line aligned, as NewQ8Mat makes them
+				copy(m.q8q, m0.q8q)
 				m.q8d = append([]float32(nil), m0.q8d...)
 				mats = append(mats, &m)
 			}
