@@ -186,18 +186,25 @@ func MeasureDecode(m *model.Model, c SpeedConfig) (DecodeResult, error) {
 
 // MeasureBranchSteps prefills a c.Prefix-token prefix once, then for each
 // branch count B forks it B times and times c.Steps Forward calls of B
-// rows, one per branch (after one untimed step). The branch counts are
+// rows, one per branch (after four untimed steps). The branch counts are
 // interleaved within each of c.Rounds rounds, so that a change of machine
 // load hits them alike; VsOne is relative to the first branch count, which
 // should be 1.
 func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
+	// Untimed steps first: the previous branch count's run (64 branches'
+	// keys and values) pushes the weights out of the caches, and a
+	// 1-branch step whose weights come back from DRAM is slower than one
+	// that finds them in the last-level cache, which would flatter the
+	// B/1 ratios.
+	const warmSteps = 4
 	c = c.withDefaults()
 	maxB := slices.Max(c.Branches)
-	if c.Prefix+c.Steps+1 > m.Config.ContextLen {
-		return nil, fmt.Errorf("bench: prefix %d + %d steps exceeds the context of %d", c.Prefix, c.Steps+1, m.Config.ContextLen)
+	steps := warmSteps + c.Steps
+	if c.Prefix+steps > m.Config.ContextLen {
+		return nil, fmt.Errorf("bench: prefix %d + %d steps exceeds the context of %d", c.Prefix, steps, m.Config.ContextLen)
 	}
 	// The prefix, plus each branch's steps and a copied partial block.
-	kv, err := m.NewCache(c.Prefix+c.BlockSize+maxB*(c.Steps+1+c.BlockSize), c.BlockSize)
+	kv, err := m.NewCache(c.Prefix+c.BlockSize+maxB*(steps+c.BlockSize), c.BlockSize)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +218,7 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 	if _, err := r.Forward(rows); err != nil {
 		return nil, fmt.Errorf("bench: prefill of the shared prefix: %w", err)
 	}
-	toks := tokens(rng, maxB*(c.Steps+1), m.Config.Vocab)
+	toks := tokens(rng, maxB*steps, m.Config.Vocab)
 	seqs := make([]*kvcache.Seq, maxB)
 	run := func(b int) (time.Duration, error) {
 		for i := range b {
@@ -223,8 +230,8 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 			}
 		}()
 		var start time.Time
-		for s := range c.Steps + 1 {
-			if s == 1 {
+		for s := range steps {
+			if s == warmSteps {
 				start = time.Now()
 			}
 			rows = rows[:0]
