@@ -1240,7 +1240,7 @@ TEXT ·q8Tile1x1VNNI(SB), NOSPLIT, $0-96
 
 wideloop:
 	TESTQ       SI, SI
-	JZ          sc
+	JZ          widedone
 	VMOVDQU32   576(DX), Z1
 	PREFETCHT0  (AX)(BX*1)
 	PREFETCHT0  256(AX)(BX*1)
@@ -1278,10 +1278,12 @@ wideloop:
 	DECQ        SI
 	JMP         wideloop
 
-sc:
-	MOVQ        n8+56(FP), SI
+widedone:
+	MOVQ n8+56(FP), SI
+
+scloop:
 	TESTQ       SI, SI
-	JZ          chunks
+	JZ          scdone
 	VMOVDQU32   320(DX), Z1
 	PREFETCHT0  (AX)(BX*1)
 	VMOVDQU64   (DX), Z2
@@ -1304,14 +1306,16 @@ sc:
 	ADDQ        $0x00000100, AX
 	ADDQ        $0x00000020, CX
 	ADDQ        $0x00000180, DX
+	DECQ        SI
+	JMP         scloop
 
-chunks:
+scdone:
 	MOVQ      nchunk+64(FP), SI
 	VMOVDQU32 q8permidx<>+0(SB), Z5
 
 chunkloop:
 	TESTQ       SI, SI
-	JZ          reduce
+	JZ          chunkdone
 	VMOVDQU32   128(DX), Z1
 	PREFETCHT0  (AX)(BX*1)
 	VMOVDQU64   (DX), Z2
@@ -1328,7 +1332,7 @@ chunkloop:
 	DECQ        SI
 	JMP         chunkloop
 
-reduce:
+chunkdone:
 	MOVQ          out+72(FP), AX
 	MOVQ          ldo+80(FP), CX
 	SHLQ          $0x02, CX
@@ -1380,7 +1384,7 @@ TEXT ·q8Tile1x2VNNI(SB), NOSPLIT, $0-96
 
 wideloop:
 	TESTQ       DI, DI
-	JZ          sc
+	JZ          widedone
 	VMOVDQU32   576(DX), Z1
 	VMOVDQU32   576(BX), Z3
 	PREFETCHT0  (AX)(SI*1)
@@ -1439,10 +1443,12 @@ wideloop:
 	DECQ        DI
 	JMP         wideloop
 
-sc:
-	MOVQ        n8+56(FP), DI
+widedone:
+	MOVQ n8+56(FP), DI
+
+scloop:
 	TESTQ       DI, DI
-	JZ          chunks
+	JZ          scdone
 	VMOVDQU32   320(DX), Z1
 	VMOVDQU32   320(BX), Z3
 	PREFETCHT0  (AX)(SI*1)
@@ -1478,14 +1484,16 @@ sc:
 	ADDQ        $0x00000020, CX
 	ADDQ        $0x00000180, DX
 	ADDQ        $0x00000180, BX
+	DECQ        DI
+	JMP         scloop
 
-chunks:
+scdone:
 	MOVQ      nchunk+64(FP), DI
 	VMOVDQU32 q8permidx<>+0(SB), Z8
 
 chunkloop:
 	TESTQ       DI, DI
-	JZ          reduce
+	JZ          chunkdone
 	VMOVDQU32   128(DX), Z1
 	VMOVDQU32   128(BX), Z3
 	PREFETCHT0  (AX)(SI*1)
@@ -1509,7 +1517,7 @@ chunkloop:
 	DECQ        DI
 	JMP         chunkloop
 
-reduce:
+chunkdone:
 	MOVQ          out+72(FP), AX
 	MOVQ          ldo+80(FP), CX
 	SHLQ          $0x02, CX
@@ -1555,7 +1563,7 @@ TEXT ·q8Tile1x3VNNI(SB), NOSPLIT, $0-96
 
 wideloop:
 	TESTQ       R8, R8
-	JZ          sc
+	JZ          widedone
 	VMOVDQU32   576(DX), Z1
 	VMOVDQU32   576(SI), Z3
 	VMOVDQU32   576(BX), Z5
@@ -1635,10 +1643,12 @@ wideloop:
 	DECQ        R8
 	JMP         wideloop
 
-sc:
-	MOVQ        n8+56(FP), R8
+widedone:
+	MOVQ n8+56(FP), R8
+
+scloop:
 	TESTQ       R8, R8
-	JZ          chunks
+	JZ          scdone
 	VMOVDQU32   320(DX), Z1
 	VMOVDQU32   320(SI), Z3
 	VMOVDQU32   320(BX), Z5
@@ -1687,14 +1697,16 @@ sc:
 	ADDQ        $0x00000180, DX
 	ADDQ        $0x00000180, SI
 	ADDQ        $0x00000180, BX
+	DECQ        R8
+	JMP         scloop
 
-chunks:
+scdone:
 	MOVQ      nchunk+64(FP), R8
 	VMOVDQU32 q8permidx<>+0(SB), Z11
 
 chunkloop:
 	TESTQ       R8, R8
-	JZ          reduce
+	JZ          chunkdone
 	VMOVDQU32   128(DX), Z1
 	VMOVDQU32   128(SI), Z3
 	VMOVDQU32   128(BX), Z5
@@ -1725,7 +1737,7 @@ chunkloop:
 	DECQ        R8
 	JMP         chunkloop
 
-reduce:
+chunkdone:
 	MOVQ          out+72(FP), AX
 	MOVQ          ldo+80(FP), CX
 	SHLQ          $0x02, CX
@@ -1786,7 +1798,7 @@ TEXT ·q8Tile4x1VNNI(SB), NOSPLIT, $0-96
 
 wideloop:
 	TESTQ       R12, R12
-	JZ          sc
+	JZ          widedone
 	VMOVDQU32   576(R10), Z1
 	VMOVDQA32   Z1, Z3
 	VMOVDQA32   Z1, Z5
@@ -1899,10 +1911,12 @@ wideloop:
 	DECQ        R12
 	JMP         wideloop
 
-sc:
-	MOVQ        n8+56(FP), R12
+widedone:
+	MOVQ n8+56(FP), R12
+
+scloop:
 	TESTQ       R12, R12
-	JZ          chunks
+	JZ          scdone
 	VMOVDQU32   320(R10), Z1
 	VMOVDQA32   Z1, Z3
 	VMOVDQA32   Z1, Z5
@@ -1976,14 +1990,16 @@ sc:
 	ADDQ        $0x00000020, R9
 	ADDQ        $0x00000020, DI
 	ADDQ        $0x00000180, R10
+	DECQ        R12
+	JMP         scloop
 
-chunks:
+scdone:
 	MOVQ      nchunk+64(FP), R12
 	VMOVDQU32 q8permidx<>+0(SB), Z11
 
 chunkloop:
 	TESTQ       R12, R12
-	JZ          reduce
+	JZ          chunkdone
 	VMOVDQU32   128(R10), Z1
 	VMOVDQA32   Z1, Z3
 	VMOVDQA32   Z1, Z5
@@ -2033,7 +2049,7 @@ chunkloop:
 	DECQ        R12
 	JMP         chunkloop
 
-reduce:
+chunkdone:
 	MOVQ          out+72(FP), AX
 	MOVQ          ldo+80(FP), CX
 	SHLQ          $0x02, CX
@@ -2096,7 +2112,7 @@ TEXT ·q8Tile4x2VNNI(SB), NOSPLIT, $0-96
 
 wideloop:
 	TESTQ       R13, R13
-	JZ          sc
+	JZ          widedone
 	VMOVDQU32   576(R10), Z1
 	VMOVDQA32   Z1, Z5
 	VMOVDQA32   Z1, Z9
@@ -2266,10 +2282,12 @@ wideloop:
 	DECQ        R13
 	JMP         wideloop
 
-sc:
-	MOVQ        n8+56(FP), R13
+widedone:
+	MOVQ n8+56(FP), R13
+
+scloop:
 	TESTQ       R13, R13
-	JZ          chunks
+	JZ          scdone
 	VMOVDQU32   320(R10), Z1
 	VMOVDQA32   Z1, Z5
 	VMOVDQA32   Z1, Z9
@@ -2380,14 +2398,16 @@ sc:
 	ADDQ        $0x00000020, DI
 	ADDQ        $0x00000180, R10
 	ADDQ        $0x00000180, R11
+	DECQ        R13
+	JMP         scloop
 
-chunks:
+scdone:
 	MOVQ      nchunk+64(FP), R13
 	VMOVDQU32 q8permidx<>+0(SB), Z20
 
 chunkloop:
 	TESTQ       R13, R13
-	JZ          reduce
+	JZ          chunkdone
 	VMOVDQU32   128(R10), Z1
 	VMOVDQA32   Z1, Z5
 	VMOVDQA32   Z1, Z9
@@ -2459,7 +2479,7 @@ chunkloop:
 	DECQ        R13
 	JMP         chunkloop
 
-reduce:
+chunkdone:
 	MOVQ          out+72(FP), AX
 	MOVQ          ldo+80(FP), CX
 	SHLQ          $0x02, CX
@@ -2554,7 +2574,7 @@ TEXT ·q8Tile4x3VNNI(SB), NOSPLIT, $0-96
 
 wideloop:
 	TESTQ       R14, R14
-	JZ          sc
+	JZ          widedone
 	VMOVDQU32   576(R10), Z1
 	VMOVDQA32   Z1, Z7
 	VMOVDQA32   Z1, Z13
@@ -2781,10 +2801,12 @@ wideloop:
 	DECQ        R14
 	JMP         wideloop
 
-sc:
-	MOVQ        n8+56(FP), R14
+widedone:
+	MOVQ n8+56(FP), R14
+
+scloop:
 	TESTQ       R14, R14
-	JZ          chunks
+	JZ          scdone
 	VMOVDQU32   320(R10), Z1
 	VMOVDQA32   Z1, Z7
 	VMOVDQA32   Z1, Z13
@@ -2932,14 +2954,16 @@ sc:
 	ADDQ        $0x00000180, R10
 	ADDQ        $0x00000180, R12
 	ADDQ        $0x00000180, R11
+	DECQ        R14
+	JMP         scloop
 
-chunks:
+scdone:
 	MOVQ      nchunk+64(FP), R14
 	VMOVDQU32 q8permidx<>+0(SB), Z29
 
 chunkloop:
 	TESTQ       R14, R14
-	JZ          reduce
+	JZ          chunkdone
 	VMOVDQU32   128(R10), Z1
 	VMOVDQA32   Z1, Z7
 	VMOVDQA32   Z1, Z13
@@ -3033,7 +3057,7 @@ chunkloop:
 	DECQ        R14
 	JMP         chunkloop
 
-reduce:
+chunkdone:
 	MOVQ          out+72(FP), AX
 	MOVQ          ldo+80(FP), CX
 	SHLQ          $0x02, CX
@@ -3136,7 +3160,7 @@ TEXT ·q8Tile1x1AVX2(SB), NOSPLIT, $0-96
 
 wideloop:
 	TESTQ       SI, SI
-	JZ          sc
+	JZ          widedone
 	VMOVDQU     (AX), Y1
 	VPXOR       (BX), Y1, Y1
 	VPABSB      Y1, Y2
@@ -3279,12 +3303,12 @@ wideloop:
 	DECQ        SI
 	JMP         wideloop
 
-sc:
+widedone:
 	MOVQ n8+56(FP), SI
 
 scloop:
 	TESTQ       SI, SI
-	JZ          chunks
+	JZ          scdone
 	VMOVDQU     (AX), Y1
 	VPXOR       (BX), Y1, Y1
 	VPABSB      Y1, Y2
@@ -3365,12 +3389,12 @@ scloop:
 	DECQ        SI
 	JMP         scloop
 
-chunks:
+scdone:
 	MOVQ nchunk+64(FP), SI
 
 chunkloop:
 	TESTQ        SI, SI
-	JZ           reduce
+	JZ           chunkdone
 	VMOVDQU      (AX), Y1
 	VPXOR        (BX), Y1, Y1
 	VPABSB       Y1, Y2
@@ -3401,7 +3425,7 @@ chunkloop:
 	DECQ         SI
 	JMP          chunkloop
 
-reduce:
+chunkdone:
 	MOVQ         out+72(FP), AX
 	MOVQ         ldo+80(FP), CX
 	SHLQ         $0x02, CX
@@ -3451,7 +3475,7 @@ TEXT ·q8Tile1x2AVX2(SB), NOSPLIT, $0-96
 
 wideloop:
 	TESTQ       DI, DI
-	JZ          sc
+	JZ          widedone
 	VMOVDQU     (AX), Y3
 	VPXOR       (SI), Y3, Y3
 	VPABSB      Y3, Y4
@@ -3681,12 +3705,12 @@ wideloop:
 	DECQ        DI
 	JMP         wideloop
 
-sc:
+widedone:
 	MOVQ n8+56(FP), DI
 
 scloop:
 	TESTQ       DI, DI
-	JZ          chunks
+	JZ          scdone
 	VMOVDQU     (AX), Y3
 	VPXOR       (SI), Y3, Y3
 	VPABSB      Y3, Y4
@@ -3814,12 +3838,12 @@ scloop:
 	DECQ        DI
 	JMP         scloop
 
-chunks:
+scdone:
 	MOVQ nchunk+64(FP), DI
 
 chunkloop:
 	TESTQ        DI, DI
-	JZ           reduce
+	JZ           chunkdone
 	VMOVDQU      (AX), Y3
 	VPXOR        (SI), Y3, Y3
 	VPABSB       Y3, Y4
@@ -3867,7 +3891,7 @@ chunkloop:
 	DECQ         DI
 	JMP          chunkloop
 
-reduce:
+chunkdone:
 	MOVQ         out+72(FP), AX
 	MOVQ         ldo+80(FP), CX
 	SHLQ         $0x02, CX
@@ -3914,7 +3938,7 @@ TEXT ·q8Tile4x1AVX2(SB), NOSPLIT, $0-96
 
 wideloop:
 	TESTQ       R12, R12
-	JZ          sc
+	JZ          widedone
 	VMOVDQU     (AX), Y4
 	VPXOR       (R11), Y4, Y4
 	VPABSB      Y4, Y5
@@ -4471,12 +4495,12 @@ wideloop:
 	DECQ        R12
 	JMP         wideloop
 
-sc:
+widedone:
 	MOVQ n8+56(FP), R12
 
 scloop:
 	TESTQ       R12, R12
-	JZ          chunks
+	JZ          scdone
 	VMOVDQU     (AX), Y4
 	VPXOR       (R11), Y4, Y4
 	VPABSB      Y4, Y5
@@ -4785,12 +4809,12 @@ scloop:
 	DECQ        R12
 	JMP         scloop
 
-chunks:
+scdone:
 	MOVQ nchunk+64(FP), R12
 
 chunkloop:
 	TESTQ        R12, R12
-	JZ           reduce
+	JZ           chunkdone
 	VMOVDQU      (AX), Y4
 	VPXOR        (R11), Y4, Y4
 	VPABSB       Y4, Y5
@@ -4899,7 +4923,7 @@ chunkloop:
 	DECQ         R12
 	JMP          chunkloop
 
-reduce:
+chunkdone:
 	MOVQ         out+72(FP), AX
 	MOVQ         ldo+80(FP), CX
 	SHLQ         $0x02, CX
@@ -4954,7 +4978,7 @@ TEXT ·q8Tile4x2AVX2(SB), NOSPLIT, $0-96
 
 wideloop:
 	TESTQ       R13, R13
-	JZ          sc
+	JZ          widedone
 	VMOVDQU     (AX), Y9
 	VPXOR       (R12), Y9, Y9
 	VPABSB      Y9, Y10
@@ -5856,12 +5880,12 @@ wideloop:
 	DECQ        R13
 	JMP         wideloop
 
-sc:
+widedone:
 	MOVQ n8+56(FP), R13
 
 scloop:
 	TESTQ       R13, R13
-	JZ          chunks
+	JZ          scdone
 	VMOVDQU     (AX), Y9
 	VPXOR       (R12), Y9, Y9
 	VPABSB      Y9, Y10
@@ -6355,12 +6379,12 @@ scloop:
 	DECQ        R13
 	JMP         scloop
 
-chunks:
+scdone:
 	MOVQ nchunk+64(FP), R13
 
 chunkloop:
 	TESTQ        R13, R13
-	JZ           reduce
+	JZ           chunkdone
 	VMOVDQU      (AX), Y9
 	VPXOR        (R12), Y9, Y9
 	VPABSB       Y9, Y10
@@ -6534,7 +6558,7 @@ chunkloop:
 	DECQ         R13
 	JMP          chunkloop
 
-reduce:
+chunkdone:
 	MOVQ         out+72(FP), AX
 	MOVQ         ldo+80(FP), CX
 	SHLQ         $0x02, CX

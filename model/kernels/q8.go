@@ -97,29 +97,34 @@ func wideOffset(i, e int) int { return e/4*64 + 4*i + e%4 }
 // scOffset is where byte e of block i of a super-chunk goes.
 func scOffset(i, e int) int { return e/8*64 + (2*i+e/4%2)*4 + e%4 }
 
-// wOff is the offset in a weight row of byte e of block b.
-func (g q8Geom) wOff(b, e int) int {
+// unitBytes are the sizes of a wide super-chunk, a super-chunk and a
+// chunk in a weight row or in an activation row.
+type unitBytes struct{ wide, sc, chunk int }
+
+var (
+	wUnits = unitBytes{wideWBytes, scWBytes, chunkWBytes}
+	xUnits = unitBytes{wideXBytes, scXBytes, chunkXBytes}
+)
+
+// quantOff is the offset of byte e of block b in a row made of units of
+// the given sizes: the quants lead each unit, so only the sizes differ
+// between weights and activations.
+func (g q8Geom) quantOff(sz unitBytes, b, e int) int {
 	switch kind, u, i := g.section(b); kind {
 	case 0:
-		return u*wideWBytes + wideOffset(i, e)
+		return u*sz.wide + wideOffset(i, e)
 	case 1:
-		return g.n16*wideWBytes + scOffset(i, e)
+		return g.n16*sz.wide + scOffset(i, e)
 	default:
-		return g.n16*wideWBytes + g.n8*scWBytes + u*chunkWBytes + i*Q8BlockSize + e
+		return g.n16*sz.wide + g.n8*sz.sc + u*sz.chunk + i*Q8BlockSize + e
 	}
 }
 
+// wOff is the offset in a weight row of byte e of block b.
+func (g q8Geom) wOff(b, e int) int { return g.quantOff(wUnits, b, e) }
+
 // xOff is the offset in an activation row of byte e of block b.
-func (g q8Geom) xOff(b, e int) int {
-	switch kind, u, i := g.section(b); kind {
-	case 0:
-		return u*wideXBytes + wideOffset(i, e)
-	case 1:
-		return g.n16*wideXBytes + scOffset(i, e)
-	default:
-		return g.n16*wideXBytes + g.n8*scXBytes + u*chunkXBytes + i*Q8BlockSize + e
-	}
-}
+func (g q8Geom) xOff(b, e int) int { return g.quantOff(xUnits, b, e) }
 
 // xScaleOff is the offset in an activation row of the lane scales of
 // block b (1 float in a wide super-chunk, 2 in a super-chunk, 8 in a

@@ -279,7 +279,7 @@ TEXT ·quantQ8VNNI(SB), NOSPLIT, $0-40
 
 wideloop:
 	TESTQ         DX, DX
-	JZ            sc
+	JZ            widedone
 	VMOVUPS       (AX), Z5
 	VMOVUPS       64(AX), Z6
 	VANDPS        Z0, Z5, Z7
@@ -816,12 +816,12 @@ wideloop:
 	DECQ          DX
 	JMP           wideloop
 
-sc:
+widedone:
 	MOVQ n8+16(FP), DX
 
 scloop:
 	TESTQ         DX, DX
-	JZ            tail
+	JZ            scdone
 	VMOVUPS       (AX), Z5
 	VMOVUPS       64(AX), Z6
 	VANDPS        Z0, Z5, Z7
@@ -1070,7 +1070,7 @@ scloop:
 	DECQ          DX
 	JMP           scloop
 
-tail:
+scdone:
 	MOVQ ntail+24(FP), DX
 
 chunkloop:

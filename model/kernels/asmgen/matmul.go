@@ -281,6 +281,18 @@ func q8Advance(wr, dr, xr []reg.Register, w, d, x int) {
 	}
 }
 
+// countLoop emits a loop that runs body while the count in n is not zero,
+// decrementing it each time, then falls through. Labels start with name.
+func countLoop(name string, n reg.Register, body func()) {
+	Label(name + "loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "done"))
+	body()
+	DECQ(n)
+	JMP(LabelRef(name + "loop"))
+	Label(name + "done")
+}
+
 // q8Epilogue reduces and stores the float accumulators.
 func q8Epilogue(s isa, acc [][]reg.VecVirtual, nr int) {
 	outp := Load(Param("out"), GP64())
@@ -395,42 +407,30 @@ func q8TileVNNI(mr, nr int) {
 	}
 
 	n := Load(Param("n16"), GP64())
-	Label("wideloop")
-	TESTQ(n, n)
-	JZ(LabelRef("sc"))
-	unit(8, 576, func(i int) {
-		VMOVUPS(Mem{Base: dr[i]}, dv) // 16 scales, lane l = block l
-	}, 512)
-	q8Advance(wr, dr, xr, wideWBytes, 64, wideXBytes)
-	DECQ(n)
-	JMP(LabelRef("wideloop"))
-
-	Label("sc")
+	countLoop("wide", n, func() {
+		unit(8, 576, func(i int) {
+			VMOVUPS(Mem{Base: dr[i]}, dv) // 16 scales, lane l = block l
+		}, 512)
+		q8Advance(wr, dr, xr, wideWBytes, 64, wideXBytes)
+	})
 	Load(Param("n8"), n)
-	TESTQ(n, n)
-	JZ(LabelRef("chunks"))
-	unit(4, 320, func(i int) {
-		VPMOVZXDQ(Mem{Base: dr[i]}, dv) // 8 scales -> even lanes
-		VMOVSLDUP(dv, dv)               // lanes 2b, 2b+1 = scale of block b
-	}, 256)
-	q8Advance(wr, dr, xr, scWBytes, 32, scXBytes)
-
-	Label("chunks")
+	countLoop("sc", n, func() {
+		unit(4, 320, func(i int) {
+			VPMOVZXDQ(Mem{Base: dr[i]}, dv) // 8 scales -> even lanes
+			VMOVSLDUP(dv, dv)               // lanes 2b, 2b+1 = scale of block b
+		}, 256)
+		q8Advance(wr, dr, xr, scWBytes, 32, scXBytes)
+	})
 	Load(Param("nchunk"), n)
 	idx := ZMM()
 	VMOVDQU32(permIdx, idx)
-	Label("chunkloop")
-	TESTQ(n, n)
-	JZ(LabelRef("reduce"))
-	unit(1, 128, func(i int) {
-		VMOVSD(Mem{Base: dr[i]}, dv.AsX())
-		VPERMPS(dv, idx, dv) // lanes 0-7: block 0's scale, 8-15: block 1's
-	}, 64)
-	q8Advance(wr, dr, xr, 64, 8, chunkXBytes)
-	DECQ(n)
-	JMP(LabelRef("chunkloop"))
-
-	Label("reduce")
+	countLoop("chunk", n, func() {
+		unit(1, 128, func(i int) {
+			VMOVSD(Mem{Base: dr[i]}, dv.AsX())
+			VPERMPS(dv, idx, dv) // lanes 0-7: block 0's scale, 8-15: block 1's
+		}, 64)
+		q8Advance(wr, dr, xr, 64, 8, chunkXBytes)
+	})
 	q8Epilogue(isaAVX512, acc, nr)
 }
 
@@ -491,98 +491,75 @@ func q8TileAVX2(mr, nr int) {
 		}
 	}
 
-	n := Load(Param("n16"), GP64())
-	Label("wideloop")
-	TESTQ(n, n)
-	JZ(LabelRef("sc"))
-	for i := 0; i < mr; i++ {
-		for u := 0; u < 2; u++ { // blocks 8u .. 8u+7, one per lane
-			isum := make([]reg.VecVirtual, nr)
-			for j := range isum {
-				isum[j] = YMM()
-			}
-			for k := 0; k < 8; k++ {
-				xm := make([]Mem, nr)
-				for j := range xm {
-					xm[j] = Mem{Base: xr[j], Disp: 64*k + 32*u}
+	// unit emits a (wide) super-chunk of steps 64-byte vectors as two
+	// 32-byte halves u; dscale(i, u) loads weight row i's block scales of
+	// half u, lane by lane, and xscale is the activation scales' offset.
+	unit := func(steps int, dscale func(i, u int) reg.VecVirtual, xscale int) {
+		for i := 0; i < mr; i++ {
+			for u := 0; u < 2; u++ {
+				isum := make([]reg.VecVirtual, nr)
+				for j := range isum {
+					isum[j] = YMM()
 				}
-				dot32(Mem{Base: wr[i], Disp: 64*k + 32*u}, xm, isum, k == 0)
-			}
-			dv := YMM()
-			VMOVUPS(Mem{Base: dr[i], Disp: 32 * u}, dv)
-			for j := 0; j < nr; j++ {
-				VCVTDQ2PS(isum[j], isum[j])
-				sc := YMM()
-				VMULPS(Mem{Base: xr[j], Disp: 512 + 32*u}, dv, sc)
-				VFMADD231PS(sc, isum[j], acc[i][j])
+				for k := 0; k < steps; k++ {
+					xm := make([]Mem, nr)
+					for j := range xm {
+						xm[j] = Mem{Base: xr[j], Disp: 64*k + 32*u}
+					}
+					dot32(Mem{Base: wr[i], Disp: 64*k + 32*u}, xm, isum, k == 0)
+				}
+				dv := dscale(i, u)
+				for j := 0; j < nr; j++ {
+					VCVTDQ2PS(isum[j], isum[j])
+					sc := YMM()
+					VMULPS(Mem{Base: xr[j], Disp: xscale + 32*u}, dv, sc)
+					VFMADD231PS(sc, isum[j], acc[i][j])
+				}
 			}
 		}
 	}
-	q8Advance(wr, dr, xr, wideWBytes, 64, wideXBytes)
-	DECQ(n)
-	JMP(LabelRef("wideloop"))
 
-	Label("sc")
+	n := Load(Param("n16"), GP64())
+	countLoop("wide", n, func() {
+		unit(8, func(i, u int) reg.VecVirtual { // blocks 8u .. 8u+7, one per lane
+			dv := YMM()
+			VMOVUPS(Mem{Base: dr[i], Disp: 32 * u}, dv)
+			return dv
+		}, 512)
+		q8Advance(wr, dr, xr, wideWBytes, 64, wideXBytes)
+	})
 	Load(Param("n8"), n)
-	Label("scloop")
-	TESTQ(n, n)
-	JZ(LabelRef("chunks"))
-	for i := 0; i < mr; i++ {
-		for u := 0; u < 2; u++ { // blocks 4u .. 4u+3
-			isum := make([]reg.VecVirtual, nr)
-			for j := range isum {
-				isum[j] = YMM()
-			}
-			for k := 0; k < 4; k++ {
-				xm := make([]Mem, nr)
-				for j := range xm {
-					xm[j] = Mem{Base: xr[j], Disp: 64*k + 32*u}
-				}
-				dot32(Mem{Base: wr[i], Disp: 64*k + 32*u}, xm, isum, k == 0)
-			}
+	countLoop("sc", n, func() {
+		unit(4, func(i, u int) reg.VecVirtual { // blocks 4u .. 4u+3, one per lane pair
 			dv := YMM()
 			VPMOVZXDQ(Mem{Base: dr[i], Disp: 16 * u}, dv)
 			VMOVSLDUP(dv, dv)
-			for j := 0; j < nr; j++ {
-				VCVTDQ2PS(isum[j], isum[j])
-				sc := YMM()
-				VMULPS(Mem{Base: xr[j], Disp: 256 + 32*u}, dv, sc)
-				VFMADD231PS(sc, isum[j], acc[i][j])
-			}
-		}
-	}
-	q8Advance(wr, dr, xr, scWBytes, 32, scXBytes)
-	DECQ(n)
-	JMP(LabelRef("scloop"))
-
-	Label("chunks")
+			return dv
+		}, 256)
+		q8Advance(wr, dr, xr, scWBytes, 32, scXBytes)
+	})
 	Load(Param("nchunk"), n)
-	Label("chunkloop")
-	TESTQ(n, n)
-	JZ(LabelRef("reduce"))
-	for i := 0; i < mr; i++ {
-		for h := 0; h < 2; h++ {
-			isum := make([]reg.VecVirtual, nr)
-			xm := make([]Mem, nr)
-			for j := range isum {
-				isum[j] = YMM()
-				xm[j] = Mem{Base: xr[j], Disp: 32 * h}
-			}
-			dot32(Mem{Base: wr[i], Disp: 32 * h}, xm, isum, true)
-			dv := YMM()
-			VBROADCASTSS(Mem{Base: dr[i], Disp: 4 * h}, dv)
-			for j := 0; j < nr; j++ {
-				VCVTDQ2PS(isum[j], isum[j])
-				sc := YMM()
-				VMULPS(Mem{Base: xr[j], Disp: 64 + 32*h}, dv, sc)
-				VFMADD231PS(sc, isum[j], acc[i][j])
+	countLoop("chunk", n, func() {
+		for i := 0; i < mr; i++ {
+			for h := 0; h < 2; h++ {
+				isum := make([]reg.VecVirtual, nr)
+				xm := make([]Mem, nr)
+				for j := range isum {
+					isum[j] = YMM()
+					xm[j] = Mem{Base: xr[j], Disp: 32 * h}
+				}
+				dot32(Mem{Base: wr[i], Disp: 32 * h}, xm, isum, true)
+				dv := YMM()
+				VBROADCASTSS(Mem{Base: dr[i], Disp: 4 * h}, dv)
+				for j := 0; j < nr; j++ {
+					VCVTDQ2PS(isum[j], isum[j])
+					sc := YMM()
+					VMULPS(Mem{Base: xr[j], Disp: 64 + 32*h}, dv, sc)
+					VFMADD231PS(sc, isum[j], acc[i][j])
+				}
 			}
 		}
-	}
-	q8Advance(wr, dr, xr, 64, 8, chunkXBytes)
-	DECQ(n)
-	JMP(LabelRef("chunkloop"))
-
-	Label("reduce")
+		q8Advance(wr, dr, xr, 64, 8, chunkXBytes)
+	})
 	q8Epilogue(isaAVX2, acc, nr)
 }

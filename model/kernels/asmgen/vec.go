@@ -305,49 +305,41 @@ func quantVNNI() {
 
 	// Wide super-chunks: block i's dword k goes to vector k, lane i.
 	n := Load(Param("n16"), GP64())
-	Label("wideloop")
-	TESTQ(n, n)
-	JZ(LabelRef("sc"))
-	for i := 0; i < 16; i++ {
-		d, q0, q1 := quant(128 * i)
-		for k, q := range []reg.VecVirtual{q0, q1} {
-			VMOVD(q, Mem{Base: dst, Disp: 256*k + 4*i})
-			for e := 1; e < 4; e++ {
-				VPEXTRD(U8(e), q, Mem{Base: dst, Disp: 256*k + 64*e + 4*i})
+	countLoop("wide", n, func() {
+		for i := 0; i < 16; i++ {
+			d, q0, q1 := quant(128 * i)
+			for k, q := range []reg.VecVirtual{q0, q1} {
+				VMOVD(q, Mem{Base: dst, Disp: 256*k + 4*i})
+				for e := 1; e < 4; e++ {
+					VPEXTRD(U8(e), q, Mem{Base: dst, Disp: 256*k + 64*e + 4*i})
+				}
 			}
+			VMOVSS(d, Mem{Base: dst, Disp: 512 + 4*i})
 		}
-		VMOVSS(d, Mem{Base: dst, Disp: 512 + 4*i})
-	}
-	corrections(8)
-	ADDQ(U32(16*128), x)
-	ADDQ(U32(wideXBytes), dst)
-	DECQ(n)
-	JMP(LabelRef("wideloop"))
+		corrections(8)
+		ADDQ(U32(16*128), x)
+		ADDQ(U32(wideXBytes), dst)
+	})
 
 	// Super-chunks: block i's qword k goes to vector k, lanes 2i and 2i+1.
-	Label("sc")
 	Load(Param("n8"), n)
-	Label("scloop")
-	TESTQ(n, n)
-	JZ(LabelRef("tail"))
-	for i := 0; i < 8; i++ {
-		d, q0, q1 := quant(128 * i)
-		VMOVQ(q0, Mem{Base: dst, Disp: 8 * i})
-		VMOVHPS(q0, Mem{Base: dst, Disp: 64 + 8*i})
-		VMOVQ(q1, Mem{Base: dst, Disp: 128 + 8*i})
-		VMOVHPS(q1, Mem{Base: dst, Disp: 192 + 8*i})
-		dd := XMM()
-		VBROADCASTSS(d, dd)
-		VMOVQ(dd, Mem{Base: dst, Disp: 256 + 8*i})
-	}
-	corrections(4)
-	ADDQ(U32(4*256), x)
-	ADDQ(U32(scXBytes), dst)
-	DECQ(n)
-	JMP(LabelRef("scloop"))
+	countLoop("sc", n, func() {
+		for i := 0; i < 8; i++ {
+			d, q0, q1 := quant(128 * i)
+			VMOVQ(q0, Mem{Base: dst, Disp: 8 * i})
+			VMOVHPS(q0, Mem{Base: dst, Disp: 64 + 8*i})
+			VMOVQ(q1, Mem{Base: dst, Disp: 128 + 8*i})
+			VMOVHPS(q1, Mem{Base: dst, Disp: 192 + 8*i})
+			dd := XMM()
+			VBROADCASTSS(d, dd)
+			VMOVQ(dd, Mem{Base: dst, Disp: 256 + 8*i})
+		}
+		corrections(4)
+		ADDQ(U32(4*256), x)
+		ADDQ(U32(scXBytes), dst)
+	})
 
 	// Tail chunks of two blocks.
-	Label("tail")
 	block := func(h int) {
 		d, q0, q1 := quant(128 * h)
 		qq := YMM()
