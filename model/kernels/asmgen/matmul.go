@@ -364,9 +364,11 @@ func q8TileVNNI(mr, nr int) {
 	}
 	wv, dv, sc := ZMM(), ZMM(), ZMM()
 
-	// pf is a byte distance: per unit of each row, the kernel prefetches
-	// the cache line pf bytes further (in later rows), so that DRAM latency
-	// overlaps the arithmetic. The AVX2 kernels ignore it.
+	// pf is a byte distance: with every 64-byte step of each row the
+	// kernel prefetches the line pf bytes further (in later rows), so that
+	// DRAM latency overlaps the arithmetic. The first tile of a row group
+	// gets the distance, the others 0 (their lines are in L1 already). The
+	// AVX2 kernels ignore it.
 	pf := Load(Param("pf"), GP64())
 
 	// unit emits one unit of steps 64-byte vectors: corr and xscale are
@@ -379,13 +381,10 @@ func q8TileVNNI(mr, nr int) {
 				VMOVDQA32(isum[0][j], isum[i][j])
 			}
 		}
-		for i := 0; i < mr; i++ {
-			PREFETCHT0(Mem{Base: wr[i], Index: pf, Scale: 1})
-			if steps == 8 {
-				PREFETCHT0(Mem{Base: wr[i], Index: pf, Scale: 1, Disp: 256})
-			}
-		}
 		for k := 0; k < steps; k++ {
+			for i := 0; i < mr; i++ {
+				PREFETCHT0(Mem{Base: wr[i], Index: pf, Scale: 1, Disp: 64 * k})
+			}
 			for j := range xv {
 				VMOVDQU64(Mem{Base: xr[j], Disp: 64 * k}, xv[j])
 			}
