@@ -200,7 +200,9 @@ func BenchmarkAttention(b *testing.B) {
 // 768-float KV row (12 heads of 64 or 6 of 128) so that the blocks' working
 // set is a real layer's; ns/head is the metric to compare. "scores" times
 // only the scores, "head" the scores, scale, softmax and the weighted sum
-// of values (AxpyStrided per block).
+// of values (AxpyStrided per block). The F16 cases are the same work with
+// the blocks stored as halves (ScoresTBlocksF16, AxpyStridedF16), as a KV
+// cache of F16 keeps them.
 func BenchmarkAttentionHead(b *testing.B) {
 	const bs, kvd = 16, 768
 	r := rand.New(rand.NewPCG(9, 9))
@@ -210,30 +212,49 @@ func BenchmarkAttentionHead(b *testing.B) {
 		for _, n := range []int{128, 512, 2048, 4096} {
 			nb := (n + bs - 1) / bs
 			blocks := make([][]float32, nb) // [K, V][slot][kvd], or K as [kvd][slot]
+			blocks16 := make([][]uint16, nb)
 			for i := range blocks {
 				blocks[i] = randVec(r, 2*bs*kvd)
+				blocks16[i] = make([]uint16, 2*bs*kvd)
+				ToHalf(blocks16[i], blocks[i])
 			}
 			q := randVec(r, kvd)
 			att, y := make([]float32, n), make([]float32, hd)
-			run := func(name string, scores func(h int), full bool) {
+			values := func(h int) {
+				for i, blk := range blocks {
+					cnt := min(bs, n-i*bs)
+					AxpyStrided(y, att[i*bs:i*bs+cnt], blk[bs*kvd+h*hd:], kvd)
+				}
+			}
+			valuesF16 := func(h int) {
+				for i, blk := range blocks16 {
+					cnt := min(bs, n-i*bs)
+					AxpyStridedF16(y, att[i*bs:i*bs+cnt], blk[bs*kvd+h*hd:], kvd)
+				}
+			}
+			runV := func(name string, scores, values func(h int)) {
 				b.Run(fmt.Sprintf("hd=%d/n=%d/%s", hd, n, name), func(b *testing.B) {
 					for b.Loop() {
 						for h := 0; h < heads; h++ {
 							scores(h)
-							if !full {
+							if values == nil {
 								continue
 							}
 							Scale(att, scale)
 							Softmax(att)
 							clear(y)
-							for i, blk := range blocks {
-								cnt := min(bs, n-i*bs)
-								AxpyStrided(y, att[i*bs:i*bs+cnt], blk[bs*kvd+h*hd:], kvd)
-							}
+							values(h)
 						}
 					}
 					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*heads), "ns/head")
 				})
+			}
+			run := func(name string, scores func(h int), full bool) {
+				if full {
+					runV(name, scores, values)
+				} else {
+					runV(name, scores, nil)
+				}
 			}
 			old := func(h int) {
 				for i, blk := range blocks {
@@ -257,11 +278,23 @@ func BenchmarkAttentionHead(b *testing.B) {
 					ScoresTBlocks(att[i*bs:(i+len(kts))*bs], q[h*hd:(h+1)*hd], kts, bs)
 				}
 			}
+			kts16 := make([][]uint16, 0, 4)
+			blocks4F16 := func(h int) {
+				for i := 0; i < nb; i += 4 {
+					kts16 = kts16[:0]
+					for _, blk := range blocks16[i:min(nb, i+4)] {
+						kts16 = append(kts16, blk[h*hd*bs:(h+1)*hd*bs])
+					}
+					ScoresTBlocksF16(att[i*bs:(i+len(kts16))*bs], q[h*hd:(h+1)*hd], kts16, bs)
+				}
+			}
 			run("scores/DotStrided", old, false)
 			run("scores/ScoresT", transposed, false)
 			run("scores/ScoresTBlocks", blocks4, false)
+			run("scores/ScoresTBlocksF16", blocks4F16, false)
 			run("head/DotStrided", old, true)
 			run("head/ScoresTBlocks", blocks4, true)
+			runV("head/ScoresTBlocksF16", blocks4F16, valuesF16)
 		}
 	}
 }
@@ -271,7 +304,8 @@ func BenchmarkAttentionHead(b *testing.B) {
 // KV row: each row on its own (DotStrided, AxpyStrided per block, as
 // model.Runner did before), and the 16 rows' queries together against each
 // block (ScoresTMulti, AxpyStridedMulti), which reads every block once
-// rather than 16 times. ns/row-head is the metric.
+// rather than 16 times; the F16 case reads the blocks as halves
+// (ScoresTMultiF16, AxpyStridedMultiF16). ns/row-head is the metric.
 func BenchmarkAttentionShared(b *testing.B) {
 	const bs, kvd, hd, rows = 16, 768, 64, 16
 	heads := kvd / hd
@@ -279,8 +313,11 @@ func BenchmarkAttentionShared(b *testing.B) {
 	for _, n := range []int{128, 512, 2048} {
 		nb := n / bs
 		blocks := make([][]float32, nb)
+		blocks16 := make([][]uint16, nb)
 		for i := range blocks {
 			blocks[i] = randVec(r, 2*bs*kvd)
+			blocks16[i] = make([]uint16, 2*bs*kvd)
+			ToHalf(blocks16[i], blocks[i])
 		}
 		q := make([][]float32, rows)
 		att, y := make([][]float32, rows), make([][]float32, rows)
@@ -329,6 +366,55 @@ func BenchmarkAttentionShared(b *testing.B) {
 					ys[i], as[i] = y[i], att[i][j*bs:(j+1)*bs]
 				}
 				AxpyStridedMulti(ys, as, blk[bs*kvd+h*hd:], kvd)
+			}
+		})
+		run("shared/ScoresTMultiF16", func(h int) {
+			for i := range rows {
+				qs[i] = q[i][h*hd : (h+1)*hd]
+			}
+			for j, blk := range blocks16 {
+				for i := range rows {
+					outs[i] = att[i][j*bs : (j+1)*bs]
+				}
+				ScoresTMultiF16(outs, qs, blk[h*hd*bs:(h+1)*hd*bs], bs)
+			}
+			for i := range rows {
+				Softmax(att[i])
+				clear(y[i])
+			}
+			for j, blk := range blocks16 {
+				for i := range rows {
+					ys[i], as[i] = y[i], att[i][j*bs:(j+1)*bs]
+				}
+				AxpyStridedMultiF16(ys, as, blk[bs*kvd+h*hd:], kvd)
+			}
+		})
+	}
+}
+
+// BenchmarkToHalf and BenchmarkFromHalf report the conversions' speed in
+// bytes of float32 per second.
+func BenchmarkToHalf(b *testing.B) {
+	r := rand.New(rand.NewPCG(11, 11))
+	for _, n := range []int{64, 768, 16384} {
+		x, h := randVec(r, n), make([]uint16, n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.SetBytes(int64(4 * n))
+			for b.Loop() {
+				ToHalf(h, x)
+			}
+		})
+	}
+}
+
+func BenchmarkFromHalf(b *testing.B) {
+	r := rand.New(rand.NewPCG(12, 12))
+	for _, n := range []int{64, 768, 16384} {
+		x, h := make([]float32, n), randHalves(r, n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			b.SetBytes(int64(4 * n))
+			for b.Loop() {
+				FromHalf(x, h)
 			}
 		})
 	}

@@ -17,6 +17,10 @@ import "golang.org/x/sys/cpu"
 //     ScoresT and AxpyStrided. Softmax, SwiGLU, Scale, DotStrided and
 //     AxpyStrided have AVX-512 versions and otherwise use the Dot/Axpy
 //     level or pure Go.
+//   - F16 conversions and the F16 attention kernels (f16.go): the F32
+//     level, each kernel its float32 twin's instructions with VCVTPH2PS
+//     widening the F16 operand, if the CPU has F16C (every AVX2 CPU in
+//     practice), else pure Go.
 //   - Q8_0 MatMul: AVX-512 VNNI (VPDPBUSD on biased weights, plus an
 //     AVX-512 activation quantizer) if present, else AVX2 (VPMADDUBSW sign
 //     trick, pure-Go quantizer), else pure Go.
@@ -33,6 +37,7 @@ var (
 	hasAVX512 = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL &&
 		cpu.X86.HasAVX512DQ && cpu.X86.HasBMI2
 	hasVNNI = hasAVX512 && cpu.X86.HasAVX512VNNI
+	hasF16C = hasAVX2 && cpu.X86.HasF16C
 )
 
 // bestF32 and bestQ8 are the best levels this CPU runs.

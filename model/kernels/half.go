@@ -2,64 +2,48 @@ package kernels
 
 import "math"
 
-// HalfToFloat converts an IEEE 754 binary16 value to float32.
+// HalfToFloat converts an IEEE 754 binary16 value to float32 (exactly;
+// NaN payloads are kept, shifted into the high mantissa bits).
 func HalfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
+	sign := uint32(h&0x8000) << 16
+	em := uint32(h & 0x7fff) // exponent and mantissa
 	switch {
-	case exp == 0 && mant == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal: normalise
-		e := uint32(127 - 15 + 1)
-		for mant&0x400 == 0 {
-			mant <<= 1
-			e--
-		}
-		mant &= 0x3ff
-		return math.Float32frombits(sign | e<<23 | mant<<13)
-	case exp == 0x1f: // inf or NaN
-		return math.Float32frombits(sign | 0xff<<23 | mant<<13)
+	case em >= 0x7c00: // inf or NaN
+		return math.Float32frombits(sign | 0x7f800000 | (em&0x3ff)<<13)
+	case em >= 0x0400: // normal: rebias the exponent by 127-15
+		return math.Float32frombits(sign | (em<<13 + (127-15)<<23))
 	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+	// Zero or subnormal: em * 2^-24, exact in float32.
+	return math.Float32frombits(sign | math.Float32bits(float32(em)*0x1p-24))
 }
 
-// FloatToHalf converts float32 to binary16, rounding to nearest even.
+// FloatToHalf converts float32 to binary16, rounding to nearest even:
+// magnitudes from 65520 up become infinities, below 2^-25 (half the
+// smallest subnormal half) zeros. A NaN becomes the quiet NaN 0x7e00 with
+// its sign.
 func FloatToHalf(f float32) uint16 {
 	b := math.Float32bits(f)
 	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23) & 0xff
-	mant := b & 0x7fffff
-	if exp == 0xff { // inf / NaN
-		if mant != 0 {
-			return sign | 0x7e00
-		}
+	a := b & 0x7fffffff // |f|
+	switch {
+	case a > 0x7f800000: // NaN
+		return sign | 0x7e00
+	case a >= 0x477ff000: // 65520 and up, inf
 		return sign | 0x7c00
+	case a >= 0x38800000: // a normal half, from 2^-14
+		// Rebias the exponent, then round the 13 dropped bits: adding
+		// 0xfff plus the kept lowest bit carries exactly when the dropped
+		// part is above half, or half with an odd kept part. A carry out
+		// of the mantissa correctly bumps the exponent.
+		a -= (127 - 15) << 23
+		return sign | uint16((a+0xfff+(a>>13)&1)>>13)
+	case a > 0x33000000: // a subnormal half (or 2^-14), above 2^-25
+		// |f|*2^24 is exact; adding 2^23 rounds it to an integer, nearest
+		// even, in the float32 mantissa's low bits.
+		r := math.Float32frombits(a)*0x1p24 + 0x1p23
+		return sign | uint16(math.Float32bits(r)-0x4b000000)
 	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		if e < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint32(14 - e)
-		half := mant >> shift
-		rem := mant & (1<<shift - 1)
-		mid := uint32(1) << (shift - 1)
-		if rem > mid || (rem == mid && half&1 == 1) {
-			half++
-		}
-		return sign | uint16(half)
-	}
-	half := uint32(e)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
-		half++ // may carry into the exponent, which is still correct
-	}
-	return sign | uint16(half)
+	return sign // zero, or at most 2^-25: rounds to zero
 }
 
 // BF16ToFloat converts a bfloat16 value to float32.

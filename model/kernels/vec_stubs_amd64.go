@@ -128,3 +128,98 @@ func scoresRowsAVX512(out *float32, q *float32, k *float32, dim int, stride int,
 //
 //go:noescape
 func scoresRowsAVX2(out *float32, q *float32, k *float32, dim int, stride int, n int)
+
+// toHalfAVX512 sets dst[i] = binary16(src[i]) for i < n, rounding to nearest even.
+//
+//go:noescape
+func toHalfAVX512(dst *uint16, src *float32, n int)
+
+// fromHalfAVX512 sets dst[i] = float32(binary16 src[i]) for i < n.
+//
+//go:noescape
+func fromHalfAVX512(dst *float32, src *uint16, n int)
+
+// toHalfAVX2 sets dst[i] = binary16(src[i]) for i < n, rounding to nearest even.
+//
+//go:noescape
+func toHalfAVX2(dst *uint16, src *float32, n int)
+
+// fromHalfAVX2 sets dst[i] = float32(binary16 src[i]) for i < n.
+//
+//go:noescape
+func fromHalfAVX2(dst *float32, src *uint16, n int)
+
+// scoresTF16N1AVX512 sets out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim, for i < 1 and j < n <= bs (kt halves).
+//
+//go:noescape
+func scoresTF16N1AVX512(out *[4]*float32, q *[4]*float32, kt *uint16, dim int, bs int, n int)
+
+// axpyStridedF16N1AVX512 adds sum_t a[i][t]*v[t*stride:][:dim] to y[i][:dim] over t < n, for i < 1 (v halves).
+//
+//go:noescape
+func axpyStridedF16N1AVX512(y *[4]*float32, a *[4]*float32, v *uint16, dim int, stride int, n int)
+
+// scoresTF16N2AVX512 sets out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim, for i < 2 and j < n <= bs (kt halves).
+//
+//go:noescape
+func scoresTF16N2AVX512(out *[4]*float32, q *[4]*float32, kt *uint16, dim int, bs int, n int)
+
+// axpyStridedF16N2AVX512 adds sum_t a[i][t]*v[t*stride:][:dim] to y[i][:dim] over t < n, for i < 2 (v halves).
+//
+//go:noescape
+func axpyStridedF16N2AVX512(y *[4]*float32, a *[4]*float32, v *uint16, dim int, stride int, n int)
+
+// scoresTF16N3AVX512 sets out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim, for i < 3 and j < n <= bs (kt halves).
+//
+//go:noescape
+func scoresTF16N3AVX512(out *[4]*float32, q *[4]*float32, kt *uint16, dim int, bs int, n int)
+
+// axpyStridedF16N3AVX512 adds sum_t a[i][t]*v[t*stride:][:dim] to y[i][:dim] over t < n, for i < 3 (v halves).
+//
+//go:noescape
+func axpyStridedF16N3AVX512(y *[4]*float32, a *[4]*float32, v *uint16, dim int, stride int, n int)
+
+// scoresTF16N4AVX512 sets out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim, for i < 4 and j < n <= bs (kt halves).
+//
+//go:noescape
+func scoresTF16N4AVX512(out *[4]*float32, q *[4]*float32, kt *uint16, dim int, bs int, n int)
+
+// axpyStridedF16N4AVX512 adds sum_t a[i][t]*v[t*stride:][:dim] to y[i][:dim] over t < n, for i < 4 (v halves).
+//
+//go:noescape
+func axpyStridedF16N4AVX512(y *[4]*float32, a *[4]*float32, v *uint16, dim int, stride int, n int)
+
+// scoresTF16B2AVX512 sets out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] over d < dim, for b < 2 and j < bs (kt halves).
+//
+//go:noescape
+func scoresTF16B2AVX512(out *float32, q *float32, kt *[4]*uint16, dim int, bs int)
+
+// scoresTF16B3AVX512 sets out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] over d < dim, for b < 3 and j < bs (kt halves).
+//
+//go:noescape
+func scoresTF16B3AVX512(out *float32, q *float32, kt *[4]*uint16, dim int, bs int)
+
+// scoresTF16B4AVX512 sets out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] over d < dim, for b < 4 and j < bs (kt halves).
+//
+//go:noescape
+func scoresTF16B4AVX512(out *float32, q *float32, kt *[4]*uint16, dim int, bs int)
+
+// scoresTF16AVX2 sets out[j] = sum_d q[d]*kt[d*bs+j] over d < dim, for j < n <= bs (kt halves).
+//
+//go:noescape
+func scoresTF16AVX2(out *float32, q *float32, kt *uint16, dim int, bs int, n int)
+
+// axpyStridedF16AVX2 adds sum_t a[t]*v[t*stride:][:dim] to y[:dim] over t < n (v halves).
+//
+//go:noescape
+func axpyStridedF16AVX2(y *float32, a *float32, v *uint16, dim int, stride int, n int)
+
+// scoresRowsF16AVX512 sets out[j] = sum_d q[d]*k[j*stride+d] over d < dim, for j < n (k halves), in ScoresT's order of operations.
+//
+//go:noescape
+func scoresRowsF16AVX512(out *float32, q *float32, k *uint16, dim int, stride int, n int)
+
+// scoresRowsF16AVX2 sets out[j] = sum_d q[d]*k[j*stride+d] over d < dim, for j < n (k halves), in ScoresT's order of operations.
+//
+//go:noescape
+func scoresRowsF16AVX2(out *float32, q *float32, k *uint16, dim int, stride int, n int)

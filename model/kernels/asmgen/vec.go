@@ -31,6 +31,7 @@ func genVec() {
 	scoresTAVX2()
 	scoresRows(isaAVX512)
 	scoresRows(isaAVX2)
+	genF16()
 }
 
 // broadcastConst returns a full-width vector with every 32-bit lane = bits.
