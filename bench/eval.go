@@ -433,7 +433,7 @@ func (s *Scorer) LogLik(prompt, cont []int) (float64, error) {
 	if s.kv == nil {
 		// Blocks are taken as needed, so a pool the size of the context
 		// costs nothing up front.
-		kv, err := s.m.NewCache(s.m.Config.ContextLen, kvcache.DefaultBlockSize)
+		kv, err := s.m.NewCache(s.m.Config.ContextLen, kvcache.DefaultBlockSize, kvcache.F32)
 		if err != nil {
 			return 0, fmt.Errorf("bench: score: %w", err)
 		}

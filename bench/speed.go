@@ -31,6 +31,9 @@ type SpeedConfig struct {
 	TreePrefix   int   // shared prefix of the KV-memory measurement
 	TreeSteps    int   // tokens each branch adds after the fork there
 	BlockSize    int   // KV cache block size
+	// KVType is the KV cache's element type (kvcache.F32, the zero value,
+	// or kvcache.F16).
+	KVType kvcache.DType
 }
 
 // DefaultSpeedConfig is the full measurement: a few minutes for a
@@ -150,7 +153,7 @@ func tokens(rng *rand.Rand, n, vocab int) []int {
 func MeasureDecode(m *model.Model, c SpeedConfig) (DecodeResult, error) {
 	c = c.withDefaults()
 	n := min(c.DecodeTokens, m.Config.ContextLen)
-	kv, err := m.NewCache(n, c.BlockSize)
+	kv, err := m.NewCache(n, c.BlockSize, c.KVType)
 	if err != nil {
 		return DecodeResult{}, err
 	}
@@ -204,7 +207,7 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 		return nil, fmt.Errorf("bench: prefix %d + %d steps exceeds the context of %d", c.Prefix, steps, m.Config.ContextLen)
 	}
 	// The prefix, plus each branch's steps and a copied partial block.
-	kv, err := m.NewCache(c.Prefix+c.BlockSize+maxB*(steps+c.BlockSize), c.BlockSize)
+	kv, err := m.NewCache(c.Prefix+c.BlockSize+maxB*(steps+c.BlockSize), c.BlockSize, c.KVType)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +275,7 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 func MeasurePrefill(m *model.Model, c SpeedConfig) (PrefillResult, error) {
 	c = c.withDefaults()
 	n := min(c.PromptTokens, m.Config.ContextLen)
-	kv, err := m.NewCache(n, c.BlockSize)
+	kv, err := m.NewCache(n, c.BlockSize, c.KVType)
 	if err != nil {
 		return PrefillResult{}, err
 	}
@@ -317,7 +320,7 @@ func MeasureForkCost(cfg model.Config, c SpeedConfig) ([]ForkResult, error) {
 	const batch = 256
 	forks := make([]*kvcache.Seq, batch)
 	for _, n := range c.ForkPrefixes {
-		kv, err := kvcache.New(kvcache.Config{Layers: cfg.Layers, KVDim: cfg.KVDim(), BlockSize: c.BlockSize,
+		kv, err := kvcache.New(kvcache.Config{Layers: cfg.Layers, KVDim: cfg.KVDim(), BlockSize: c.BlockSize, DType: c.KVType,
 			MaxBlocks: (n + c.BlockSize - 1) / c.BlockSize})
 		if err != nil {
 			return nil, fmt.Errorf("bench: fork cost: %w", err)
@@ -371,7 +374,7 @@ func MeasureTreeMemory(cfg model.Config, c SpeedConfig) ([]TreeMemResult, error)
 	res := make([]TreeMemResult, 0, len(c.Branches))
 	for _, b := range c.Branches {
 		perBranch := (c.TreePrefix+c.TreeSteps)/c.BlockSize + 2
-		kv, err := kvcache.New(kvcache.Config{Layers: cfg.Layers, KVDim: cfg.KVDim(), BlockSize: c.BlockSize,
+		kv, err := kvcache.New(kvcache.Config{Layers: cfg.Layers, KVDim: cfg.KVDim(), BlockSize: c.BlockSize, DType: c.KVType,
 			MaxBlocks: c.TreePrefix/c.BlockSize + 1 + b*perBranch})
 		if err != nil {
 			return nil, fmt.Errorf("bench: tree memory: %w", err)
@@ -467,14 +470,14 @@ func (r *SpeedReport) StepRatio(b int) float64 {
 // Markdown writes the report as markdown tables.
 func (r *SpeedReport) Markdown(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## %s %v (%.1fM parameters), %d threads, kernels %s\n\n", r.Model, r.DType, float64(r.Params)/1e6, r.Threads, r.Kernels)
+	fmt.Fprintf(&b, "## %s %v (%.1fM parameters), %v KV cache, %d threads, kernels %s\n\n", r.Model, r.DType, float64(r.Params)/1e6, r.Config.KVType, r.Threads, r.Kernels)
 	fmt.Fprintf(&b, "| measure | value |\n| --- | --- |\n")
 	fmt.Fprintf(&b, "| single-stream decode (%d tokens from position 0) | %.1f tokens/s (%s/token) |\n", r.Decode.Tokens, r.Decode.TokensPerSec, ms(r.Decode.PerToken))
 	switch {
 	case r.Versus != nil:
 		l := r.Versus
 		fmt.Fprintf(&b, "| decode, alternating with llama.cpp on the same GGUF (%d rounds): ours | median %.1f, best %.1f tokens/s |\n", len(l.Ours), medianF(l.Ours), slices.Max(l.Ours))
-		fmt.Fprintf(&b, "| llama.cpp (llama-bench -t %d -p 0 -n %d -r 1, build %s) | median %.1f, best %.1f tokens/s |\n", l.Threads, l.Tokens, l.LlamaBuild, medianF(l.Llama), slices.Max(l.Llama))
+		fmt.Fprintf(&b, "| llama.cpp (llama-bench -t %d -p 0 -n %d -r 1 -ctk %v -ctv %v, build %s) | median %.1f, best %.1f tokens/s |\n", l.Threads, l.Tokens, r.Config.KVType, r.Config.KVType, l.LlamaBuild, medianF(l.Llama), slices.Max(l.Llama))
 		fmt.Fprintf(&b, "| ours / llama.cpp decode | %.2f (medians), %.2f (bests) |\n", l.MedianRatio(), l.BestRatio())
 	case r.Llama != nil:
 		fmt.Fprintf(&b, "| llama.cpp decode, same GGUF (llama-bench -t %d -p 0 -n %d) | %.1f ± %.1f tokens/s |\n", r.Llama.Threads, r.Llama.Tokens, r.Llama.TokensPerSec, r.Llama.StdDev)
@@ -527,15 +530,19 @@ type LlamaBenchResult struct {
 // decode only (-p 0 -n tokens) on the given number of threads, with
 // llama-bench's default 5 repetitions, and returns its result.
 func RunLlamaBench(ctx context.Context, bin, gguf string, threads, tokens int) (*LlamaBenchResult, error) {
-	return RunLlamaBenchReps(ctx, bin, gguf, threads, tokens, 0)
+	return RunLlamaBenchReps(ctx, bin, gguf, threads, tokens, 0, "")
 }
 
 // RunLlamaBenchReps is RunLlamaBench with reps repetitions (llama-bench's
-// -r; its default when reps <= 0).
-func RunLlamaBenchReps(ctx context.Context, bin, gguf string, threads, tokens, reps int) (*LlamaBenchResult, error) {
+// -r; its default when reps <= 0) and the KV cache type kv ("f16",
+// "f32"; llama-bench's default, f16, when empty).
+func RunLlamaBenchReps(ctx context.Context, bin, gguf string, threads, tokens, reps int, kv string) (*LlamaBenchResult, error) {
 	args := []string{"-m", gguf, "-t", fmt.Sprint(threads), "-p", "0", "-n", fmt.Sprint(tokens), "-o", "json"}
 	if reps > 0 {
 		args = append(args, "-r", fmt.Sprint(reps))
+	}
+	if kv != "" {
+		args = append(args, "-ctk", kv, "-ctv", kv)
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
@@ -579,10 +586,11 @@ type DecodeComparison struct {
 
 // CompareDecode alternates rounds of our single-stream decode of m (tokens
 // from position 0, after a warm-up) with llama-bench runs of one
-// repetition on gguf, which must hold the same model.
-func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens, rounds int) (*DecodeComparison, error) {
+// repetition on gguf, which must hold the same model. Both keep the KV
+// cache as kv.
+func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens, rounds int, kv kvcache.DType) (*DecodeComparison, error) {
 	c := DefaultSpeedConfig()
-	c.DecodeTokens, c.Rounds = tokens, 1
+	c.DecodeTokens, c.Rounds, c.KVType = tokens, 1, kv
 	cmp := &DecodeComparison{Tokens: tokens, Threads: kernels.Threads()}
 	for range max(rounds, 1) {
 		if err := ctx.Err(); err != nil {
@@ -593,7 +601,7 @@ func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens
 			return nil, err
 		}
 		cmp.Ours = append(cmp.Ours, d.TokensPerSec)
-		l, err := RunLlamaBenchReps(ctx, bin, gguf, cmp.Threads, tokens, 1)
+		l, err := RunLlamaBenchReps(ctx, bin, gguf, cmp.Threads, tokens, 1, kv.String())
 		if err != nil {
 			return nil, err
 		}

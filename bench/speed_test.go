@@ -17,7 +17,19 @@ import (
 	"github.com/entropix-search/entropix-search/model/synth"
 )
 
-var benchShape = flag.String("shape", "stories110M", "model shape of the speed benchmarks: "+strings.Join(synth.Names(), ", "))
+var (
+	benchShape = flag.String("shape", "stories110M", "model shape of the speed benchmarks: "+strings.Join(synth.Names(), ", "))
+	benchKV    = flag.String("kv", "f32", "KV cache type of the speed benchmarks: f32 or f16")
+)
+
+// benchKVType is -kv as a kvcache.DType.
+func benchKVType(b *testing.B) kvcache.DType {
+	t, err := kvcache.ParseDType(*benchKV)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return t
+}
 
 // tinyConfig keeps the speed functions' tests fast.
 func tinyConfig() SpeedConfig {
@@ -183,7 +195,7 @@ func BenchmarkBranchStep(b *testing.B) {
 func benchSteps(b *testing.B, m *model.Model, n, prefix int) {
 	const span = 64
 	bs := kvcache.DefaultBlockSize
-	kv, err := m.NewCache(prefix+bs+n*(span+bs), bs)
+	kv, err := m.NewCache(prefix+bs+n*(span+bs), bs, benchKVType(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -235,7 +247,7 @@ func BenchmarkPrefill(b *testing.B) {
 		b.Run(dt.String(), func(b *testing.B) {
 			m := benchModel(b, dt)
 			const n = 128
-			kv, err := m.NewCache(n, kvcache.DefaultBlockSize)
+			kv, err := m.NewCache(n, kvcache.DefaultBlockSize, benchKVType(b))
 			if err != nil {
 				b.Fatal(err)
 			}

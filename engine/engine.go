@@ -51,7 +51,7 @@ func New(m *model.Model, opts ...Option) (*Engine, error) {
 	if o.CacheTokens <= 0 {
 		o.CacheTokens = min(4*m.Config.ContextLen, 65536)
 	}
-	kv, err := m.NewCache(o.CacheTokens, 16)
+	kv, err := m.NewCache(o.CacheTokens, 16, o.KVType)
 	if err != nil {
 		return nil, err
 	}

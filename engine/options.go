@@ -6,6 +6,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/policy"
 )
 
@@ -118,6 +119,12 @@ type Options struct {
 	// CacheTokens is the KV cache capacity in token positions over all
 	// branches (default: 4 contexts' worth, at most 65536).
 	CacheTokens int
+
+	// KVType is the element type of the KV cache: kvcache.F32 (the zero
+	// value) keeps keys and values exactly; kvcache.F16 stores them in
+	// half the memory and attention reads half the bytes, rounding each to
+	// about 3 significant digits (llama.cpp's default).
+	KVType kvcache.DType
 	// StopTokens end a branch like end of text (e.g. a chat template's
 	// end-of-turn token); they are not part of the result.
 	StopTokens []int
@@ -177,6 +184,10 @@ func WithProgress(f func(Progress)) Option { return func(o *Options) { o.Progres
 
 // WithLogger logs decisions at debug level.
 func WithLogger(l zerolog.Logger) Option { return func(o *Options) { o.Log = l } }
+
+// WithKVType sets the element type of the KV cache (kvcache.F32 exactly,
+// the default, or kvcache.F16 in half the memory).
+func WithKVType(t kvcache.DType) Option { return func(o *Options) { o.KVType = t } }
 
 // WithCacheTokens sets the KV cache capacity in token positions.
 func WithCacheTokens(n int) Option { return func(o *Options) { o.CacheTokens = n } }

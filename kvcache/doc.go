@@ -37,8 +37,12 @@
 //
 // # Block layout
 //
-// Each block is one []float32 of Layers*2*BlockSize*KVDim floats: per
-// layer, the keys of its BlockSize slots and then their values. The values
+// Each block is one slice of Layers*2*BlockSize*KVDim elements: per
+// layer, the keys of its BlockSize slots and then their values. The
+// elements are float32 in an F32 pool and IEEE binary16 ([]uint16) in an
+// F16 one ([Config.DType]), which halves the memory and the bytes
+// attention reads; writes round to nearest even, and the forward pass's
+// F16 kernels widen on load (kernels.ScoresTF16 and friends). The values
 // are position-major, [slot][KVDim], as attention's weighted sum wants
 // them (one broadcast probability times a row of values). The keys are
 // stored head by head, one run of HeadDim*BlockSize floats per kv head, and
@@ -69,8 +73,9 @@
 // must be called from one goroutine at a time (the engine calls them between
 // forward steps). During a forward step, any number of goroutines may call
 // the accessors [Pool.WriteKV], [Pool.Seal],
-// [Pool.ReadK], [Pool.V], [Pool.KeyBlock], [Pool.KeySealed],
-// [Pool.ValueBlock], [Pool.BlockID], [Pool.Owned], [Pool.Blocks] and
+// [Pool.ReadK], [Pool.ReadV], [Pool.V], [Pool.KeyBlock], [Pool.KeyBlockF16],
+// [Pool.KeySealed], [Pool.ValueBlock], [Pool.ValueBlockF16], [Pool.BlockID],
+// [Pool.Owned], [Pool.Blocks] and
 // [Seq.Len] concurrently: they only read pool and sequence metadata (Seal
 // sets its block's flag), take no locks and allocate nothing. Goroutines
 // may read any position of any sequence, and may write (WriteKV, Seal, or

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
+
+	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
 // DefaultBlockSize is the number of token positions per block used when
@@ -23,11 +26,54 @@ var ErrCacheFull = errors.New("kvcache: pool is full")
 // ErrSeqFreed is returned by [Pool.Append] for a sequence that was freed.
 var ErrSeqFreed = errors.New("kvcache: sequence was freed")
 
+// DType is the element type the cache stores keys and values in.
+type DType uint8
+
+const (
+	// F32 stores float32: keys and values exactly as the forward pass
+	// computes them.
+	F32 DType = iota
+	// F16 stores IEEE binary16 (as llama.cpp does by default): half the
+	// memory, and half the bytes attention reads, for a rounding of about
+	// 2^-11 relative per element. Writes round to nearest even.
+	F16
+)
+
+func (t DType) String() string {
+	switch t {
+	case F32:
+		return "f32"
+	case F16:
+		return "f16"
+	}
+	return fmt.Sprintf("DType(%d)", uint8(t))
+}
+
+// ParseDType reads a DType from its name, "f32" or "f16" (any case).
+func ParseDType(s string) (DType, error) {
+	switch strings.ToLower(s) {
+	case "f32":
+		return F32, nil
+	case "f16":
+		return F16, nil
+	}
+	return 0, fmt.Errorf("kvcache: unknown KV cache type %q (want f32 or f16)", s)
+}
+
+// size is the bytes of one element.
+func (t DType) size() int64 {
+	if t == F16 {
+		return 2
+	}
+	return 4
+}
+
 // Config describes the shape of the cached tensors and the memory cap.
 type Config struct {
 	Layers    int // transformer layers
 	KVDim     int // kv heads * head dim: floats per position per layer for K, and as many for V
 	BlockSize int // token positions per block; DefaultBlockSize when 0
+	DType     DType
 
 	// HeadDim is the size of one kv head; it must divide KVDim. When 0 it
 	// is KVDim (the keys are then laid out as if there were one head). The
@@ -49,10 +95,14 @@ type Pool struct {
 	headDim, heads           int // heads = KVDim / HeadDim
 	blockFloats              int // Layers*2*BlockSize*KVDim
 	capBlocks                int
+	dtype                    DType
 
-	data [][]float32 // block storage by id, allocated lazily
-	ref  []int32     // reference count by id
-	free []int32     // ids with ref == 0, reused LIFO
+	// Block storage by id, allocated lazily: f32 in an F32 pool, f16 in an
+	// F16 pool.
+	f32  [][]float32
+	f16  [][]uint16
+	ref  []int32 // reference count by id; len(ref) blocks have storage
+	free []int32 // ids with ref == 0, reused LIFO
 	// sealed[(id*Layers+l)*heads+h] tells whether kv head h's keys of
 	// layer l in block id are transposed.
 	sealed []bool
@@ -114,6 +164,9 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.BlockSize < 0 {
 		return nil, fmt.Errorf("kvcache: Config.BlockSize = %d, want >= 0", cfg.BlockSize)
 	}
+	if cfg.DType != F32 && cfg.DType != F16 {
+		return nil, fmt.Errorf("kvcache: Config.DType = %v, want F32 or F16", cfg.DType)
+	}
 	if cfg.MaxBlocks < 0 || cfg.MaxBytes < 0 || (cfg.MaxBlocks == 0 && cfg.MaxBytes == 0) {
 		return nil, fmt.Errorf("kvcache: Config.MaxBlocks = %d, MaxBytes = %d: want at least one > 0 and neither < 0",
 			cfg.MaxBlocks, cfg.MaxBytes)
@@ -131,10 +184,10 @@ func New(cfg Config) (*Pool, error) {
 		capBlocks = min(capBlocks, int64(cfg.MaxBlocks))
 	}
 	if cfg.MaxBytes > 0 {
-		capBlocks = min(capBlocks, cfg.MaxBytes/(floats*4))
+		capBlocks = min(capBlocks, cfg.MaxBytes/(floats*cfg.DType.size()))
 		if capBlocks == 0 {
 			return nil, fmt.Errorf("kvcache: Config.MaxBytes = %d is less than one block of %d bytes",
-				cfg.MaxBytes, floats*4)
+				cfg.MaxBytes, floats*cfg.DType.size())
 		}
 	}
 	return &Pool{
@@ -145,6 +198,7 @@ func New(cfg Config) (*Pool, error) {
 		blockSize:   cfg.BlockSize,
 		blockFloats: int(floats),
 		capBlocks:   int(capBlocks),
+		dtype:       cfg.DType,
 	}, nil
 }
 
@@ -152,13 +206,16 @@ func New(cfg Config) (*Pool, error) {
 // MaxBlocks set to the effective cap.
 func (p *Pool) Config() Config {
 	return Config{Layers: p.layers, KVDim: p.kvDim, BlockSize: p.blockSize, HeadDim: p.headDim,
-		MaxBlocks: p.capBlocks, MaxBytes: int64(p.capBlocks) * p.bytesPerBlock()}
+		DType: p.dtype, MaxBlocks: p.capBlocks, MaxBytes: int64(p.capBlocks) * p.bytesPerBlock()}
 }
 
 // BlockSize returns the number of token positions per block.
 func (p *Pool) BlockSize() int { return p.blockSize }
 
-func (p *Pool) bytesPerBlock() int64 { return int64(p.blockFloats) * 4 }
+// DType returns the element type of the stored keys and values.
+func (p *Pool) DType() DType { return p.dtype }
+
+func (p *Pool) bytesPerBlock() int64 { return int64(p.blockFloats) * p.dtype.size() }
 
 // NewSeq returns an empty sequence. It holds no block until the first Append.
 func (p *Pool) NewSeq() *Seq { return &Seq{p: p} }
@@ -254,7 +311,23 @@ func (p *Pool) Append(s *Seq) (pos int, err error) {
 	}
 	// Clear the new slot in every layer: a reused block holds stale data.
 	id := s.table[len(s.table)-1]
-	b, run := p.data[id], p.headDim*p.blockSize
+	if p.dtype == F16 {
+		clearSlot(p, p.f16[id], id, slot)
+	} else {
+		clearSlot(p, p.f32[id], id, slot)
+	}
+	s.n++
+	p.appends++
+	return s.n - 1, nil
+}
+
+// elem is the element type of block storage.
+type elem interface{ float32 | uint16 }
+
+// clearSlot zeroes slot of block b (block id) in every layer: each kv
+// head's key in its layout, and the value row.
+func clearSlot[E elem](p *Pool, b []E, id int32, slot int) {
+	run := p.headDim * p.blockSize
 	for l := range p.layers {
 		base := 2 * l * p.blockSize * p.kvDim
 		for h := range p.heads {
@@ -269,9 +342,6 @@ func (p *Pool) Append(s *Seq) (pos int, err error) {
 		}
 		clear(b[base+p.blockSize*p.kvDim+slot*p.kvDim:][:p.kvDim])
 	}
-	s.n++
-	p.appends++
-	return s.n - 1, nil
 }
 
 // copyBlock copies into block dst what the first used slots of block src
@@ -279,7 +349,15 @@ func (p *Pool) Append(s *Seq) (pos int, err error) {
 // (its used slots are spread over every row) or the used rows of a staged
 // one, and the used value rows.
 func (p *Pool) copyBlock(dst, src int32, used int) {
-	d, sb, run := p.data[dst], p.data[src], p.headDim*p.blockSize
+	if p.dtype == F16 {
+		copyUsed(p, p.f16[dst], p.f16[src], dst, src, used)
+	} else {
+		copyUsed(p, p.f32[dst], p.f32[src], dst, src, used)
+	}
+}
+
+func copyUsed[E elem](p *Pool, d, sb []E, dst, src int32, used int) {
+	run := p.headDim * p.blockSize
 	for l := range p.layers {
 		base := 2 * l * p.blockSize * p.kvDim
 		for h := range p.heads {
@@ -340,29 +418,46 @@ func (p *Pool) Owned(s *Seq, pos int) bool {
 // 0 <= pos < s.Len(), and [Pool.Owned](s, pos): it panics on a position of
 // a shared block. Each head's key goes into its run of the block in that
 // run's layout (see [Pool.KeyBlock]): one contiguous row while staged,
-// scattered over the rows once sealed.
+// scattered over the rows once sealed. An F16 pool rounds both to the
+// nearest binary16.
 func (p *Pool) WriteKV(s *Seq, l, pos int, k, v []float32) {
 	if len(k) != p.kvDim || len(v) != p.kvDim {
 		panic(fmt.Sprintf("kvcache: WriteKV of %d keys and %d values, want KVDim = %d", len(k), len(v), p.kvDim))
 	}
-	b, slot := p.slotOf(s, l, pos)
+	off, slot := p.slotOf(s, l, pos)
 	id := s.table[pos/p.blockSize]
 	if p.ref[id] != 1 {
 		panic(fmt.Sprintf("kvcache: WriteKV at position %d of a shared block", pos))
 	}
+	if p.dtype == F16 {
+		writeKV(p, p.f16[id][off:off+2*p.blockSize*p.kvDim], id, l, slot, k, v, kernels.ToHalf, kernels.FloatToHalf)
+	} else {
+		writeKV(p, p.f32[id][off:off+2*p.blockSize*p.kvDim], id, l, slot, k, v, copyF32, identity)
+	}
+}
+
+func copyF32(dst, src []float32)           { copy(dst, src) }
+func identity(f float32) float32           { return f }
+func widenF32(dst, src []float32)          { copy(dst, src) }
+func fromF32(f float32) float32            { return f }
+func widenF16(dst []float32, src []uint16) { kernels.FromHalf(dst, src) }
+
+// writeKV is WriteKV on layer l of a block, b: conv stores a run, one
+// converts an element.
+func writeKV[E elem](p *Pool, b []E, id int32, l, slot int, k, v []float32, conv func([]E, []float32), one func(float32) E) {
 	hd, bs := p.headDim, p.blockSize
 	for h := range p.heads {
 		src, run := k[h*hd:(h+1)*hd], b[h*hd*bs:(h+1)*hd*bs]
 		if !p.sealed[p.sealIndex(id, l, h)] {
-			copy(run[slot*hd:][:hd], src)
+			conv(run[slot*hd:][:hd], src)
 			continue
 		}
 		col := run[slot:]
 		for i, f := range src {
-			col[i*bs] = f
+			col[i*bs] = one(f)
 		}
 	}
-	copy(b[bs*p.kvDim+slot*p.kvDim:][:p.kvDim], v)
+	conv(b[bs*p.kvDim+slot*p.kvDim:][:p.kvDim], v)
 }
 
 // ReadK copies the key (KVDim floats) of layer l at position pos of s into
@@ -374,39 +469,72 @@ func (p *Pool) ReadK(s *Seq, l, pos int, dst []float32) {
 	if len(dst) < p.kvDim {
 		panic(fmt.Sprintf("kvcache: ReadK into %d floats, want KVDim = %d", len(dst), p.kvDim))
 	}
-	b, slot := p.slotOf(s, l, pos)
+	off, slot := p.slotOf(s, l, pos)
 	id := s.table[pos/p.blockSize]
+	if p.dtype == F16 {
+		readK(p, p.f16[id][off:], id, l, slot, dst, widenF16, kernels.HalfToFloat)
+	} else {
+		readK(p, p.f32[id][off:], id, l, slot, dst, widenF32, fromF32)
+	}
+}
+
+func readK[E elem](p *Pool, b []E, id int32, l, slot int, dst []float32, conv func([]float32, []E), one func(E) float32) {
 	hd, bs := p.headDim, p.blockSize
 	for h := range p.heads {
 		run, out := b[h*hd*bs:(h+1)*hd*bs], dst[h*hd:(h+1)*hd]
 		if !p.sealed[p.sealIndex(id, l, h)] {
-			copy(out, run[slot*hd:])
+			conv(out, run[slot*hd:][:hd])
 			continue
 		}
 		for i := range out {
-			out[i] = run[slot+i*bs]
+			out[i] = one(run[slot+i*bs])
 		}
+	}
+}
+
+// ReadV copies the value (KVDim floats) of layer l at position pos of s
+// into dst, which must hold at least KVDim floats; the indices must
+// satisfy 0 <= l < Layers and 0 <= pos < s.Len().
+func (p *Pool) ReadV(s *Seq, l, pos int, dst []float32) {
+	if len(dst) < p.kvDim {
+		panic(fmt.Sprintf("kvcache: ReadV into %d floats, want KVDim = %d", len(dst), p.kvDim))
+	}
+	off, slot := p.slotOf(s, l, pos)
+	off += p.blockSize*p.kvDim + slot*p.kvDim
+	id := s.table[pos/p.blockSize]
+	if p.dtype == F16 {
+		kernels.FromHalf(dst[:p.kvDim], p.f16[id][off:off+p.kvDim])
+	} else {
+		copy(dst[:p.kvDim], p.f32[id][off:off+p.kvDim])
 	}
 }
 
 // V returns the value vector (KVDim floats) of layer l at position pos of
-// s, which must satisfy 0 <= l < Layers and 0 <= pos < s.Len(). The slice
-// aliases the cache: writing it is allowed only when [Pool.Owned](s, pos).
+// s, which must satisfy 0 <= l < Layers and 0 <= pos < s.Len(), in an F32
+// pool (it panics in an F16 one; see [Pool.ReadV]). The slice aliases the
+// cache: writing it is allowed only when [Pool.Owned](s, pos).
 func (p *Pool) V(s *Seq, l, pos int) []float32 {
-	b, slot := p.slotOf(s, l, pos)
-	off := p.blockSize*p.kvDim + slot*p.kvDim
-	return b[off : off+p.kvDim : off+p.kvDim]
+	off, slot := p.slotOf(s, l, pos)
+	p.want(F32, "V")
+	off += p.blockSize*p.kvDim + slot*p.kvDim
+	return p.f32[s.table[pos/p.blockSize]][off : off+p.kvDim : off+p.kvDim]
 }
 
-// slotOf returns layer l of the block holding position pos of s (K then V,
-// 2*BlockSize*KVDim floats) and the position's slot in it.
-func (p *Pool) slotOf(s *Seq, l, pos int) ([]float32, int) {
+// want panics unless the pool stores t.
+func (p *Pool) want(t DType, what string) {
+	if p.dtype != t {
+		panic(fmt.Sprintf("kvcache: %s on a %v pool, want %v", what, p.dtype, t))
+	}
+}
+
+// slotOf returns the offset of layer l in the block holding position pos
+// of s (K then V, 2*BlockSize*KVDim elements from there) and the
+// position's slot in the block.
+func (p *Pool) slotOf(s *Seq, l, pos int) (int, int) {
 	if s.p != p || uint(l) >= uint(p.layers) || uint(pos) >= uint(s.n) {
 		p.badIndex(s, l, pos, "position")
 	}
-	half := p.blockSize * p.kvDim
-	off := 2 * l * half
-	return p.data[s.table[pos/p.blockSize]][off : off+2*half : off+2*half], pos % p.blockSize
+	return 2 * l * p.blockSize * p.kvDim, pos % p.blockSize
 }
 
 // KeyBlock returns the keys of layer l in block i of s (0 <= i <
@@ -417,14 +545,28 @@ func (p *Pool) slotOf(s *Seq, l, pos int) ([]float32, int) {
 // d*BlockSize+j, and a query's scores against the block are vector
 // multiply-adds across slots. The block holds positions i*BlockSize+j for
 // j < min(BlockSize, s.Len()-i*BlockSize); slots past that count hold zeros
-// or stale data, which callers must ignore (mask).
+// or stale data, which callers must ignore (mask). KeyBlock is for F32
+// pools (it panics in an F16 one); [Pool.KeyBlockF16] is the same for F16.
 func (p *Pool) KeyBlock(s *Seq, l, i int) []float32 {
+	off, end := p.keyRange(s, l, i)
+	p.want(F32, "KeyBlock")
+	return p.f32[s.table[i]][off:end:end]
+}
+
+// KeyBlockF16 is [Pool.KeyBlock] for an F16 pool (it panics in an F32
+// one): the same layout, in binary16.
+func (p *Pool) KeyBlockF16(s *Seq, l, i int) []uint16 {
+	off, end := p.keyRange(s, l, i)
+	p.want(F16, "KeyBlockF16")
+	return p.f16[s.table[i]][off:end:end]
+}
+
+func (p *Pool) keyRange(s *Seq, l, i int) (off, end int) {
 	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) {
 		p.badIndex(s, l, i, "block")
 	}
 	half := p.blockSize * p.kvDim
-	off := 2 * l * half
-	return p.data[s.table[i]][off : off+half : off+half]
+	return 2 * l * half, (2*l + 1) * half
 }
 
 // KeySealed reports whether kv head h's keys of layer l in block i of s are
@@ -462,16 +604,23 @@ func (p *Pool) Seal(s *Seq, l, i, h int) {
 	}
 	hd, bs := p.headDim, p.blockSize
 	base := (2*l*p.kvDim + h*hd) * bs
-	transposeInPlace(p.data[id][base:base+hd*bs], bs, hd)
+	if p.dtype == F16 {
+		transposeInPlace(p.f16[id][base:base+hd*bs], bs, hd, &scratch16)
+	} else {
+		transposeInPlace(p.f32[id][base:base+hd*bs], bs, hd, &scratch32)
+	}
 	p.sealed[si] = true
 }
 
 // transposeInPlace turns x, rows x cols row-major, into its transpose,
-// cols x rows row-major, through a scratch copy.
-func transposeInPlace(x []float32, rows, cols int) {
-	bp := scratch.Get().(*[]float32)
+// cols x rows row-major, through a scratch copy from scratch.
+func transposeInPlace[E elem](x []E, rows, cols int, scratch *sync.Pool) {
+	bp, _ := scratch.Get().(*[]E)
+	if bp == nil {
+		bp = new([]E)
+	}
 	if cap(*bp) < len(x) {
-		*bp = make([]float32, len(x))
+		*bp = make([]E, len(x))
 	}
 	t := (*bp)[:len(x)]
 	copy(t, x)
@@ -485,36 +634,51 @@ func transposeInPlace(x []float32, rows, cols int) {
 	scratch.Put(bp)
 }
 
-var scratch = sync.Pool{New: func() any { return new([]float32) }}
+// Scratch buffers of Seal's transposition, by element type.
+var scratch32, scratch16 sync.Pool
 
 // ValueBlock returns the values of layer l for the positions of block i of
 // s, [i*BlockSize, min((i+1)*BlockSize, s.Len())), contiguous and
 // position-major (each position KVDim floats). 0 <= i < Blocks(s) is
-// required.
+// required. ValueBlock is for F32 pools (it panics in an F16 one);
+// [Pool.ValueBlockF16] is the same for F16.
 func (p *Pool) ValueBlock(s *Seq, l, i int) []float32 {
+	off, end := p.valueRange(s, l, i)
+	p.want(F32, "ValueBlock")
+	return p.f32[s.table[i]][off:end:end]
+}
+
+// ValueBlockF16 is [Pool.ValueBlock] for an F16 pool (it panics in an F32
+// one): the same layout, in binary16.
+func (p *Pool) ValueBlockF16(s *Seq, l, i int) []uint16 {
+	off, end := p.valueRange(s, l, i)
+	p.want(F16, "ValueBlockF16")
+	return p.f16[s.table[i]][off:end:end]
+}
+
+func (p *Pool) valueRange(s *Seq, l, i int) (off, end int) {
 	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) {
 		p.badIndex(s, l, i, "block")
 	}
 	n := min(p.blockSize, s.n-i*p.blockSize)
-	off := (2*l + 1) * p.blockSize * p.kvDim
-	end := off + n*p.kvDim
-	return p.data[s.table[i]][off:end:end]
+	off = (2*l + 1) * p.blockSize * p.kvDim
+	return off, off + n*p.kvDim
 }
 
 // Stats returns a snapshot of the pool's counters.
 func (p *Pool) Stats() Stats {
-	inUse := len(p.data) - len(p.free)
+	inUse := len(p.ref) - len(p.free)
 	bpb := p.bytesPerBlock()
 	return Stats{
 		BlocksInUse:     inUse,
 		SharedBlocks:    p.shared,
 		FreeBlocks:      p.capBlocks - inUse,
 		CapBlocks:       p.capBlocks,
-		AllocatedBlocks: len(p.data),
+		AllocatedBlocks: len(p.ref),
 		LogicalBlocks:   p.logical,
 		BytesInUse:      int64(inUse) * bpb,
 		BytesPerBlock:   bpb,
-		BytesAllocated:  int64(len(p.data)) * bpb,
+		BytesAllocated:  int64(len(p.ref)) * bpb,
 		LogicalBytes:    int64(p.logical) * bpb,
 		CopyOnWrites:    p.cows,
 		Forks:           p.forks,
@@ -530,9 +694,13 @@ func (p *Pool) alloc() (int32, error) {
 		id = p.free[n-1]
 		p.free = p.free[:n-1]
 		clear(p.sealed[p.sealIndex(id, 0, 0):p.sealIndex(id+1, 0, 0)])
-	} else if len(p.data) < p.capBlocks {
-		id = int32(len(p.data))
-		p.data = append(p.data, make([]float32, p.blockFloats))
+	} else if len(p.ref) < p.capBlocks {
+		id = int32(len(p.ref))
+		if p.dtype == F16 {
+			p.f16 = append(p.f16, make([]uint16, p.blockFloats))
+		} else {
+			p.f32 = append(p.f32, make([]float32, p.blockFloats))
+		}
 		p.ref = append(p.ref, 0)
 		p.sealed = append(p.sealed, make([]bool, p.layers*p.heads)...)
 	} else {

@@ -12,7 +12,11 @@ import (
 // pool's bookkeeping.
 func checkInvariants(t testing.TB, p *Pool, live []*Seq) {
 	t.Helper()
-	want := make([]int32, len(p.data))
+	allocated := len(p.f32) + len(p.f16) // one of them is empty
+	if len(p.f32) > 0 && len(p.f16) > 0 {
+		t.Fatalf("%d F32 and %d F16 blocks in one pool", len(p.f32), len(p.f16))
+	}
+	want := make([]int32, allocated)
 	logical := 0
 	for _, s := range live {
 		if s.freed {
@@ -41,8 +45,8 @@ func checkInvariants(t testing.TB, p *Pool, live []*Seq) {
 			inUse++
 		}
 	}
-	if len(p.sealed) != len(p.data)*p.layers*p.heads {
-		t.Fatalf("%d sealing flags for %d blocks", len(p.sealed), len(p.data))
+	if len(p.sealed) != allocated*p.layers*p.heads {
+		t.Fatalf("%d sealing flags for %d blocks", len(p.sealed), allocated)
 	}
 	free := slices.Clone(p.free)
 	slices.Sort(free)
@@ -55,8 +59,8 @@ func checkInvariants(t testing.TB, p *Pool, live []*Seq) {
 		}
 	}
 	st := p.Stats()
-	if inUse+len(p.free) != len(p.data) || len(p.data) > p.capBlocks || len(p.ref) != len(p.data) {
-		t.Fatalf("in use %d + free %d != allocated %d (cap %d)", inUse, len(p.free), len(p.data), p.capBlocks)
+	if inUse+len(p.free) != allocated || allocated > p.capBlocks || len(p.ref) != allocated {
+		t.Fatalf("in use %d + free %d != allocated %d (cap %d)", inUse, len(p.free), allocated, p.capBlocks)
 	}
 	if st.BlocksInUse != inUse || st.SharedBlocks != shared || st.LogicalBlocks != logical ||
 		st.FreeBlocks != p.capBlocks-inUse || st.BytesInUse != int64(inUse)*st.BytesPerBlock {
@@ -78,10 +82,11 @@ func fill(p *Pool, s *Seq, pos int, tag float32) {
 
 // hasFill reports whether position pos of s holds what fill wrote with tag.
 func hasFill(p *Pool, s *Seq, pos int, tag float32) bool {
-	k := make([]float32, p.kvDim)
+	k, v := make([]float32, p.kvDim), make([]float32, p.kvDim)
 	for l := range p.layers {
 		p.ReadK(s, l, pos, k)
-		for j, v := 0, p.V(s, l, pos); j < len(k); j++ {
+		p.ReadV(s, l, pos, v)
+		for j := range k {
 			if k[j] != tag+float32(l*1000+j) || v[j] != -tag-float32(l*1000+j) {
 				return false
 			}
@@ -93,10 +98,11 @@ func hasFill(p *Pool, s *Seq, pos int, tag float32) bool {
 // isZero reports whether the key and value of layer l at position pos of s
 // are all zero.
 func isZero(p *Pool, s *Seq, l, pos int) bool {
-	k := make([]float32, p.kvDim)
+	k, v := make([]float32, p.kvDim), make([]float32, p.kvDim)
 	p.ReadK(s, l, pos, k)
+	p.ReadV(s, l, pos, v)
 	nz := func(f float32) bool { return f != 0 }
-	return !slices.ContainsFunc(k, nz) && !slices.ContainsFunc(p.V(s, l, pos), nz)
+	return !slices.ContainsFunc(k, nz) && !slices.ContainsFunc(v, nz)
 }
 
 func newPool(t testing.TB, cfg Config) *Pool {

@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
+
+	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
 // chooser supplies the decisions of a random operation sequence.
@@ -82,6 +85,9 @@ func runOps(t testing.TB, c chooser, maxOps int, hits *pathHits) {
 			cfg.HeadDim = 2
 		}
 	} // else one head of KVDim
+	if c.intn(2) == 0 {
+		cfg.DType = F16
+	}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +121,9 @@ func (r *opsRun) write(m *modelSeq, pos int) {
 	for i := range vals {
 		r.next++
 		vals[i] = r.next
+		if p.DType() == F16 {
+			vals[i] = float32(int(r.next) % 2048) // exact in binary16
+		}
 	}
 	d := p.kvDim
 	for l := range p.layers {
@@ -270,11 +279,11 @@ func b2i(b bool) int {
 func (r *opsRun) verify() {
 	t, p := r.t, r.p
 	seqs := make([]*Seq, len(r.live))
-	storage := map[int]*float32{} // BlockID -> layer 0 key storage
+	storage := map[int]unsafe.Pointer{} // BlockID -> layer 0 key storage
 	for i, m := range r.live {
 		seqs[i] = m.s
 		for b := range p.Blocks(m.s) {
-			id, ptr := p.BlockID(m.s, b), &p.KeyBlock(m.s, 0, b)[0]
+			id, ptr := p.BlockID(m.s, b), keyStorage(p, m.s, b)
 			if q, ok := storage[id]; ok && q != ptr {
 				t.Fatalf("sequence %d block %d: id %d names two storages", i, b, id)
 			}
@@ -284,18 +293,17 @@ func (r *opsRun) verify() {
 			t.Fatalf("sequence %d: Len %d, model %d", i, m.s.Len(), len(m.pos))
 		}
 		d, bs := p.kvDim, p.blockSize
-		key := make([]float32, d)
+		key, val := make([]float32, d), make([]float32, d)
 		for l := range p.layers {
 			for pos, want := range m.pos {
 				p.ReadK(m.s, l, pos, key)
-				if !slices.Equal(key, want[2*l*d:(2*l+1)*d]) ||
-					!slices.Equal(p.V(m.s, l, pos), want[(2*l+1)*d:(2*l+2)*d]) {
-					t.Fatalf("sequence %d layer %d position %d: K %v V %v, want %v",
-						i, l, pos, key, p.V(m.s, l, pos), want)
+				p.ReadV(m.s, l, pos, val)
+				if !slices.Equal(key, want[2*l*d:(2*l+1)*d]) || !slices.Equal(val, want[(2*l+1)*d:(2*l+2)*d]) {
+					t.Fatalf("sequence %d layer %d position %d: K %v V %v, want %v", i, l, pos, key, val, want)
 				}
 			}
 			for b := range p.Blocks(m.s) {
-				kb, vb := p.KeyBlock(m.s, l, b), p.ValueBlock(m.s, l, b)
+				kb, vb := blocksF32(p, m.s, l, b)
 				n := min(bs, m.s.Len()-b*bs)
 				if len(kb) != bs*d || len(vb) != n*d {
 					t.Fatalf("sequence %d block %d: key length %d, value length %d", i, b, len(kb), len(vb))
@@ -320,7 +328,7 @@ func (r *opsRun) verify() {
 			}
 		}
 	}
-	ids := map[*float32]int{}
+	ids := map[unsafe.Pointer]int{}
 	for id, ptr := range storage {
 		if other, ok := ids[ptr]; ok {
 			t.Fatalf("ids %d and %d name the same storage", id, other)
@@ -328,6 +336,27 @@ func (r *opsRun) verify() {
 		ids[ptr] = id
 	}
 	checkInvariants(t, p, seqs)
+}
+
+// keyStorage is the address of layer 0's keys in block b of s.
+func keyStorage(p *Pool, s *Seq, b int) unsafe.Pointer {
+	if p.DType() == F16 {
+		return unsafe.Pointer(&p.KeyBlockF16(s, 0, b)[0])
+	}
+	return unsafe.Pointer(&p.KeyBlock(s, 0, b)[0])
+}
+
+// blocksF32 returns copies of KeyBlock and ValueBlock widened to float32
+// in an F16 pool, the blocks themselves in an F32 pool.
+func blocksF32(p *Pool, s *Seq, l, b int) (kb, vb []float32) {
+	if p.DType() == F32 {
+		return p.KeyBlock(s, l, b), p.ValueBlock(s, l, b)
+	}
+	k, v := p.KeyBlockF16(s, l, b), p.ValueBlockF16(s, l, b)
+	kb, vb = make([]float32, len(k)), make([]float32, len(v))
+	kernels.FromHalf(kb, k)
+	kernels.FromHalf(vb, v)
+	return kb, vb
 }
 
 // TestRandomOps runs random operation sequences on random trees with random

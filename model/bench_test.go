@@ -3,6 +3,7 @@ package model_test
 import (
 	"testing"
 
+	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 )
@@ -19,7 +20,7 @@ func BenchmarkStories260KGreedy256(b *testing.B) {
 	}
 	defer m.Close()
 	prompt := m.Tokenizer.Encode("Once upon a time", true)
-	kv, err := m.NewCache(512, 16)
+	kv, err := m.NewCache(512, 16, kvcache.F32)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,9 +21,10 @@ const forkTol = 0
 // forkAlone runs toks through m by itself, one token per Forward, in a
 // fresh cache whose block size differs from the trees' so that the
 // reference shares nothing with them, and returns every position's logits.
-func forkAlone(t *testing.T, m *model.Model, toks []int) [][]float32 {
+// The cache stores dt, as the tree's does.
+func forkAlone(t *testing.T, m *model.Model, toks []int, dt kvcache.DType) [][]float32 {
 	t.Helper()
-	kv, err := m.NewCache(len(toks), 8)
+	kv, err := m.NewCache(len(toks), 8, dt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,13 +50,14 @@ type forkBranch struct {
 	obs  map[int][]float32
 }
 
-// check compares every observation of b with b's tokens run alone.
-func (b *forkBranch) check(t *testing.T, m *model.Model) {
+// check compares every observation of b with b's tokens run alone in a
+// cache of dt.
+func (b *forkBranch) check(t *testing.T, m *model.Model, dt kvcache.DType) {
 	t.Helper()
 	if len(b.obs) == 0 {
 		return
 	}
-	ref := forkAlone(t, m, b.toks)
+	ref := forkAlone(t, m, b.toks, dt)
 	for pos, got := range b.obs {
 		if d := forkMaxDiff(got, ref[pos]); !(d <= forkTol) {
 			t.Errorf("branch %s (%d tokens): position %d: logits differ from the sequence run alone by %g", b.name, len(b.toks), pos, d)
@@ -79,11 +81,11 @@ func forkMaxDiff(a, b []float32) float64 {
 // random earlier point, often inside a partly filled block), forks of forks
 // included, some branches are freed, and every live branch advances in one
 // Forward — one row each, sometimes two. Every row's logits are checked
-// against its branch's tokens run alone.
-func forkTree(t *testing.T, m *model.Model, blockSize int, seed uint64, steps int) {
+// against its branch's tokens run alone. The cache stores dt.
+func forkTree(t *testing.T, m *model.Model, dt kvcache.DType, blockSize int, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	vocab := m.Config.Vocab
-	kv, err := m.NewCache(4096, blockSize)
+	kv, err := m.NewCache(4096, blockSize, dt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +168,7 @@ func forkTree(t *testing.T, m *model.Model, blockSize int, seed uint64, steps in
 		t.Errorf("tree made %d forks and %d copies on write; the test should exercise both", st.Forks, st.CopyOnWrites)
 	}
 	for _, b := range all {
-		b.check(t, m)
+		b.check(t, m, dt)
 	}
 	for _, b := range live {
 		kv.Free(b.seq)
@@ -196,13 +198,18 @@ func forkModels(t *testing.T) map[string]*model.Model {
 	return ms
 }
 
+// kvTypes are the cache element types the fork tests cover.
+var kvTypes = []kvcache.DType{kvcache.F32, kvcache.F16}
+
 func TestForkTreeMatchesAlone(t *testing.T) {
 	for name, m := range forkModels(t) {
-		for _, bs := range []int{4, 16} {
-			for seed := range uint64(3) {
-				t.Run(fmt.Sprintf("%s/block%d/seed%d", name, bs, seed), func(t *testing.T) {
-					forkTree(t, m, bs, seed, 24)
-				})
+		for _, dt := range kvTypes {
+			for _, bs := range []int{4, 16} {
+				for seed := range uint64(3) {
+					t.Run(fmt.Sprintf("%s/kv-%v/block%d/seed%d", name, dt, bs, seed), func(t *testing.T) {
+						forkTree(t, m, dt, bs, seed, 24)
+					})
+				}
 			}
 		}
 	}
@@ -222,7 +229,9 @@ func TestForkTreeStories15M(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Run(dt.String(), func(t *testing.T) { forkTree(t, m, 4, 11, 10) })
+		for _, kt := range kvTypes {
+			t.Run(fmt.Sprintf("%v/kv-%v", dt, kt), func(t *testing.T) { forkTree(t, m, kt, 4, 11, 10) })
+		}
 	}
 }
 
@@ -231,58 +240,60 @@ func TestForkTreeStories15M(t *testing.T) {
 // matches its tokens run alone, and the prompt is stored once.
 func TestForkSharedPrefill(t *testing.T) {
 	for name, m := range forkModels(t) {
-		t.Run(name, func(t *testing.T) {
-			const bs, prompt, branches, steps = 4, 10, 6, 5 // the prompt ends inside a block
-			rng := rand.New(rand.NewPCG(1, 2))
-			kv, err := m.NewCache(1024, bs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := m.NewRunner(kv)
-			root := kv.NewSeq()
-			var toks []int
-			rows := make([]model.Row, prompt)
-			for i := range rows {
-				toks = append(toks, rng.IntN(m.Config.Vocab))
-				rows[i] = model.Row{Seq: root, Token: toks[i], NoLogits: i < prompt-1}
-			}
-			out, err := r.Forward(rows)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first := append([]float32(nil), out.Logits(prompt-1)...)
-			bs0 := make([]*forkBranch, branches)
-			for i := range bs0 {
-				bs0[i] = &forkBranch{name: fmt.Sprint(i), seq: kv.Fork(root), toks: append([]int(nil), toks...),
-					obs: map[int][]float32{prompt - 1: first}}
-			}
-			kv.Free(root)
-			blocks := (prompt + bs - 1) / bs
-			if st := kv.Stats(); st.BlocksInUse != blocks || st.LogicalBlocks != branches*blocks || st.Appends != prompt {
-				t.Fatalf("after prefill and forks: %+v; want %d blocks in use, %d logical, %d appends", st, blocks, branches*blocks, prompt)
-			}
-			for step := range steps {
-				rows = rows[:0]
-				for _, b := range bs0 {
-					tok := rng.IntN(m.Config.Vocab)
-					b.toks = append(b.toks, tok)
-					rows = append(rows, model.Row{Seq: b.seq, Token: tok})
+		for _, dt := range kvTypes {
+			t.Run(fmt.Sprintf("%s/kv-%v", name, dt), func(t *testing.T) {
+				const bs, prompt, branches, steps = 4, 10, 6, 5 // the prompt ends inside a block
+				rng := rand.New(rand.NewPCG(1, 2))
+				kv, err := m.NewCache(1024, bs, dt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := m.NewRunner(kv)
+				root := kv.NewSeq()
+				var toks []int
+				rows := make([]model.Row, prompt)
+				for i := range rows {
+					toks = append(toks, rng.IntN(m.Config.Vocab))
+					rows[i] = model.Row{Seq: root, Token: toks[i], NoLogits: i < prompt-1}
 				}
 				out, err := r.Forward(rows)
 				if err != nil {
 					t.Fatal(err)
 				}
-				for i, b := range bs0 {
-					b.obs[prompt+step] = append([]float32(nil), out.Logits(i)...)
+				first := append([]float32(nil), out.Logits(prompt-1)...)
+				bs0 := make([]*forkBranch, branches)
+				for i := range bs0 {
+					bs0[i] = &forkBranch{name: fmt.Sprint(i), seq: kv.Fork(root), toks: append([]int(nil), toks...),
+						obs: map[int][]float32{prompt - 1: first}}
 				}
-			}
-			// The full blocks of the prompt are still shared by all.
-			if st := kv.Stats(); st.SharedBlocks != prompt/bs {
-				t.Errorf("%d shared blocks, want the prompt's %d full blocks", st.SharedBlocks, prompt/bs)
-			}
-			for _, b := range bs0 {
-				b.check(t, m)
-			}
-		})
+				kv.Free(root)
+				blocks := (prompt + bs - 1) / bs
+				if st := kv.Stats(); st.BlocksInUse != blocks || st.LogicalBlocks != branches*blocks || st.Appends != prompt {
+					t.Fatalf("after prefill and forks: %+v; want %d blocks in use, %d logical, %d appends", st, blocks, branches*blocks, prompt)
+				}
+				for step := range steps {
+					rows = rows[:0]
+					for _, b := range bs0 {
+						tok := rng.IntN(m.Config.Vocab)
+						b.toks = append(b.toks, tok)
+						rows = append(rows, model.Row{Seq: b.seq, Token: tok})
+					}
+					out, err := r.Forward(rows)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, b := range bs0 {
+						b.obs[prompt+step] = append([]float32(nil), out.Logits(i)...)
+					}
+				}
+				// The full blocks of the prompt are still shared by all.
+				if st := kv.Stats(); st.SharedBlocks != prompt/bs {
+					t.Errorf("%d shared blocks, want the prompt's %d full blocks", st.SharedBlocks, prompt/bs)
+				}
+				for _, b := range bs0 {
+					b.check(t, m, dt)
+				}
+			})
+		}
 	}
 }

@@ -122,8 +122,35 @@ type attnScratch struct {
 	buf      []float32   // scores/probabilities of the item's queries
 	att      [][]float32 // per query: its scores, then probabilities
 	qs, outs [][]float32 // arguments of the multi-query kernels
-	kts      [][]float32 // blocks of kernels.ScoresTBlocks
+	kts32    [][]float32 // blocks of kernels.ScoresTBlocks (F32 cache)
+	kts16    [][]uint16  // blocks of kernels.ScoresTBlocksF16 (F16 cache)
 }
+
+// kvOps are the cache reads and attention kernels for one element type
+// of the cache, float32 or binary16 (uint16): attention is the same code
+// for both (attendWith), and the F16 kernels compute bit for bit what the
+// F32 ones do on the widened values.
+type kvOps[E float32 | uint16] struct {
+	keyBlock, valueBlock func(p *kvcache.Pool, s *kvcache.Seq, l, i int) []E
+	scoresTBlocks        func(out, q []float32, kt [][]E, bs int)
+	scoresTMulti         func(out, q [][]float32, kt []E, bs int)
+	scoresRows           func(out, q []float32, k []E, stride int)
+	axpyStridedMulti     func(y, a [][]float32, v []E, stride int)
+	kts                  func(w *attnScratch) *[][]E
+}
+
+var (
+	opsF32 = kvOps[float32]{
+		(*kvcache.Pool).KeyBlock, (*kvcache.Pool).ValueBlock,
+		kernels.ScoresTBlocks, kernels.ScoresTMulti, kernels.ScoresRows, kernels.AxpyStridedMulti,
+		func(w *attnScratch) *[][]float32 { return &w.kts32 },
+	}
+	opsF16 = kvOps[uint16]{
+		(*kvcache.Pool).KeyBlockF16, (*kvcache.Pool).ValueBlockF16,
+		kernels.ScoresTBlocksF16, kernels.ScoresTMultiF16, kernels.ScoresRowsF16, kernels.AxpyStridedMultiF16,
+		func(w *attnScratch) *[][]uint16 { return &w.kts16 },
+	}
+)
 
 // maxChunkRows bounds the rows attending together: beyond a few queries
 // per kernel call the block is in L1 anyway, and smaller chunks spread
@@ -487,6 +514,15 @@ func (r *Runner) plan(rows []Row) {
 // whether its blocks are sealed: a row gives bit-identical results whether
 // or not its blocks are shared, and whatever the block size.
 func (r *Runner) attend(rows []Row, l int, ch *attnChunk, kvh, slot int) {
+	if r.kv.DType() == kvcache.F16 {
+		attendWith(r, &opsF16, rows, l, ch, kvh, slot)
+	} else {
+		attendWith(r, &opsF32, rows, l, ch, kvh, slot)
+	}
+}
+
+// attendWith is attend for a cache of E.
+func attendWith[E float32 | uint16](r *Runner, ops *kvOps[E], rows []Row, l int, ch *attnChunk, kvh, slot int) {
 	c := &r.m.Config
 	hd, kvd, qd := c.HeadDim, c.KVDim(), c.QDim()
 	hpk := c.Heads / c.KVHeads
@@ -533,18 +569,19 @@ func (r *Runner) attend(rows []Row, l int, ch *attnChunk, kvh, slot int) {
 	// A lone query's full sealed blocks are batched, up to four per call
 	// (kernels.ScoresTBlocks: one broadcast of q[d] per block row of all).
 	var run struct{ qi, b, n int } // query, first block, blocks
-	w.kts = w.kts[:0]
+	kts := ops.kts(w)
+	*kts = (*kts)[:0]
 	flush := func() {
 		if run.n > 0 {
 			i := ch.lo + run.qi/hpk
 			q := r.q[i*qd+(h0+run.qi%hpk)*hd:][:hd]
-			kernels.ScoresTBlocks(w.att[run.qi][run.b*bs:(run.b+run.n)*bs], q, w.kts, bs)
-			run.n, w.kts = 0, w.kts[:0]
+			ops.scoresTBlocks(w.att[run.qi][run.b*bs:(run.b+run.n)*bs], q, *kts, bs)
+			run.n, *kts = 0, (*kts)[:0]
 		}
 	}
 	for g := ch.g0; g < ch.g1; g++ {
 		gr := &r.groups[g]
-		kb := r.kv.KeyBlock(gr.seq, l, gr.b)
+		kb := ops.keyBlock(r.kv, gr.seq, l, gr.b)
 		sealed := r.kv.KeySealed(gr.seq, l, gr.b, ph)
 		kt := kb[kvh*hd*bs : (kvh+1)*hd*bs] // sealed, [phd][bs]: this head's hd rows
 		if sealed && hpk == 1 && gr.hi-gr.lo == 1 && gr.cnt == bs {
@@ -555,7 +592,7 @@ func (r *Runner) attend(rows []Row, l int, ch *attnChunk, kvh, slot int) {
 			if run.n == 0 {
 				run.qi, run.b = qi, gr.b
 			}
-			w.kts = append(w.kts, kt)
+			*kts = append(*kts, kt)
 			run.n++
 			continue
 		}
@@ -568,14 +605,14 @@ func (r *Runner) attend(rows []Row, l int, ch *attnChunk, kvh, slot int) {
 		}
 		flush()
 		if sealed {
-			kernels.ScoresTMulti(w.outs, w.qs, kt, bs)
+			ops.scoresTMulti(w.outs, w.qs, kt, bs)
 			continue
 		}
 		// Staged, [bs][phd]: the block being filled, read as rows with the
 		// same arithmetic.
 		k := kb[ph*phd*bs+kvh*hd-ph*phd:]
 		for qi, q := range w.qs {
-			kernels.ScoresRows(w.outs[qi], q, k, phd)
+			ops.scoresRows(w.outs[qi], q, k, phd)
 		}
 	}
 	flush()
@@ -596,7 +633,7 @@ func (r *Runner) attend(rows []Row, l int, ch *attnChunk, kvh, slot int) {
 
 	for g := ch.g0; g < ch.g1; g++ { // in block order within the chunk
 		gr := &r.groups[g]
-		v := r.kv.ValueBlock(gr.seq, l, gr.b)[kvh*hd:]
+		v := ops.valueBlock(r.kv, gr.seq, l, gr.b)[kvh*hd:]
 		w.qs, w.outs = w.qs[:0], w.outs[:0]
 		for _, i := range r.groupRows[gr.lo:gr.hi] {
 			for hh := range hpk {
@@ -604,6 +641,6 @@ func (r *Runner) attend(rows []Row, l int, ch *attnChunk, kvh, slot int) {
 				w.qs = append(w.qs, w.att[query(int(i), hh)][gr.b*bs:][:gr.cnt])
 			}
 		}
-		kernels.AxpyStridedMulti(w.outs, w.qs, v, kvd)
+		ops.axpyStridedMulti(w.outs, w.qs, v, kvd)
 	}
 }

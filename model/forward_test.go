@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 )
@@ -56,7 +57,7 @@ func load(t *testing.T, path, tok string) *model.Model {
 // logits.
 func greedy(t *testing.T, m *model.Model, prompt []int, steps int) ([]int, [][]float32) {
 	t.Helper()
-	kv, err := m.NewCache(steps+1, 16)
+	kv, err := m.NewCache(steps+1, 16, kvcache.F32)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestPrefillBatchMatchesSequential(t *testing.T) {
 	toks := o.SequenceTokens[:40]
 	_, seqLogits := greedy(t, m, toks, len(toks))
 
-	kv, err := m.NewCache(64, 16)
+	kv, err := m.NewCache(64, 16, kvcache.F32)
 	if err != nil {
 		t.Fatal(err)
 	}

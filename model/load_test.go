@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/gguf"
 	"github.com/entropix-search/entropix-search/model/modeltest"
@@ -114,7 +115,7 @@ func TestLoadBadInput(t *testing.T) {
 // overflow is a typed error.
 func TestForwardBadRows(t *testing.T) {
 	m := load(t, modeltest.Path(t, modeltest.Stories260KBin), modeltest.Path(t, modeltest.Tok512))
-	kv, err := m.NewCache(4096, 16)
+	kv, err := m.NewCache(4096, 16, kvcache.F32)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,8 +82,10 @@ func (m *Model) Close() error {
 }
 
 // NewCache returns a KV cache pool for this model holding at most maxTokens
-// token positions (over all sequences, counted in whole blocks).
-func (m *Model) NewCache(maxTokens, blockSize int) (*kvcache.Pool, error) {
+// token positions (over all sequences, counted in whole blocks), storing
+// keys and values as dtype: kvcache.F32 exactly, or kvcache.F16 in half
+// the memory and attention traffic (llama.cpp's default).
+func (m *Model) NewCache(maxTokens, blockSize int, dtype kvcache.DType) (*kvcache.Pool, error) {
 	if blockSize <= 0 {
 		blockSize = 16
 	}
@@ -94,6 +96,7 @@ func (m *Model) NewCache(maxTokens, blockSize int) (*kvcache.Pool, error) {
 		Layers:    m.Config.Layers,
 		KVDim:     m.Config.KVDim(),
 		BlockSize: blockSize,
+		DType:     dtype,
 		MaxBlocks: (maxTokens + blockSize - 1) / blockSize,
 	})
 }

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"path/filepath"
 
+	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 )
@@ -19,7 +20,7 @@ func init() {
 			return nil, err
 		}
 		defer m.Close()
-		kv, err := m.NewCache(steps+1, 16)
+		kv, err := m.NewCache(steps+1, 16, kvcache.F32)
 		if err != nil {
 			return nil, err
 		}

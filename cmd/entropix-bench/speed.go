@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/entropix-search/entropix-search/bench"
+	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/synth"
@@ -50,15 +51,16 @@ func vocabFor(path string, shape synth.Shape) (*tokenizer.Vocab, error) {
 }
 
 func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("speed", "[-shape stories110M] [-dtype q8_0|f32|both] [-quick]", stderr)
+	fs := newFlagSet("speed", "[-shape stories110M] [-dtype q8_0|f32|both] [-kv f32|f16] [-quick]", stderr)
 	shapeName := fs.String("shape", "stories110M", "model shape: "+strings.Join(synth.Names(), ", "))
 	dtypeName := fs.String("dtype", "both", "weight type: q8_0, f32 or both")
 	quick := fs.Bool("quick", false, "fewer rounds and tokens: under a minute")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
 	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer.bin whose vocabulary the GGUF for llama-bench carries (default: synthetic)")
+	kvName := fs.String("kv", "f32", "KV cache type: f32 or f16 (llama-bench gets the same)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: entropix-bench speed [-shape stories110M] [-dtype q8_0|f32|both] [-quick]\n\n"+
+		fmt.Fprintf(stderr, "usage: entropix-bench speed [-shape stories110M] [-dtype q8_0|f32|both] [-kv f32|f16] [-quick]\n\n"+
 			"Measures single-stream decode, the step time of B branches in one batch, prefill,\n"+
 			"fork cost and the KV memory of a tree on a model with random weights of a real shape,\n"+
 			"and prints markdown tables. With LLAMA_BENCH naming llama.cpp's llama-bench binary,\n"+
@@ -86,10 +88,15 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	kv, err := kvcache.ParseDType(*kvName)
+	if err != nil {
+		return usagef("-kv: %v", err)
+	}
 	cfg := bench.DefaultSpeedConfig()
 	if *quick {
 		cfg = bench.QuickSpeedConfig()
 	}
+	cfg.KVType = kv
 	llamaBench := os.Getenv("LLAMA_BENCH")
 
 	var reports []*bench.SpeedReport
@@ -114,7 +121,7 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				rounds = 3
 			}
 			fmt.Fprintf(stderr, "alternating our decode with %s, %d rounds...\n", llamaBench, rounds)
-			rep.Versus, rep.LlamaErr = versusLlama(ctx, llamaBench, m, shape, dt, *seed, vocab, rep.Decode.Tokens, rounds)
+			rep.Versus, rep.LlamaErr = versusLlama(ctx, llamaBench, m, shape, dt, *seed, vocab, rep.Decode.Tokens, rounds, kv)
 			if rep.LlamaErr != nil {
 				fmt.Fprintf(stderr, "llama-bench: %v\n", rep.LlamaErr)
 			}
@@ -158,7 +165,7 @@ func targets(w io.Writer, reports []*bench.SpeedReport) error {
 
 // versusLlama writes m's weights (Generate(shape, dt, seed)) as GGUF to a
 // temporary file and alternates our decode of m with llama-bench on it.
-func versusLlama(ctx context.Context, bin string, m *model.Model, shape synth.Shape, dt kernels.DType, seed uint64, vocab *tokenizer.Vocab, tokens, rounds int) (*bench.DecodeComparison, error) {
+func versusLlama(ctx context.Context, bin string, m *model.Model, shape synth.Shape, dt kernels.DType, seed uint64, vocab *tokenizer.Vocab, tokens, rounds int, kv kvcache.DType) (*bench.DecodeComparison, error) {
 	f, err := os.CreateTemp("", "entropix-bench-*.gguf")
 	if err != nil {
 		return nil, err
@@ -171,7 +178,7 @@ func versusLlama(ctx context.Context, bin string, m *model.Model, shape synth.Sh
 	if err != nil {
 		return nil, err
 	}
-	return bench.CompareDecode(ctx, m, bin, f.Name(), tokens, rounds)
+	return bench.CompareDecode(ctx, m, bin, f.Name(), tokens, rounds, kv)
 }
 
 func runGGUF(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -119,7 +119,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	defer out.Flush()
 	opts := []engine.Option{
 		engine.WithMode(c.mode), engine.WithSeed(c.seed), engine.WithPolicy(pc), engine.WithLogger(log),
-		engine.WithStopTokens(stops...),
+		engine.WithStopTokens(stops...), engine.WithKVType(c.kv),
 		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP}),
 		engine.WithStream(func(s string) { out.WriteString(s); out.Flush() }),
 	}

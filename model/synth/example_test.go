@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/synth"
@@ -15,7 +16,7 @@ func ExampleGenerate() {
 	if err != nil {
 		panic(err)
 	}
-	kv, _ := m.NewCache(16, 16)
+	kv, _ := m.NewCache(16, 16, kvcache.F32)
 	r := m.NewRunner(kv)
 	out, err := r.Forward([]model.Row{{Seq: kv.NewSeq(), Token: 1}})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/gguf"
 	"github.com/entropix-search/entropix-search/model/kernels"
@@ -19,7 +20,7 @@ import (
 // logits.
 func logits(t *testing.T, m *model.Model, toks []int) [][]float32 {
 	t.Helper()
-	kv, err := m.NewCache(len(toks), 4)
+	kv, err := m.NewCache(len(toks), 4, kvcache.F32)
 	if err != nil {
 		t.Fatal(err)
 	}
