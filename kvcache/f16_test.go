@@ -148,27 +148,3 @@ func TestDTypes(t *testing.T) {
 	mustPanic(t, "ValueBlockF16 of an F32 pool", func() { p32.ValueBlockF16(s32, 0, 0) })
 	mustPanic(t, "ReadV short dst", func() { p16.ReadV(s16, 0, 0, make([]float32, 3)) })
 }
-
-func TestF16AccessorsDoNotAllocate(t *testing.T) {
-	p := newPool(t, Config{Layers: 2, KVDim: 8, BlockSize: 16, MaxBlocks: 8, DType: F16})
-	s := p.NewSeq()
-	grow(t, p, s, 40, 0)
-	var sum uint16
-	key, val := make([]float32, 8), make([]float32, 8)
-	allocs := testing.AllocsPerRun(100, func() {
-		for l := range 2 {
-			for i := range p.Blocks(s) {
-				sum += p.KeyBlockF16(s, l, i)[0] + p.ValueBlockF16(s, l, i)[0]
-			}
-			for pos := range s.Len() {
-				p.ReadK(s, l, pos, key)
-				p.ReadV(s, l, pos, val)
-				p.WriteKV(s, l, pos, key, val)
-			}
-		}
-		p.Seal(s, 1, 0, 0)
-	})
-	if allocs != 0 {
-		t.Errorf("accessors allocate %v times per run", allocs)
-	}
-}

@@ -585,32 +585,42 @@ func TestSealedCopyOnWrite(t *testing.T) {
 }
 
 func TestAccessorsDoNotAllocate(t *testing.T) {
+	for _, dt := range []DType{F32, F16} {
+		p := newPool(t, Config{Layers: 2, KVDim: 8, BlockSize: 16, MaxBlocks: 8, DType: dt})
+		s := p.NewSeq()
+		grow(t, p, s, 40, 0)
+		var sum float32
+		key, val := make([]float32, 8), make([]float32, 8)
+		allocs := testing.AllocsPerRun(100, func() {
+			for l := range 2 {
+				for i := range p.Blocks(s) {
+					if dt == F16 {
+						sum += float32(p.KeyBlockF16(s, l, i)[0] + p.ValueBlockF16(s, l, i)[0])
+					} else {
+						sum += p.KeyBlock(s, l, i)[0] + p.ValueBlock(s, l, i)[0] + p.V(s, l, 0)[1]
+					}
+				}
+				for pos := range s.Len() {
+					p.ReadK(s, l, pos, key)
+					p.ReadV(s, l, pos, val)
+					p.WriteKV(s, l, pos, key, val)
+					sum += key[0]
+				}
+			}
+			if p.Owned(s, 3) && p.KeySealed(s, 1, 1, 0) {
+				sum++
+			}
+			p.Seal(s, 1, 0, 0)
+		})
+		if allocs != 0 {
+			t.Errorf("%v: accessors allocate %v times per run", dt, allocs)
+		}
+	}
 	p := newPool(t, Config{Layers: 2, KVDim: 8, BlockSize: 16, MaxBlocks: 8})
 	s := p.NewSeq()
 	grow(t, p, s, 40, 0)
-	var sum float32
-	key, val := make([]float32, 8), make([]float32, 8)
-	allocs := testing.AllocsPerRun(100, func() {
-		for l := range 2 {
-			for i := range p.Blocks(s) {
-				sum += p.KeyBlock(s, l, i)[0] + p.ValueBlock(s, l, i)[0]
-			}
-			for pos := range s.Len() {
-				p.ReadK(s, l, pos, key)
-				p.WriteKV(s, l, pos, key, val)
-				sum += key[0] + p.V(s, l, pos)[1]
-			}
-		}
-		if p.Owned(s, 3) && p.KeySealed(s, 1, 1, 0) {
-			sum++
-		}
-		p.Seal(s, 1, 0, 0)
-	})
-	if allocs != 0 {
-		t.Errorf("accessors allocate %v times per run", allocs)
-	}
 	// Steady-state Append/Truncate reuse blocks and table capacity.
-	allocs = testing.AllocsPerRun(100, func() {
+	allocs := testing.AllocsPerRun(100, func() {
 		for range 40 {
 			if _, err := p.Append(s); err != nil {
 				t.Fatal(err)
