@@ -347,48 +347,41 @@ func BenchmarkAttentionShared(b *testing.B) {
 				}
 			}
 		})
-		run("shared/ScoresTMulti", func(h int) {
-			for i := range rows {
-				qs[i] = q[i][h*hd : (h+1)*hd]
-			}
-			for j, blk := range blocks {
+		// The float32 and F16 cases: scores(h, j) and values(h, j) run
+		// the kernels on block j into outs and ys.
+		for _, kind := range []struct {
+			name           string
+			scores, values func(h, j int)
+		}{
+			{"ScoresTMulti",
+				func(h, j int) { ScoresTMulti(outs, qs, blocks[j][h*hd*bs:(h+1)*hd*bs], bs) },
+				func(h, j int) { AxpyStridedMulti(ys, as, blocks[j][bs*kvd+h*hd:], kvd) }},
+			{"ScoresTMultiF16",
+				func(h, j int) { ScoresTMultiF16(outs, qs, blocks16[j][h*hd*bs:(h+1)*hd*bs], bs) },
+				func(h, j int) { AxpyStridedMultiF16(ys, as, blocks16[j][bs*kvd+h*hd:], kvd) }},
+		} {
+			run("shared/"+kind.name, func(h int) {
 				for i := range rows {
-					outs[i] = att[i][j*bs : (j+1)*bs]
+					qs[i] = q[i][h*hd : (h+1)*hd]
 				}
-				ScoresTMulti(outs, qs, blk[h*hd*bs:(h+1)*hd*bs], bs)
-			}
-			for i := range rows {
-				Softmax(att[i])
-				clear(y[i])
-			}
-			for j, blk := range blocks {
+				for j := range nb {
+					for i := range rows {
+						outs[i] = att[i][j*bs : (j+1)*bs]
+					}
+					kind.scores(h, j)
+				}
 				for i := range rows {
-					ys[i], as[i] = y[i], att[i][j*bs:(j+1)*bs]
+					Softmax(att[i])
+					clear(y[i])
 				}
-				AxpyStridedMulti(ys, as, blk[bs*kvd+h*hd:], kvd)
-			}
-		})
-		run("shared/ScoresTMultiF16", func(h int) {
-			for i := range rows {
-				qs[i] = q[i][h*hd : (h+1)*hd]
-			}
-			for j, blk := range blocks16 {
-				for i := range rows {
-					outs[i] = att[i][j*bs : (j+1)*bs]
+				for j := range nb {
+					for i := range rows {
+						ys[i], as[i] = y[i], att[i][j*bs:(j+1)*bs]
+					}
+					kind.values(h, j)
 				}
-				ScoresTMultiF16(outs, qs, blk[h*hd*bs:(h+1)*hd*bs], bs)
-			}
-			for i := range rows {
-				Softmax(att[i])
-				clear(y[i])
-			}
-			for j, blk := range blocks16 {
-				for i := range rows {
-					ys[i], as[i] = y[i], att[i][j*bs:(j+1)*bs]
-				}
-				AxpyStridedMultiF16(ys, as, blk[bs*kvd+h*hd:], kvd)
-			}
-		})
+			})
+		}
 	}
 }
 

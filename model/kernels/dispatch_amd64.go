@@ -126,47 +126,46 @@ func dotStrided(out, q, k []float32, stride int) {
 	dotStridedAVX512(&out[0], &q[0], &k[0], len(q), stride, len(out))
 }
 
-func axpyStrided(y, a, v []float32, stride int) {
-	if f32Level != levelAVX512 {
-		axpyStridedGo(y, a, v, stride)
-		return
+// The attention kernels take keys and values of float32 or of binary16
+// (E = uint16, f16.go) and run at elemLevel[E]. AVX-512 computes up to
+// four queries per pass over a block (scoresT*N1..4) and one query against
+// up to four blocks (scoresT*B2..4); AVX2 and Go take one query and one
+// block at a time, in the same order of operations. The queries go to the
+// assembly as arrays of pointers on the caller's stack.
+
+// elemLevel is the level of the attention kernels for elements of type
+// E: the F32 level, and for halves that level only with F16C.
+func elemLevel[E float32 | uint16]() level {
+	if isHalf[E]() {
+		return f16LevelOf(f32Level)
 	}
-	axpyStridedAVX512(&y[0], &a[0], &v[0], len(y), stride, len(a))
+	return f32Level
 }
 
-// ScoresT and ScoresTMulti: AVX-512 computes up to four queries per pass
-// over the keys (scoresTN1..4); AVX2 and Go one at a time, in the same
-// order of operations. The queries go to the assembly as arrays of
-// pointers on the caller's stack.
-
-func scoresT(out, q, kt []float32, bs int) {
-	switch f32Level {
+func scoresT[E float32 | uint16](out, q []float32, kt []E, bs int) {
+	switch elemLevel[E]() {
 	case levelAVX512:
 		op, qp := [4]*float32{&out[0]}, [4]*float32{&q[0]}
-		scoresTN1AVX512(&op, &qp, &kt[0], len(q), bs, len(out))
+		scoresTNAsm(1, &op, &qp, &kt[0], len(q), bs, len(out))
 	case levelAVX2:
-		scoresTAVX2(&out[0], &q[0], &kt[0], len(q), bs, len(out))
+		scoresTAVX2Asm(&out[0], &q[0], &kt[0], len(q), bs, len(out))
 	default:
 		scoresTGo(out, q, kt, bs)
 	}
 }
 
-func scoresRows(out, q, k []float32, stride int) {
-	switch f32Level {
-	case levelAVX512:
-		scoresRowsAVX512(&out[0], &q[0], &k[0], len(q), stride, len(out))
-	case levelAVX2:
-		scoresRowsAVX2(&out[0], &q[0], &k[0], len(q), stride, len(out))
-	default:
+func scoresRows[E float32 | uint16](out, q []float32, k []E, stride int) {
+	l := elemLevel[E]()
+	if l == levelGo {
 		scoresRowsGo(out, q, k, stride)
+		return
 	}
+	scoresRowsAsm(l, &out[0], &q[0], &k[0], len(q), stride, len(out))
 }
 
-func scoresTMulti(out, q [][]float32, kt []float32, bs int) {
-	if f32Level != levelAVX512 {
-		for i := range out {
-			scoresT(out[i], q[i], kt, bs)
-		}
+func scoresTMulti[E float32 | uint16](out, q [][]float32, kt []E, bs int) {
+	if elemLevel[E]() != levelAVX512 {
+		scoresTMultiEach(out, q, kt, bs)
 		return
 	}
 	dim, n := len(q[0]), len(out[0])
@@ -176,52 +175,64 @@ func scoresTMulti(out, q [][]float32, kt []float32, bs int) {
 		for j := range m {
 			op[j], qp[j] = &out[i+j][0], &q[i+j][0]
 		}
-		switch m { // direct calls: through a func value the arrays would escape
-		case 1:
-			scoresTN1AVX512(&op, &qp, &kt[0], dim, bs, n)
-		case 2:
-			scoresTN2AVX512(&op, &qp, &kt[0], dim, bs, n)
-		case 3:
-			scoresTN3AVX512(&op, &qp, &kt[0], dim, bs, n)
-		default:
-			scoresTN4AVX512(&op, &qp, &kt[0], dim, bs, n)
-		}
+		scoresTNAsm(m, &op, &qp, &kt[0], dim, bs, n)
 	}
 }
 
-func scoresTBlocks(out, q []float32, kt [][]float32, bs int) {
-	if f32Level != levelAVX512 {
-		for b, k := range kt {
-			scoresT(out[b*bs:(b+1)*bs], q, k, bs)
-		}
+func scoresTBlocks[E float32 | uint16](out, q []float32, kt [][]E, bs int) {
+	if elemLevel[E]() != levelAVX512 {
+		scoresTBlocksEach(out, q, kt, bs)
 		return
 	}
-	var kp [4]*float32
+	var kp [4]*E
 	for b := 0; b < len(kt); b += 4 {
 		m := min(4, len(kt)-b)
 		for j := range m {
 			kp[j] = &kt[b+j][0]
 		}
 		o := &out[b*bs]
-		switch m {
-		case 1:
+		if m == 1 {
 			op, qp := [4]*float32{o}, [4]*float32{&q[0]}
-			scoresTN1AVX512(&op, &qp, kp[0], len(q), bs, bs)
-		case 2:
-			scoresTB2AVX512(o, &q[0], &kp, len(q), bs)
-		case 3:
-			scoresTB3AVX512(o, &q[0], &kp, len(q), bs)
-		default:
-			scoresTB4AVX512(o, &q[0], &kp, len(q), bs)
+			scoresTNAsm(1, &op, &qp, kp[0], len(q), bs, bs)
+			continue
 		}
+		scoresTBAsm(m, o, &q[0], &kp, len(q), bs)
 	}
 }
 
-func axpyStridedMulti(y, a [][]float32, v []float32, stride int) {
-	if f32Level != levelAVX512 {
-		for i := range y {
-			axpyStridedGo(y[i], a[i], v, stride)
+// axpyStrided keeps y in registers, except for float32 on AVX2, which
+// runs axpy once per value; every element of y is one chain of
+// multiply-adds in t order either way.
+func axpyStrided[E float32 | uint16](y, a []float32, v []E, stride int) {
+	switch v := any(v).(type) {
+	case []float32:
+		switch f32Level {
+		case levelAVX512:
+			axpyStridedAVX512(&y[0], &a[0], &v[0], len(y), stride, len(a))
+			return
+		case levelAVX2:
+			for t, at := range a {
+				axpy(at, v[t*stride:][:len(y)], y)
+			}
+			return
 		}
+	case []uint16:
+		switch f16LevelOf(f32Level) {
+		case levelAVX512:
+			yp, ap := [4]*float32{&y[0]}, [4]*float32{&a[0]}
+			axpyStridedF16N1AVX512(&yp, &ap, &v[0], len(y), stride, len(a))
+			return
+		case levelAVX2:
+			axpyStridedF16AVX2(&y[0], &a[0], &v[0], len(y), stride, len(a))
+			return
+		}
+	}
+	axpyStridedGo(y, a, v, stride)
+}
+
+func axpyStridedMulti[E float32 | uint16](y, a [][]float32, v []E, stride int) {
+	if elemLevel[E]() != levelAVX512 {
+		axpyStridedMultiEach(y, a, v, stride)
 		return
 	}
 	dim, n := len(y[0]), len(a[0])
@@ -231,15 +242,113 @@ func axpyStridedMulti(y, a [][]float32, v []float32, stride int) {
 		for j := range m {
 			yp[j], ap[j] = &y[i+j][0], &a[i+j][0]
 		}
+		axpyStridedNAsm(m, &yp, &ap, &v[0], dim, stride, n)
+	}
+}
+
+// The assembly kernels for E (vec_stubs_amd64.go), called directly from a
+// switch on the element pointer's type: through a func value the arrays of
+// pointers would escape to the heap.
+
+func scoresTNAsm[E float32 | uint16](m int, op, qp *[4]*float32, kt *E, dim, bs, n int) {
+	switch kt := any(kt).(type) {
+	case *float32:
 		switch m {
 		case 1:
-			axpyStridedN1AVX512(&yp, &ap, &v[0], dim, stride, n)
+			scoresTN1AVX512(op, qp, kt, dim, bs, n)
 		case 2:
-			axpyStridedN2AVX512(&yp, &ap, &v[0], dim, stride, n)
+			scoresTN2AVX512(op, qp, kt, dim, bs, n)
 		case 3:
-			axpyStridedN3AVX512(&yp, &ap, &v[0], dim, stride, n)
+			scoresTN3AVX512(op, qp, kt, dim, bs, n)
 		default:
-			axpyStridedN4AVX512(&yp, &ap, &v[0], dim, stride, n)
+			scoresTN4AVX512(op, qp, kt, dim, bs, n)
+		}
+	case *uint16:
+		switch m {
+		case 1:
+			scoresTF16N1AVX512(op, qp, kt, dim, bs, n)
+		case 2:
+			scoresTF16N2AVX512(op, qp, kt, dim, bs, n)
+		case 3:
+			scoresTF16N3AVX512(op, qp, kt, dim, bs, n)
+		default:
+			scoresTF16N4AVX512(op, qp, kt, dim, bs, n)
+		}
+	}
+}
+
+func scoresTBAsm[E float32 | uint16](m int, out, q *float32, kt *[4]*E, dim, bs int) {
+	switch kt := any(kt).(type) {
+	case *[4]*float32:
+		switch m {
+		case 2:
+			scoresTB2AVX512(out, q, kt, dim, bs)
+		case 3:
+			scoresTB3AVX512(out, q, kt, dim, bs)
+		default:
+			scoresTB4AVX512(out, q, kt, dim, bs)
+		}
+	case *[4]*uint16:
+		switch m {
+		case 2:
+			scoresTF16B2AVX512(out, q, kt, dim, bs)
+		case 3:
+			scoresTF16B3AVX512(out, q, kt, dim, bs)
+		default:
+			scoresTF16B4AVX512(out, q, kt, dim, bs)
+		}
+	}
+}
+
+func axpyStridedNAsm[E float32 | uint16](m int, y, a *[4]*float32, v *E, dim, stride, n int) {
+	switch v := any(v).(type) {
+	case *float32:
+		switch m {
+		case 1:
+			axpyStridedN1AVX512(y, a, v, dim, stride, n)
+		case 2:
+			axpyStridedN2AVX512(y, a, v, dim, stride, n)
+		case 3:
+			axpyStridedN3AVX512(y, a, v, dim, stride, n)
+		default:
+			axpyStridedN4AVX512(y, a, v, dim, stride, n)
+		}
+	case *uint16:
+		switch m {
+		case 1:
+			axpyStridedF16N1AVX512(y, a, v, dim, stride, n)
+		case 2:
+			axpyStridedF16N2AVX512(y, a, v, dim, stride, n)
+		case 3:
+			axpyStridedF16N3AVX512(y, a, v, dim, stride, n)
+		default:
+			axpyStridedF16N4AVX512(y, a, v, dim, stride, n)
+		}
+	}
+}
+
+func scoresTAVX2Asm[E float32 | uint16](out, q *float32, kt *E, dim, bs, n int) {
+	switch kt := any(kt).(type) {
+	case *float32:
+		scoresTAVX2(out, q, kt, dim, bs, n)
+	case *uint16:
+		scoresTF16AVX2(out, q, kt, dim, bs, n)
+	}
+}
+
+func scoresRowsAsm[E float32 | uint16](l level, out, q *float32, k *E, dim, stride, n int) {
+	switch k := any(k).(type) {
+	case *float32:
+		if l == levelAVX512 {
+			scoresRowsAVX512(out, q, k, dim, stride, n)
+		} else {
+			scoresRowsAVX2(out, q, k, dim, stride, n)
+		}
+	case *uint16:
+		if l == levelAVX512 {
+			scoresRowsF16AVX512(out, q, k, dim, stride, n)
+		} else {
+			scoresRowsF16AVX2(out, q, k, dim, stride, n)
 		}
 	}
 }

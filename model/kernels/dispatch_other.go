@@ -26,24 +26,28 @@ func swiGLU(h, g []float32) { swiGLUGo(h, g) }
 
 func dotStrided(out, q, k []float32, stride int) { dotStridedGo(out, q, k, stride) }
 
-func axpyStrided(y, a, v []float32, stride int) { axpyStridedGo(y, a, v, stride) }
-
-func scoresT(out, q, kt []float32, bs int) { scoresTGo(out, q, kt, bs) }
-
-func scoresTMulti(out, q [][]float32, kt []float32, bs int) { scoresTMultiGo(out, q, kt, bs) }
-
-func axpyStridedMulti(y, a [][]float32, v []float32, stride int) {
-	for i := range y {
-		axpyStridedGo(y[i], a[i], v, stride)
-	}
-}
-
 func scale(x []float32, a float32) { scaleGo(x, a) }
 
-func scoresRows(out, q, k []float32, stride int) { scoresRowsGo(out, q, k, stride) }
+// The attention kernels, for float32 and F16 keys and values.
 
-func scoresTBlocks(out, q []float32, kt [][]float32, bs int) {
-	for b, k := range kt {
-		scoresTGo(out[b*bs:(b+1)*bs], q, k, bs)
-	}
+func scoresT[E float32 | uint16](out, q []float32, kt []E, bs int) { scoresTGo(out, q, kt, bs) }
+
+func scoresRows[E float32 | uint16](out, q []float32, k []E, stride int) {
+	scoresRowsGo(out, q, k, stride)
+}
+
+func scoresTMulti[E float32 | uint16](out, q [][]float32, kt []E, bs int) {
+	scoresTMultiEach(out, q, kt, bs)
+}
+
+func scoresTBlocks[E float32 | uint16](out, q []float32, kt [][]E, bs int) {
+	scoresTBlocksEach(out, q, kt, bs)
+}
+
+func axpyStrided[E float32 | uint16](y, a []float32, v []E, stride int) {
+	axpyStridedGo(y, a, v, stride)
+}
+
+func axpyStridedMulti[E float32 | uint16](y, a [][]float32, v []E, stride int) {
+	axpyStridedMultiEach(y, a, v, stride)
 }

@@ -1,10 +1,44 @@
 package kernels
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // Pure-Go kernels: the whole implementation under the purego build tag and
 // on other architectures, the reference the assembly is tested against, and
 // the fallback for CPUs without AVX2.
+//
+// The attention kernels take their keys or values as float32 or as IEEE
+// binary16 halves (E = uint16, see f16.go): one generic body serves both,
+// widening each element where it loads it, so that the F16 kernels compute
+// bit for bit what the float32 ones compute on the widened data.
+
+// isHalf reports whether E is the binary16 element type. The test is on
+// E's size, which the compiler knows for each instantiation.
+func isHalf[E float32 | uint16]() bool {
+	var e E
+	return unsafe.Sizeof(e) == 2
+}
+
+// asFloat returns an element of keys or values as a float32: a float32 as
+// it is, a half widened by HalfToFloat. It is inlined (it tests the size
+// itself, to stay within the inlining budget), so that the test and the
+// call vanish from the float32 kernels.
+func asFloat[E float32 | uint16](e E) float32 {
+	if unsafe.Sizeof(e) == 4 {
+		return float32(e)
+	}
+	return HalfToFloat(uint16(e))
+}
+
+// elemNoun names the elements of type E in messages.
+func elemNoun[E float32 | uint16]() string {
+	if isHalf[E]() {
+		return "halves"
+	}
+	return "floats"
+}
 
 func dotGo(a, b []float32) float32 {
 	b = b[:len(a)]
@@ -59,15 +93,19 @@ func dotStridedGo(out, q, k []float32, stride int) {
 	}
 }
 
-func axpyStridedGo(y, a, v []float32, stride int) {
+// axpyStridedGo is axpyGo once per value.
+func axpyStridedGo[E float32 | uint16](y, a []float32, v []E, stride int) {
 	for t, at := range a {
-		axpy(at, v[t*stride:][:len(y)], y)
+		row := v[t*stride:][:len(y)]
+		for i, e := range row {
+			y[i] += at * asFloat(e)
+		}
 	}
 }
 
 // scoresTGo mirrors the assembly's order: 16 slots at a time, four partial
 // sums over d mod 4, added as (s0+s1)+(s2+s3).
-func scoresTGo(out, q, kt []float32, bs int) {
+func scoresTGo[E float32 | uint16](out, q []float32, kt []E, bs int) {
 	var acc [4][16]float32
 	for j0 := 0; j0 < len(out); j0 += 16 {
 		w := min(16, len(out)-j0)
@@ -76,18 +114,12 @@ func scoresTGo(out, q, kt []float32, bs int) {
 			a := &acc[d&3]
 			row := kt[d*bs+j0:][:w]
 			for j, k := range row {
-				a[j] += qd * k
+				a[j] += qd * asFloat(k)
 			}
 		}
 		for j := range w {
 			out[j0+j] = (acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j])
 		}
-	}
-}
-
-func scoresTMultiGo(out, q [][]float32, kt []float32, bs int) {
-	for i := range out {
-		scoresTGo(out[i], q[i], kt, bs)
 	}
 }
 
@@ -98,13 +130,34 @@ func scaleGo(x []float32, a float32) {
 }
 
 // scoresRowsGo is scoresTGo's arithmetic for keys stored as rows.
-func scoresRowsGo(out, q, k []float32, stride int) {
+func scoresRowsGo[E float32 | uint16](out, q []float32, k []E, stride int) {
 	for j := range out {
 		key := k[j*stride:][:len(q)]
 		var a [4]float32
 		for d, qd := range q {
-			a[d&3] += qd * key[d]
+			a[d&3] += qd * asFloat(key[d])
 		}
 		out[j] = (a[0] + a[1]) + (a[2] + a[3])
+	}
+}
+
+// The multi-query kernels one query or block at a time, as they run
+// without AVX-512.
+
+func scoresTMultiEach[E float32 | uint16](out, q [][]float32, kt []E, bs int) {
+	for i := range out {
+		scoresT(out[i], q[i], kt, bs)
+	}
+}
+
+func scoresTBlocksEach[E float32 | uint16](out, q []float32, kt [][]E, bs int) {
+	for b, k := range kt {
+		scoresT(out[b*bs:(b+1)*bs], q, k, bs)
+	}
+}
+
+func axpyStridedMultiEach[E float32 | uint16](y, a [][]float32, v []E, stride int) {
+	for i := range y {
+		axpyStrided(y[i], a[i], v, stride)
 	}
 }

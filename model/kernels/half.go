@@ -4,17 +4,23 @@ import "math"
 
 // HalfToFloat converts an IEEE 754 binary16 value to float32 (exactly;
 // NaN payloads are kept, shifted into the high mantissa bits).
+//
+// It is kept small enough that asFloat, which the pure-Go attention
+// kernels call per element, is inlined with it (see generic.go).
 func HalfToFloat(h uint16) float32 {
 	sign := uint32(h&0x8000) << 16
 	em := uint32(h & 0x7fff) // exponent and mantissa
-	switch {
-	case em >= 0x7c00: // inf or NaN
-		return math.Float32frombits(sign | 0x7f800000 | (em&0x3ff)<<13)
-	case em >= 0x0400: // normal: rebias the exponent by 127-15
-		return math.Float32frombits(sign | (em<<13 + (127-15)<<23))
+	if em < 0x0400 {
+		// Zero or subnormal: em * 2^-24, exact in float32.
+		return math.Float32frombits(sign | math.Float32bits(float32(em)*0x1p-24))
 	}
-	// Zero or subnormal: em * 2^-24, exact in float32.
-	return math.Float32frombits(sign | math.Float32bits(float32(em)*0x1p-24))
+	// Normal: rebias the exponent by 127-15. Inf or NaN: by twice that,
+	// which takes the exponent 31 to 255 and keeps the mantissa.
+	bias := uint32(127-15) << 23
+	if em >= 0x7c00 {
+		bias *= 2
+	}
+	return math.Float32frombits(sign | (em<<13 + bias))
 }
 
 // FloatToHalf converts float32 to binary16, rounding to nearest even:

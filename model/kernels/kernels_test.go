@@ -331,6 +331,7 @@ func TestAttentionKernelsNoAllocs(t *testing.T) {
 		ScoresRows(out[0], q[0], kt, 64)
 		ScoresTMulti(out, q, kt, 16)
 		ScoresTBlocks(v[:64], q[0], [][]float32{kt, kt, kt, kt}, 16)
+		AxpyStrided(y[0], out[0], v, 64)
 		AxpyStridedMulti(y, out, v, 64)
 	})
 	if allocs != 0 {

@@ -49,18 +49,7 @@ func DotStrided(out, q, k []float32, stride int) {
 // The result for a slot depends only on q and that slot's key, never on
 // len(out) or bs: a position scores the same whether its block is full.
 func ScoresT(out, q, kt []float32, bs int) {
-	n, dim := len(out), len(q)
-	if n == 0 {
-		return
-	}
-	if n > bs || len(kt) < (dim-1)*bs+n {
-		panic(fmt.Sprintf("kernels: ScoresT of %d slots of %d by %d dims: kt has %d", n, bs, dim, len(kt)))
-	}
-	if dim == 0 {
-		clear(out)
-		return
-	}
-	scoresT(out, q, kt, bs)
+	scoresTChecked("ScoresT", out, q, kt, bs)
 }
 
 // ScoresRows sets out[j] = sum_d q[d]*k[j*stride+d] over d < len(q), for
@@ -70,18 +59,7 @@ func ScoresT(out, q, kt []float32, bs int) {
 // whether it is read as a row here or from the transposed block by
 // ScoresT.
 func ScoresRows(out, q, k []float32, stride int) {
-	n, dim := len(out), len(q)
-	if n == 0 {
-		return
-	}
-	if stride < 0 || len(k) < (n-1)*stride+dim {
-		panic(fmt.Sprintf("kernels: ScoresRows of %d keys of %d with stride %d: k has %d", n, dim, stride, len(k)))
-	}
-	if dim == 0 {
-		clear(out)
-		return
-	}
-	scoresRows(out, q, k, stride)
+	scoresRowsChecked("ScoresRows", out, q, k, stride)
 }
 
 // ScoresTMulti is [ScoresT] for several queries against the same keys:
@@ -92,32 +70,7 @@ func ScoresRows(out, q, k []float32, stride int) {
 // block once. out[i] is bit for bit what ScoresT(out[i], q[i], kt, bs)
 // computes.
 func ScoresTMulti(out, q [][]float32, kt []float32, bs int) {
-	if len(out) != len(q) {
-		panic(fmt.Sprintf("kernels: ScoresTMulti of %d outputs for %d queries", len(out), len(q)))
-	}
-	if len(out) == 0 {
-		return
-	}
-	n, dim := len(out[0]), len(q[0])
-	for i := range out {
-		if len(out[i]) != n || len(q[i]) != dim {
-			panic(fmt.Sprintf("kernels: ScoresTMulti query %d: %d scores of %d dims, query 0 %d of %d",
-				i, len(out[i]), len(q[i]), n, dim))
-		}
-	}
-	if n == 0 {
-		return
-	}
-	if n > bs || len(kt) < (dim-1)*bs+n {
-		panic(fmt.Sprintf("kernels: ScoresTMulti of %d slots of %d by %d dims: kt has %d", n, bs, dim, len(kt)))
-	}
-	if dim == 0 {
-		for _, o := range out {
-			clear(o)
-		}
-		return
-	}
-	scoresTMulti(out, q, kt, bs)
+	scoresTMultiChecked("ScoresTMulti", out, q, kt, bs)
 }
 
 // ScoresTBlocks is [ScoresT] for one query against several full blocks:
@@ -126,23 +79,7 @@ func ScoresTMulti(out, q [][]float32, kt []float32, bs int) {
 // blocks (AVX-512). out[b*bs:(b+1)*bs] is bit for bit what
 // ScoresT(out[b*bs:(b+1)*bs], q, kt[b], bs) computes.
 func ScoresTBlocks(out, q []float32, kt [][]float32, bs int) {
-	dim := len(q)
-	if bs <= 0 || len(out) != len(kt)*bs {
-		panic(fmt.Sprintf("kernels: ScoresTBlocks of %d blocks of %d into %d scores", len(kt), bs, len(out)))
-	}
-	for b, k := range kt {
-		if len(k) < dim*bs {
-			panic(fmt.Sprintf("kernels: ScoresTBlocks block %d of %d slots by %d dims: %d floats", b, bs, dim, len(k)))
-		}
-	}
-	if len(kt) == 0 {
-		return
-	}
-	if dim == 0 {
-		clear(out)
-		return
-	}
-	scoresTBlocks(out, q, kt, bs)
+	scoresTBlocksChecked("ScoresTBlocks", out, q, kt, bs)
 }
 
 // AxpyStridedMulti is [AxpyStrided] for several weight vectors over the
@@ -152,40 +89,14 @@ func ScoresTBlocks(out, q []float32, kt [][]float32, bs int) {
 // for bit as AxpyStrided(y[i], a[i], v, stride) leaves it. The y[i] must
 // not overlap each other.
 func AxpyStridedMulti(y, a [][]float32, v []float32, stride int) {
-	if len(y) != len(a) {
-		panic(fmt.Sprintf("kernels: AxpyStridedMulti of %d outputs for %d weight vectors", len(y), len(a)))
-	}
-	if len(y) == 0 {
-		return
-	}
-	n, dim := len(a[0]), len(y[0])
-	for i := range y {
-		if len(a[i]) != n || len(y[i]) != dim {
-			panic(fmt.Sprintf("kernels: AxpyStridedMulti sum %d: %d weights into %d, sum 0 %d into %d",
-				i, len(a[i]), len(y[i]), n, dim))
-		}
-	}
-	if n == 0 || dim == 0 {
-		return
-	}
-	if stride < 0 || len(v) < (n-1)*stride+dim {
-		panic(fmt.Sprintf("kernels: AxpyStridedMulti of %d values of %d with stride %d: v has %d", n, dim, stride, len(v)))
-	}
-	axpyStridedMulti(y, a, v, stride)
+	axpyStridedMultiChecked("AxpyStridedMulti", y, a, v, stride)
 }
 
 // AxpyStrided adds a[t] * v[t*stride:][:len(y)] to y for every t < len(a):
 // attention's weighted sum of len(a) cached values stored stride floats
 // apart, in one call (y stays in registers on AVX-512).
 func AxpyStrided(y, a, v []float32, stride int) {
-	n, dim := len(a), len(y)
-	if n == 0 || dim == 0 {
-		return
-	}
-	if stride < 0 || len(v) < (n-1)*stride+dim {
-		panic(fmt.Sprintf("kernels: AxpyStrided of %d values of %d with stride %d: v has %d", n, dim, stride, len(v)))
-	}
-	axpyStrided(y, a, v, stride)
+	axpyStridedChecked("AxpyStrided", y, a, v, stride)
 }
 
 // RMSNorm writes x / rms(x) * w into out (out may alias x).
@@ -230,4 +141,121 @@ func SwiGLU(h, g []float32) {
 // Add computes y += x.
 func Add(y, x []float32) {
 	Axpy(1, x[:len(y)], y)
+}
+
+// The argument checks of the attention kernels, shared by the float32
+// ones above and their F16 twins (f16.go): a panic names fn, the exported
+// function called.
+
+func scoresTChecked[E float32 | uint16](fn string, out, q []float32, kt []E, bs int) {
+	n, dim := len(out), len(q)
+	if n == 0 {
+		return
+	}
+	if n > bs || len(kt) < (dim-1)*bs+n {
+		panic(fmt.Sprintf("kernels: %s of %d slots of %d by %d dims: kt has %d", fn, n, bs, dim, len(kt)))
+	}
+	if dim == 0 {
+		clear(out)
+		return
+	}
+	scoresT(out, q, kt, bs)
+}
+
+func scoresRowsChecked[E float32 | uint16](fn string, out, q []float32, k []E, stride int) {
+	n, dim := len(out), len(q)
+	if n == 0 {
+		return
+	}
+	if stride < 0 || len(k) < (n-1)*stride+dim {
+		panic(fmt.Sprintf("kernels: %s of %d keys of %d with stride %d: k has %d", fn, n, dim, stride, len(k)))
+	}
+	if dim == 0 {
+		clear(out)
+		return
+	}
+	scoresRows(out, q, k, stride)
+}
+
+func scoresTMultiChecked[E float32 | uint16](fn string, out, q [][]float32, kt []E, bs int) {
+	if len(out) != len(q) {
+		panic(fmt.Sprintf("kernels: %s of %d outputs for %d queries", fn, len(out), len(q)))
+	}
+	if len(out) == 0 {
+		return
+	}
+	n, dim := len(out[0]), len(q[0])
+	for i := range out {
+		if len(out[i]) != n || len(q[i]) != dim {
+			panic(fmt.Sprintf("kernels: %s query %d: %d scores of %d dims, query 0 %d of %d",
+				fn, i, len(out[i]), len(q[i]), n, dim))
+		}
+	}
+	if n == 0 {
+		return
+	}
+	if n > bs || len(kt) < (dim-1)*bs+n {
+		panic(fmt.Sprintf("kernels: %s of %d slots of %d by %d dims: kt has %d", fn, n, bs, dim, len(kt)))
+	}
+	if dim == 0 {
+		for _, o := range out {
+			clear(o)
+		}
+		return
+	}
+	scoresTMulti(out, q, kt, bs)
+}
+
+func scoresTBlocksChecked[E float32 | uint16](fn string, out, q []float32, kt [][]E, bs int) {
+	dim := len(q)
+	if bs <= 0 || len(out) != len(kt)*bs {
+		panic(fmt.Sprintf("kernels: %s of %d blocks of %d into %d scores", fn, len(kt), bs, len(out)))
+	}
+	for b, k := range kt {
+		if len(k) < dim*bs {
+			panic(fmt.Sprintf("kernels: %s block %d of %d slots by %d dims: %d %s", fn, b, bs, dim, len(k), elemNoun[E]()))
+		}
+	}
+	if len(kt) == 0 {
+		return
+	}
+	if dim == 0 {
+		clear(out)
+		return
+	}
+	scoresTBlocks(out, q, kt, bs)
+}
+
+func axpyStridedMultiChecked[E float32 | uint16](fn string, y, a [][]float32, v []E, stride int) {
+	if len(y) != len(a) {
+		panic(fmt.Sprintf("kernels: %s of %d outputs for %d weight vectors", fn, len(y), len(a)))
+	}
+	if len(y) == 0 {
+		return
+	}
+	n, dim := len(a[0]), len(y[0])
+	for i := range y {
+		if len(a[i]) != n || len(y[i]) != dim {
+			panic(fmt.Sprintf("kernels: %s sum %d: %d weights into %d, sum 0 %d into %d",
+				fn, i, len(a[i]), len(y[i]), n, dim))
+		}
+	}
+	if n == 0 || dim == 0 {
+		return
+	}
+	if stride < 0 || len(v) < (n-1)*stride+dim {
+		panic(fmt.Sprintf("kernels: %s of %d values of %d with stride %d: v has %d", fn, n, dim, stride, len(v)))
+	}
+	axpyStridedMulti(y, a, v, stride)
+}
+
+func axpyStridedChecked[E float32 | uint16](fn string, y, a []float32, v []E, stride int) {
+	n, dim := len(a), len(y)
+	if n == 0 || dim == 0 {
+		return
+	}
+	if stride < 0 || len(v) < (n-1)*stride+dim {
+		panic(fmt.Sprintf("kernels: %s of %d values of %d with stride %d: v has %d", fn, n, dim, stride, len(v)))
+	}
+	axpyStrided(y, a, v, stride)
 }

@@ -209,11 +209,6 @@ func scoresTF16B4AVX512(out *float32, q *float32, kt *[4]*uint16, dim int, bs in
 //go:noescape
 func scoresTF16AVX2(out *float32, q *float32, kt *uint16, dim int, bs int, n int)
 
-// axpyStridedF16AVX2 adds sum_t a[t]*v[t*stride:][:dim] to y[:dim] over t < n (v halves).
-//
-//go:noescape
-func axpyStridedF16AVX2(y *float32, a *float32, v *uint16, dim int, stride int, n int)
-
 // scoresRowsF16AVX512 sets out[j] = sum_d q[d]*k[j*stride+d] over d < dim, for j < n (k halves), in ScoresT's order of operations.
 //
 //go:noescape
@@ -223,3 +218,8 @@ func scoresRowsF16AVX512(out *float32, q *float32, k *uint16, dim int, stride in
 //
 //go:noescape
 func scoresRowsF16AVX2(out *float32, q *float32, k *uint16, dim int, stride int, n int)
+
+// axpyStridedF16AVX2 adds sum_t a[t]*v[t*stride:][:dim] to y[:dim] over t < n (v halves).
+//
+//go:noescape
+func axpyStridedF16AVX2(y *float32, a *float32, v *uint16, dim int, stride int, n int)

@@ -20,17 +20,8 @@ func genVec() {
 	scaleAVX512()
 	siluMulAVX512()
 	dotStridedAVX512()
-	axpyStridedAVX512()
-	for nq := 1; nq <= 4; nq++ {
-		scoresTNAVX512(nq)
-		axpyStridedNAVX512(nq)
-	}
-	for nb := 2; nb <= 4; nb++ {
-		scoresTBAVX512(nb)
-	}
-	scoresTAVX2()
-	scoresRows(isaAVX512)
-	scoresRows(isaAVX2)
+	axpyStrided(elemF32, isaAVX512)
+	attention(elemF32)
 	genF16()
 }
 
@@ -699,35 +690,52 @@ func dotStridedAVX512() {
 	RET()
 }
 
-// axpyStridedAVX512 generates axpyStridedAVX512(y, a, v *float32, dim,
+// axpyStrided generates axpyStrided{e}{isa}(y, a *float32, v *e, dim,
 // stride, n int): y[i] += sum_t a[t]*v[t*stride+i] over t < n, for i < dim
-// (attention's weighted sum of n cached values), keeping 64 floats of y in
-// registers while it runs over all t.
-func axpyStridedAVX512() {
-	TEXT("axpyStridedAVX512", NOSPLIT, "func(y, a, v *float32, dim, stride, n int)")
+// (attention's weighted sum of n cached values), keeping four vectors of y
+// in registers while it runs over all t. Each element of y is one chain of
+// fused multiply-adds in t order. It is generated for float32 on AVX-512
+// (on AVX2, AxpyStrided calls axpyAVX2 once per t, the same arithmetic)
+// and for F16 on AVX2 (on AVX-512, AxpyStridedF16 runs
+// axpyStridedF16N1AVX512).
+func axpyStrided(e elem, s isa) {
+	name := e.name("axpyStrided", s.name)
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(y, a *float32, v *%s, dim, stride, n int)", e.goType))
 	Pragma("noescape")
-	Doc("axpyStridedAVX512 adds sum_t a[t]*v[t*stride:][:dim] to y[:dim] over t < n.")
+	Doc(name + " adds sum_t a[t]*v[t*stride:][:dim] to y[:dim] over t < n" + e.note("v") + ".")
 	y := Load(Param("y"), GP64())
 	a := Load(Param("a"), GP64())
 	v := Load(Param("v"), GP64())
 	dim := Load(Param("dim"), GP64())
-	sb := loadStride("stride", 2)
+	sb := loadStride("stride", e.shift)
 	n := Load(Param("n"), GP64())
+	vb := s.lanes * e.size // bytes of v per vector
 
-	// pass accumulates width vectors of y starting at float offset yo (a
-	// GP register, bytes), over all t; masked: the last vector is partial.
-	pass := func(width int, k reg.OpmaskVirtual, label string, yo reg.Register) {
+	// tail describes a last partial vector: the lanes in k (AVX-512), or
+	// in ym, with v's elements loaded by partial (AVX2).
+	type tail struct {
+		k       reg.OpmaskVirtual
+		ym      reg.VecVirtual
+		partial partialLoad
+	}
+
+	// pass accumulates width vectors of y starting at element yo/size (yo:
+	// byte offset in a row of v), over all t; with tl, the last vector is
+	// partial.
+	pass := func(width int, tl *tail, label string, yo reg.Register) {
 		acc := make([]reg.VecVirtual, width)
-		load := func(m Mem, dst reg.VecVirtual, last bool) {
-			if k != nil && last {
-				VMOVUPS_Z(m, k, dst)
-			} else {
-				VMOVUPS(m, dst)
-			}
-		}
+		last := func(u int) bool { return tl != nil && u == width-1 }
+		ymem := func(u int) Mem { return Mem{Base: y, Index: yo, Scale: e.floatScale(), Disp: 4 * s.lanes * u} }
 		for u := range acc {
-			acc[u] = ZMM()
-			load(Mem{Base: y, Index: yo, Scale: 1, Disp: 64 * u}, acc[u], u == width-1)
+			acc[u] = s.vec()
+			switch {
+			case !last(u):
+				VMOVUPS(ymem(u), acc[u])
+			case s.evex:
+				VMOVUPS_Z(ymem(u), tl.k, acc[u])
+			default:
+				VMASKMOVPS(ymem(u), tl.ym, acc[u])
+			}
 		}
 		vp, ap, cnt := GP64(), GP64(), GP64()
 		LEAQ(Mem{Base: v, Index: yo, Scale: 1}, vp)
@@ -736,15 +744,19 @@ func axpyStridedAVX512() {
 		Label(label + "t")
 		TESTQ(cnt, cnt)
 		JZ(LabelRef(label + "store"))
-		av := ZMM()
+		av := s.vec()
 		VBROADCASTSS(Mem{Base: ap}, av)
 		for u := range acc {
-			if k != nil && u == width-1 {
+			m := Mem{Base: vp, Disp: vb * u}
+			switch {
+			case !last(u):
+				VFMADD231PS(e.src(m, s.vec), av, acc[u])
+			case s.evex:
 				t := ZMM()
-				VMOVUPS_Z(Mem{Base: vp, Disp: 64 * u}, k, t)
+				e.loadZ(m, tl.k, t)
 				VFMADD231PS(t, av, acc[u])
-			} else {
-				VFMADD231PS(Mem{Base: vp, Disp: 64 * u}, av, acc[u])
+			default:
+				tl.partial(m, []reg.VecVirtual{tl.ym}, func(_ int, t reg.VecVirtual) { VFMADD231PS(t, av, acc[u]) })
 			}
 		}
 		ADDQ(sb, vp)
@@ -753,11 +765,13 @@ func axpyStridedAVX512() {
 		JMP(LabelRef(label + "t"))
 		Label(label + "store")
 		for u := range acc {
-			m := Mem{Base: y, Index: yo, Scale: 1, Disp: 64 * u}
-			if k != nil && u == width-1 {
-				VMOVUPS(acc[u], k, m)
-			} else {
-				VMOVUPS(acc[u], m)
+			switch {
+			case !last(u):
+				VMOVUPS(acc[u], ymem(u))
+			case s.evex:
+				VMOVUPS(acc[u], tl.k, ymem(u))
+			default:
+				VMASKMOVPS(acc[u], tl.ym, ymem(u))
 			}
 		}
 	}
@@ -765,59 +779,272 @@ func axpyStridedAVX512() {
 	yo := GP64()
 	XORQ(yo, yo)
 	end := GP64()
-	// Passes of 64 floats.
+	// Passes of four vectors.
 	MOVQ(dim, end)
-	ANDQ(I32(-64), end)
-	SHLQ(U8(2), end)
+	ANDQ(I32(-4*s.lanes), end)
+	SHLQ(U8(e.shift), end)
 	Label("wide")
 	CMPQ(yo, end)
 	JAE(LabelRef("narrow"))
 	pass(4, nil, "w", yo)
-	ADDQ(U32(256), yo)
+	ADDQ(U32(4*vb), yo)
 	JMP(LabelRef("wide"))
-	// Passes of 16 floats.
+	// Passes of one vector.
 	Label("narrow")
 	MOVQ(dim, end)
-	ANDQ(I32(-16), end)
-	SHLQ(U8(2), end)
+	ANDQ(I32(-s.lanes), end)
+	SHLQ(U8(e.shift), end)
 	Label("narrowloop")
 	CMPQ(yo, end)
 	JAE(LabelRef("tail"))
 	pass(1, nil, "n", yo)
-	ADDQ(U8(64), yo)
+	ADDQ(U8(vb), yo)
 	JMP(LabelRef("narrowloop"))
-	// The last dim%16 floats.
+	// The last dim%lanes floats.
 	Label("tail")
 	rem := GP64()
 	MOVQ(dim, rem)
-	ANDQ(U8(15), rem)
+	ANDQ(U8(s.lanes-1), rem)
 	JZ(LabelRef("done"))
-	pass(1, tailMask(rem), "m", yo)
+	if s.evex {
+		pass(1, &tail{k: tailMask(rem)}, "m", yo)
+	} else {
+		tl := &tail{partial: e.partialAVX2(rem, s.lanes), ym: YMM()}
+		idx := YMM()
+		g := GP64()
+		MOVQ(U64(0x0706050403020100), g)
+		VMOVQ(g, idx.AsX())
+		VPMOVZXBD(idx.AsX(), idx) // [0 1 ... 7]
+		VMOVQ(rem, tl.ym.AsX())
+		VPBROADCASTD(tl.ym.AsX(), tl.ym)
+		VPCMPGTD(idx, tl.ym, tl.ym) // rem > i
+		pass(1, tl, "m", yo)
+	}
 	Label("done")
 	VZEROUPPER()
 	RET()
 }
 
-// scoresTAVX2 generates scoresTAVX2(out, q, kt *float32, dim, bs, n int):
-// out[j] = sum_d q[d]*kt[d*bs+j] over d < dim, for j < n <= bs. kt is one
-// attention head's keys transposed (dim rows of bs slots), so each q[d] is
-// broadcast and multiplied into 16 slots at once (two YMMs): no horizontal
-// sums. A last partial chunk uses VMASKMOVPS loads and stores.
+// elem describes the element type of the keys or values an attention
+// kernel reads (what the KV cache stores), so that one generator body
+// emits the kernel for float32 and for binary16 caches. The queries,
+// weights and results are float32 either way; only the way a vector of
+// keys or values reaches a register differs: float32 elements are loaded
+// as they are (or serve as a memory operand), binary16 halves are widened
+// by VCVTPH2PS, which is exact, so that an F16 kernel computes bit for bit
+// what its float32 twin computes on the widened data.
+type elem struct {
+	suffix  string // inserted after the kernel's stem in function names
+	goType  string // the Go element type in the signature
+	docNote string // appended to the doc: "" or " (%s halves)" (%s: the operand)
+	size    int    // bytes per element
+	shift   uint8  // log2(size)
+	// direct: a full vector of elements in memory is its float32 lanes,
+	// so an arithmetic instruction can take it as its memory operand.
+	direct bool
+	// load sets dst to the float32 lanes of the full vector of elements
+	// at m (the width of dst decides how many).
+	load func(m Mem, dst reg.VecVirtual)
+	// loadZ is load for the lanes set in k; the others are zeroed and
+	// their elements not read.
+	loadZ func(m Mem, k reg.OpmaskVirtual, dst reg.VecVirtual)
+	// partialAVX2 prepares, for w (1 <= w <= lanes) in a register, AVX2
+	// loads of the first w elements of rows of lanes (4, 8 or 16)
+	// elements that read no byte past them.
+	partialAVX2 func(w reg.Register, lanes int) partialLoad
+}
+
+// partialLoad loads the first w elements of the row at m (see
+// elem.partialAVX2) as len(masks) vectors of float32 lanes, masks[h]
+// having lane i of vector h set when that lane is one of the w, and
+// passes vector h to use(h, v) as soon as it is loaded. Lanes past w are
+// zero.
+type partialLoad func(m Mem, masks []reg.VecVirtual, use func(h int, v reg.VecVirtual))
+
+var elemF32 = elem{
+	goType: "float32",
+	size:   4,
+	shift:  2,
+	direct: true,
+	load:   func(m Mem, dst reg.VecVirtual) { VMOVUPS(m, dst) },
+	loadZ:  func(m Mem, k reg.OpmaskVirtual, dst reg.VecVirtual) { VMOVUPS_Z(m, k, dst) },
+	partialAVX2: func(reg.Register, int) partialLoad {
+		return func(m Mem, masks []reg.VecVirtual, use func(h int, v reg.VecVirtual)) {
+			for h, mk := range masks {
+				v := vecLike(mk)
+				VMASKMOVPS(m.Offset(h*int(mk.Size())), mk, v)
+				use(h, v)
+			}
+		}
+	},
+}
+
+// vecLike allocates a vector register as wide as v (XMM or YMM).
+func vecLike(v reg.Register) reg.VecVirtual {
+	if v.Size() == 32 {
+		return YMM()
+	}
+	return XMM()
+}
+
+// name is the function name stem+suffix+rest, e.g. scoresTF16N2AVX512.
+func (e elem) name(stem, rest string) string { return stem + e.suffix + rest }
+
+// note is the doc remark on operand p: none for float32.
+func (e elem) note(p string) string {
+	if e.docNote == "" {
+		return ""
+	}
+	return fmt.Sprintf(e.docNote, p)
+}
+
+// floatScale is the index scale that turns a byte offset in elements into
+// the byte offset of the same index in float32s.
+func (e elem) floatScale() uint8 { return uint8(4 / e.size) }
+
+// src returns the float32 lanes of the full vector of elements at m as an
+// operand of an arithmetic instruction: m itself if e is direct, else a
+// register from vec that load fills.
+func (e elem) src(m Mem, vec func() reg.VecVirtual) Op {
+	if e.direct {
+		return m
+	}
+	v := vec()
+	e.load(m, v)
+	return v
+}
+
+// srcZ is src for an instruction masked by k: merge masking keeps the
+// lanes off in k from being read from memory, and for other elements
+// loadZ reads only the lanes set in k.
+func (e elem) srcZ(m Mem, k reg.OpmaskVirtual, vec func() reg.VecVirtual) Op {
+	if e.direct {
+		return m
+	}
+	v := vec()
+	e.loadZ(m, k, v)
+	return v
+}
+
+// attention generates the attention kernels for keys and values of e.
+func attention(e elem) {
+	for nq := 1; nq <= 4; nq++ {
+		scoresTNAVX512(e, nq)
+		axpyStridedNAVX512(e, nq)
+	}
+	for nb := 2; nb <= 4; nb++ {
+		scoresTBAVX512(e, nb)
+	}
+	scoresTAVX2(e)
+	scoresRows(e, isaAVX512)
+	scoresRows(e, isaAVX2)
+}
+
+// quadRow returns row u (0 to 3) of the four rows from base that are
+// stride bytes apart (stride3 = 3*stride).
+func quadRow(base, stride, stride3 reg.Register, u int) Mem {
+	switch u {
+	case 0:
+		return Mem{Base: base}
+	case 1:
+		return Mem{Base: base, Index: stride, Scale: 1}
+	case 2:
+		return Mem{Base: base, Index: stride, Scale: 2}
+	}
+	return Mem{Base: base, Index: stride3, Scale: 1}
+}
+
+// quadLoop is the loop over the dimensions of the transposed-key kernels:
+// cnt passes of step(0), ..., step(3) and next(), then step(u) for u <
+// rem, the last dim%4 dimensions (rem emits what puts that count in a
+// register). Labels start with label; it ends at label+"sum".
+func quadLoop(label string, cnt reg.Register, rem func() reg.Register, step func(u int), next func()) {
+	Label(label + "quad")
+	TESTQ(cnt, cnt)
+	JZ(LabelRef(label + "rem"))
+	for u := 0; u < 4; u++ {
+		step(u)
+	}
+	next()
+	DECQ(cnt)
+	JMP(LabelRef(label + "quad"))
+	// The last dim%4 rows go to accumulators 0, 1, 2.
+	Label(label + "rem")
+	r := rem()
+	for u := 0; u < 3; u++ {
+		CMPQ(r, U8(u))
+		JE(LabelRef(label + "sum"))
+		step(u)
+	}
+	Label(label + "sum")
+}
+
+// dimRem returns a function for quadLoop that loads dim%4 into r.
+func dimRem(r reg.Register) func() reg.Register {
+	return func() reg.Register {
+		Load(Param("dim"), r)
+		ANDQ(U8(3), r)
+		return r
+	}
+}
+
+// sum4 sets a0 = (a0+a1)+(a2+a3), the kernels' final order of the four
+// partial sums over d mod 4.
+func sum4(a0, a1, a2, a3 reg.VecVirtual) {
+	VADDPS(a1, a0, a0)
+	VADDPS(a3, a2, a2)
+	VADDPS(a2, a0, a0)
+}
+
+// zeroAcc4 allocates n sets of four zeroed ZMM accumulators.
+func zeroAcc4(n int) [][4]reg.VecVirtual {
+	acc := make([][4]reg.VecVirtual, n)
+	for i := range acc {
+		for u := range acc[i] {
+			acc[i][u] = ZMM()
+			VXORPS(acc[i][u], acc[i][u], acc[i][u])
+		}
+	}
+	return acc
+}
+
+// chunkMask opens the loop over the chunks of 16 slots at label "chunk":
+// it jumps to "done" once n <= 0, and sets k to the chunk's first
+// min(n, 16) lanes.
+func chunkMask(n reg.Register, k reg.OpmaskVirtual) {
+	Label("chunk")
+	CMPQ(n, U8(0))
+	JLE(LabelRef("done"))
+	bits := GP64()
+	MOVQ(I32(-1), bits)
+	CMPQ(n, U8(16))
+	JAE(LabelRef("mask"))
+	BZHIQ(n, bits, bits)
+	Label("mask")
+	KMOVW(bits.As32(), k)
+}
+
+// scoresTAVX2 generates scoresT{e}AVX2(out, q *float32, kt *e, dim, bs,
+// n int): out[j] = sum_d q[d]*kt[d*bs+j] over d < dim, for j < n <= bs.
+// kt is one attention head's keys transposed (dim rows of bs slots), so
+// each q[d] is broadcast and multiplied into 16 slots at once (two YMMs):
+// no horizontal sums. A last partial chunk loads its keys with
+// e.partialAVX2 and stores with VMASKMOVPS.
 //
 // Four accumulators take d = 0,1,2,3 mod 4 and are summed as
 // (a0+a1)+(a2+a3), the arithmetic of scoresTN*AVX512: a slot's score
 // depends only on q and its key.
-func scoresTAVX2() {
+func scoresTAVX2(e elem) {
 	s := isaAVX2
-	name := "scoresT" + s.name
-	TEXT(name, NOSPLIT, "func(out, q, kt *float32, dim, bs, n int)")
+	name := e.name("scoresT", s.name)
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(out, q *float32, kt *%s, dim, bs, n int)", e.goType))
 	Pragma("noescape")
-	Doc(name + " sets out[j] = sum_d q[d]*kt[d*bs+j] over d < dim, for j < n <= bs.")
+	Doc(name + " sets out[j] = sum_d q[d]*kt[d*bs+j] over d < dim, for j < n <= bs" + e.note("kt") + ".")
 	out := Load(Param("out"), GP64())
 	q := Load(Param("q"), GP64())
 	kt := Load(Param("kt"), GP64())
 	dim := Load(Param("dim"), GP64())
-	bsb := loadStride("bs", 2) // bytes between the rows of kt
+	bsb := loadStride("bs", e.shift) // bytes between the rows of kt
 	n := Load(Param("n"), GP64())
 	bsb3 := GP64()
 	LEAQ(Mem{Base: bsb, Index: bsb, Scale: 2}, bsb3)
@@ -831,10 +1058,10 @@ func scoresTAVX2() {
 	const nacc = 4
 	halves := 16 / s.lanes // vectors per chunk of 16 slots
 
-	// chunk computes the 16 slots at kt into out: fma(m, h, b, acc) adds
-	// b times the vector at m (half h of a chunk row) to acc, and store
-	// writes half h.
-	chunk := func(label string, fma func(m Mem, h int, b, acc reg.VecVirtual), store func(v reg.VecVirtual, m Mem, h int)) {
+	// chunk computes the 16 slots at kt into out: rowFMA(m, b, acc) adds
+	// b times the row of 16 keys at m to acc (one vector per half), and
+	// store writes half h.
+	chunk := func(label string, rowFMA func(m Mem, b reg.VecVirtual, acc []reg.VecVirtual), store func(v reg.VecVirtual, m Mem, h int)) {
 		acc := make([][]reg.VecVirtual, nacc)
 		for u := range acc {
 			acc[u] = make([]reg.VecVirtual, halves)
@@ -847,58 +1074,33 @@ func scoresTAVX2() {
 		MOVQ(kt, kp)
 		MOVQ(q, qp)
 		MOVQ(quads, cnt)
-		row := func(u int) Mem { // row u of the current quad
-			switch u {
-			case 0:
-				return Mem{Base: kp}
-			case 1:
-				return Mem{Base: kp, Index: bsb, Scale: 1}
-			case 2:
-				return Mem{Base: kp, Index: bsb, Scale: 2}
-			}
-			return Mem{Base: kp, Index: bsb3, Scale: 1}
-		}
 		step := func(u int) {
 			b := s.vec()
 			VBROADCASTSS(Mem{Base: qp, Disp: 4 * u}, b)
-			for h := 0; h < halves; h++ {
-				fma(row(u).Offset(32*h), h, b, acc[u][h])
-			}
+			rowFMA(quadRow(kp, bsb, bsb3, u), b, acc[u])
 		}
-		Label(label + "quad")
-		TESTQ(cnt, cnt)
-		JZ(LabelRef(label + "rem"))
-		for u := 0; u < nacc; u++ {
-			step(u)
-		}
-		LEAQ(Mem{Base: kp, Index: bsb, Scale: 4}, kp)
-		ADDQ(U8(16), qp)
-		DECQ(cnt)
-		JMP(LabelRef(label + "quad"))
-		// The last dim%4 rows go to accumulators 0, 1, 2.
-		Label(label + "rem")
-		for u := 0; u < nacc-1; u++ {
-			CMPQ(rem, U8(u))
-			JE(LabelRef(label + "sum"))
-			step(u)
-		}
-		Label(label + "sum")
+		quadLoop(label, cnt, func() reg.Register { return rem }, step, func() {
+			LEAQ(Mem{Base: kp, Index: bsb, Scale: 4}, kp)
+			ADDQ(U8(16), qp)
+		})
 		for h := 0; h < halves; h++ {
-			VADDPS(acc[1][h], acc[0][h], acc[0][h])
-			VADDPS(acc[3][h], acc[2][h], acc[2][h])
-			VADDPS(acc[2][h], acc[0][h], acc[0][h])
+			sum4(acc[0][h], acc[1][h], acc[2][h], acc[3][h])
 			store(acc[0][h], Mem{Base: out, Disp: 32 * h}, h)
 		}
 	}
 
-	// AVX2: full chunks with memory operands, then at most one masked one.
+	// Full chunks, then at most one partial one.
 	Label("full")
 	CMPQ(n, U8(16))
 	JB(LabelRef("tail"))
 	chunk("f",
-		func(m Mem, _ int, b, acc reg.VecVirtual) { VFMADD231PS(m, b, acc) },
+		func(m Mem, b reg.VecVirtual, acc []reg.VecVirtual) {
+			for h := range acc {
+				VFMADD231PS(e.src(m.Offset(h*s.lanes*e.size), YMM), b, acc[h])
+			}
+		},
 		func(v reg.VecVirtual, m Mem, _ int) { VMOVUPS(v, m) })
-	ADDQ(U8(64), kt)
+	ADDQ(U8(16*e.size), kt)
 	ADDQ(U8(64), out)
 	SUBQ(U8(16), n)
 	JMP(LabelRef("full"))
@@ -906,6 +1108,7 @@ func scoresTAVX2() {
 	Label("tail")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
+	partial := e.partialAVX2(n, 16)
 	// Lane masks: lane i of half h is on when 8h+i < n.
 	idx := YMM()
 	g := GP64()
@@ -923,10 +1126,8 @@ func scoresTAVX2() {
 	VPCMPGTD(idx, nv, m1) // n-8 > i
 	masks := []reg.VecVirtual{m0, m1}
 	chunk("t",
-		func(m Mem, h int, b, acc reg.VecVirtual) {
-			t := YMM()
-			VMASKMOVPS(m, masks[h], t)
-			VFMADD231PS(t, b, acc)
+		func(m Mem, b reg.VecVirtual, acc []reg.VecVirtual) {
+			partial(m, masks, func(h int, v reg.VecVirtual) { VFMADD231PS(v, b, acc[h]) })
 		},
 		func(v reg.VecVirtual, m Mem, h int) { VMASKMOVPS(v, masks[h], m) })
 	Label("done")
@@ -934,8 +1135,8 @@ func scoresTAVX2() {
 	RET()
 }
 
-// scoresTNAVX512 generates scoresTN{nq}AVX512(out, q *[4]*float32, kt
-// *float32, dim, bs, n int): for i < nq and j < n <= bs,
+// scoresTNAVX512 generates scoresT{e}N{nq}AVX512(out, q *[4]*float32, kt
+// *e, dim, bs, n int): for i < nq and j < n <= bs,
 // out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim. The nq queries share
 // each load of a row of kt (16 slots), so a block read once serves several
 // queries: the heads of a GQA group, or the rows of a batch whose sequences
@@ -945,11 +1146,11 @@ func scoresTAVX2() {
 // (a0+a1)+(a2+a3): the arithmetic of scoresTAVX2 and of the Go version's
 // order, the same for every nq and n, so a query's scores do not depend on
 // which others it is computed with.
-func scoresTNAVX512(nq int) {
-	name := fmt.Sprintf("scoresTN%dAVX512", nq)
-	TEXT(name, NOSPLIT, "func(out, q *[4]*float32, kt *float32, dim, bs, n int)")
+func scoresTNAVX512(e elem, nq int) {
+	name := e.name("scoresT", fmt.Sprintf("N%dAVX512", nq))
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(out, q *[4]*float32, kt *%s, dim, bs, n int)", e.goType))
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s sets out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim, for i < %d and j < n <= bs.", name, nq))
+	Doc(fmt.Sprintf("%s sets out[i][j] = sum_d q[i][d]*kt[d*bs+j] over d < dim, for i < %d and j < n <= bs%s.", name, nq, e.note("kt")))
 	outs := Load(Param("out"), GP64())
 	qs := Load(Param("q"), GP64())
 	qp := make([]reg.Register, nq)
@@ -958,7 +1159,7 @@ func scoresTNAVX512(nq int) {
 		MOVQ(Mem{Base: qs, Disp: 8 * i}, qp[i])
 	}
 	kt := Load(Param("kt"), GP64())
-	bsb := loadStride("bs", 2)
+	bsb := loadStride("bs", e.shift)
 	n := Load(Param("n"), GP64())
 	bsb3 := GP64()
 	LEAQ(Mem{Base: bsb, Index: bsb, Scale: 2}, bsb3)
@@ -966,78 +1167,32 @@ func scoresTNAVX512(nq int) {
 	XORQ(jb, jb)
 	k := K()
 
-	Label("chunk")
-	CMPQ(n, U8(0))
-	JLE(LabelRef("done"))
-	bits := GP64()
-	MOVQ(I32(-1), bits)
-	CMPQ(n, U8(16))
-	JAE(LabelRef("mask"))
-	BZHIQ(n, bits, bits)
-	Label("mask")
-	KMOVW(bits.As32(), k)
-
-	acc := make([][4]reg.VecVirtual, nq)
-	for i := range acc {
-		for u := range acc[i] {
-			acc[i][u] = ZMM()
-			VXORPS(acc[i][u], acc[i][u], acc[i][u])
-		}
-	}
+	chunkMask(n, k)
+	acc := zeroAcc4(nq)
 	kp, dq, cnt := GP64(), GP64(), GP64()
 	MOVQ(kt, kp)
 	XORQ(dq, dq)
 	Load(Param("dim"), cnt)
 	SHRQ(U8(2), cnt)
-	row := func(u int) Mem {
-		switch u {
-		case 0:
-			return Mem{Base: kp}
-		case 1:
-			return Mem{Base: kp, Index: bsb, Scale: 1}
-		case 2:
-			return Mem{Base: kp, Index: bsb, Scale: 2}
-		}
-		return Mem{Base: kp, Index: bsb3, Scale: 1}
-	}
 	step := func(u int) {
 		kr := ZMM()
-		VMOVUPS_Z(row(u), k, kr) // lanes past n are not read
+		e.loadZ(quadRow(kp, bsb, bsb3, u), k, kr) // lanes past n are not read
 		for i := range acc {
 			VFMADD231PS_BCST(Mem{Base: qp[i], Index: dq, Scale: 1, Disp: 4 * u}, kr, acc[i][u])
 		}
 	}
-	Label("quad")
-	TESTQ(cnt, cnt)
-	JZ(LabelRef("rem"))
-	for u := 0; u < 4; u++ {
-		step(u)
-	}
-	LEAQ(Mem{Base: kp, Index: bsb, Scale: 4}, kp)
-	ADDQ(U8(16), dq)
-	DECQ(cnt)
-	JMP(LabelRef("quad"))
-	// The last dim%4 rows go to accumulators 0, 1, 2.
-	Label("rem")
-	rem := cnt
-	Load(Param("dim"), rem)
-	ANDQ(U8(3), rem)
-	for u := 0; u < 3; u++ {
-		CMPQ(rem, U8(u))
-		JE(LabelRef("sum"))
-		step(u)
-	}
-	Label("sum")
+	quadLoop("", cnt, dimRem(cnt), step, func() {
+		LEAQ(Mem{Base: kp, Index: bsb, Scale: 4}, kp)
+		ADDQ(U8(16), dq)
+	})
 	op := GP64()
 	for i := range acc {
 		a := acc[i]
-		VADDPS(a[1], a[0], a[0])
-		VADDPS(a[3], a[2], a[2])
-		VADDPS(a[2], a[0], a[0])
+		sum4(a[0], a[1], a[2], a[3])
 		MOVQ(Mem{Base: outs, Disp: 8 * i}, op)
 		VMOVUPS(a[0], k, Mem{Base: op, Index: jb, Scale: 1})
 	}
-	ADDQ(U8(64), kt)
+	ADDQ(U8(16*e.size), kt)
 	ADDQ(U8(64), jb)
 	SUBQ(U8(16), n)
 	JMP(LabelRef("chunk"))
@@ -1046,17 +1201,17 @@ func scoresTNAVX512(nq int) {
 	RET()
 }
 
-// axpyStridedNAVX512 generates axpyStridedN{nq}AVX512(y, a *[4]*float32,
-// v *float32, dim, stride, n int): for i < nq, y[i][:dim] += sum_t
-// a[i][t]*v[t*stride:][:dim] over t < n. The nq weighted sums share each
-// load of a value row. Each element of y[i] is one chain of fused
+// axpyStridedNAVX512 generates axpyStrided{e}N{nq}AVX512(y, a
+// *[4]*float32, v *e, dim, stride, n int): for i < nq, y[i][:dim] +=
+// sum_t a[i][t]*v[t*stride:][:dim] over t < n. The nq weighted sums share
+// each load of a value row. Each element of y[i] is one chain of fused
 // multiply-adds in t order, as in axpyStridedAVX512: the same arithmetic
 // for every nq.
-func axpyStridedNAVX512(nq int) {
-	name := fmt.Sprintf("axpyStridedN%dAVX512", nq)
-	TEXT(name, NOSPLIT, "func(y, a *[4]*float32, v *float32, dim, stride, n int)")
+func axpyStridedNAVX512(e elem, nq int) {
+	name := e.name("axpyStrided", fmt.Sprintf("N%dAVX512", nq))
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(y, a *[4]*float32, v *%s, dim, stride, n int)", e.goType))
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s adds sum_t a[i][t]*v[t*stride:][:dim] to y[i][:dim] over t < n, for i < %d.", name, nq))
+	Doc(fmt.Sprintf("%s adds sum_t a[i][t]*v[t*stride:][:dim] to y[i][:dim] over t < n, for i < %d%s.", name, nq, e.note("v")))
 	ys := Load(Param("y"), GP64())
 	as := Load(Param("a"), GP64())
 	ap := make([]reg.Register, nq)
@@ -1065,10 +1220,12 @@ func axpyStridedNAVX512(nq int) {
 		MOVQ(Mem{Base: as, Disp: 8 * i}, ap[i])
 	}
 	v := Load(Param("v"), GP64())
-	sb := loadStride("stride", 2)
+	sb := loadStride("stride", e.shift)
+	ys4 := e.floatScale()
 
-	// pass accumulates width vectors of every y[i] starting at byte offset
-	// yo, over all t; with k, the last vector is partial.
+	// pass accumulates width vectors of every y[i] starting at element
+	// yo/size (yo: byte offset in a row of v), over all t; with k, the
+	// last vector is partial.
 	pass := func(width int, k reg.OpmaskVirtual, label string, yo reg.Register) {
 		acc := make([][]reg.VecVirtual, nq)
 		yp := GP64()
@@ -1078,7 +1235,7 @@ func axpyStridedNAVX512(nq int) {
 			MOVQ(Mem{Base: ys, Disp: 8 * i}, yp)
 			for u := range acc[i] {
 				acc[i][u] = ZMM()
-				m := Mem{Base: yp, Index: yo, Scale: 1, Disp: 64 * u}
+				m := Mem{Base: yp, Index: yo, Scale: ys4, Disp: 64 * u}
 				if masked(u) {
 					VMOVUPS_Z(m, k, acc[i][u])
 				} else {
@@ -1093,21 +1250,21 @@ func axpyStridedNAVX512(nq int) {
 		Label(label + "t")
 		TESTQ(cnt, cnt)
 		JZ(LabelRef(label + "store"))
-		// One sum takes the values as memory operands (fewer
-		// instructions); several load each vector once.
+		// One sum takes the values as its operand (fewer instructions);
+		// several load each vector once.
 		vr := make([]Op, width)
 		for u := range vr {
-			m := Mem{Base: vp, Disp: 64 * u}
+			m := Mem{Base: vp, Disp: 16 * e.size * u}
 			switch {
 			case masked(u):
 				r := ZMM()
-				VMOVUPS_Z(m, k, r)
+				e.loadZ(m, k, r)
 				vr[u] = r
 			case nq == 1:
-				vr[u] = m
+				vr[u] = e.src(m, ZMM)
 			default:
 				r := ZMM()
-				VMOVUPS(m, r)
+				e.load(m, r)
 				vr[u] = r
 			}
 		}
@@ -1126,7 +1283,7 @@ func axpyStridedNAVX512(nq int) {
 		for i := range acc {
 			MOVQ(Mem{Base: ys, Disp: 8 * i}, yp)
 			for u := range acc[i] {
-				m := Mem{Base: yp, Index: yo, Scale: 1, Disp: 64 * u}
+				m := Mem{Base: yp, Index: yo, Scale: ys4, Disp: 64 * u}
 				if masked(u) {
 					VMOVUPS(acc[i][u], k, m)
 				} else {
@@ -1142,23 +1299,23 @@ func axpyStridedNAVX512(nq int) {
 	// Passes of 64 floats.
 	Load(Param("dim"), end)
 	ANDQ(I32(-64), end)
-	SHLQ(U8(2), end)
+	SHLQ(U8(e.shift), end)
 	Label("wide")
 	CMPQ(yo, end)
 	JAE(LabelRef("narrow"))
 	pass(4, nil, "w", yo)
-	ADDQ(U32(256), yo)
+	ADDQ(U32(64*e.size), yo)
 	JMP(LabelRef("wide"))
 	// Passes of 16 floats.
 	Label("narrow")
 	Load(Param("dim"), end)
 	ANDQ(I32(-16), end)
-	SHLQ(U8(2), end)
+	SHLQ(U8(e.shift), end)
 	Label("narrowloop")
 	CMPQ(yo, end)
 	JAE(LabelRef("tail"))
 	pass(1, nil, "n", yo)
-	ADDQ(U8(64), yo)
+	ADDQ(U8(16*e.size), yo)
 	JMP(LabelRef("narrowloop"))
 	// The last dim%16 floats.
 	Label("tail")
@@ -1172,28 +1329,29 @@ func axpyStridedNAVX512(nq int) {
 	RET()
 }
 
-// scoresRows generates scoresRows{isa}(out, q, k *float32, dim, stride,
-// n int): out[j] = sum_d q[d]*k[j*stride+d] over d < dim, for j < n: the
-// scores of one query against n keys stored as rows (a staged, not yet
-// transposed cache block), with exactly the arithmetic of scoresTN*AVX512
-// and scoresTAVX2. Those keep four accumulators per slot, taking d = 0, 1,
-// 2, 3 mod 4 in d order, summed as (a0+a1)+(a2+a3); here the four lanes of
-// one XMM per key are those accumulators: each step multiply-adds four
-// consecutive dimensions, lane u getting dimension 4i+u. A score is thus
-// bit for bit the same whether its block is staged or sealed.
+// scoresRows generates scoresRows{e}{isa}(out, q *float32, k *e, dim,
+// stride, n int): out[j] = sum_d q[d]*k[j*stride+d] over d < dim, for
+// j < n: the scores of one query against n keys stored as rows (a staged,
+// not yet transposed cache block), with exactly the arithmetic of
+// scoresT{e}N*AVX512 and scoresT{e}AVX2. Those keep four accumulators per
+// slot, taking d = 0, 1, 2, 3 mod 4 in d order, summed as (a0+a1)+(a2+a3);
+// here the four lanes of one XMM per key are those accumulators: each step
+// multiply-adds four consecutive dimensions, lane u getting dimension
+// 4i+u. A score is thus bit for bit the same whether its block is staged
+// or sealed.
 //
 // Only XMM registers and VEX encodings are used, for both ISAs; the isa
 // decides how the last dim%4 dimensions are masked (opmask merge on
-// AVX-512, VMASKMOVPS and VBLENDVPS on AVX2). Keys go 8, then 4, then 1 at
-// a time, for independent chains of multiply-adds.
-func scoresRows(s isa) {
-	name := "scoresRows" + s.name
-	TEXT(name, NOSPLIT, "func(out, q, k *float32, dim, stride, n int)")
+// AVX-512, e.partialAVX2 loads and VBLENDVPS on AVX2). Keys go 8, then 4,
+// then 1 at a time, for independent chains of multiply-adds.
+func scoresRows(e elem, s isa) {
+	name := e.name("scoresRows", s.name)
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(out, q *float32, k *%s, dim, stride, n int)", e.goType))
 	Pragma("noescape")
-	Doc(name + " sets out[j] = sum_d q[d]*k[j*stride+d] over d < dim, for j < n, in ScoresT's order of operations.")
+	Doc(name + " sets out[j] = sum_d q[d]*k[j*stride+d] over d < dim, for j < n" + e.note("k") + ", in ScoresT's order of operations.")
 	out := Load(Param("out"), GP64())
 	k := Load(Param("k"), GP64())
-	sb := loadStride("stride", 2)
+	sb := loadStride("stride", e.shift)
 	n := Load(Param("n"), GP64())
 	sb3 := GP64()
 	LEAQ(Mem{Base: sb, Index: sb, Scale: 2}, sb3)
@@ -1204,6 +1362,7 @@ func scoresRows(s isa) {
 	ANDQ(U8(3), rem)
 	var km reg.OpmaskVirtual
 	var vm reg.VecVirtual
+	var partial partialLoad
 	if s.evex {
 		km = K()
 		bits := GP64()
@@ -1219,7 +1378,8 @@ func scoresRows(s isa) {
 		VPMOVZXBD(idx, idx) // [0 1 2 3]
 		VMOVQ(rem, vm)
 		VPBROADCASTD(vm, vm)
-		VPCMPGTD(idx, vm, vm) // rem > i
+		VPCMPGTD(idx, vm, vm)           // rem > i
+		partial = e.partialAVX2(rem, 4) // unused when rem = 0
 	}
 
 	group := func(g int, label string) {
@@ -1237,19 +1397,10 @@ func scoresRows(s isa) {
 		Load(Param("dim"), cnt)
 		SHRQ(U8(2), cnt)
 		key := func(j int) Mem {
-			base := kp
 			if j >= 4 {
-				base, j = kp4, j-4
+				return quadRow(kp4, sb, sb3, j-4)
 			}
-			switch j {
-			case 0:
-				return Mem{Base: base}
-			case 1:
-				return Mem{Base: base, Index: sb, Scale: 1}
-			case 2:
-				return Mem{Base: base, Index: sb, Scale: 2}
-			}
-			return Mem{Base: base, Index: sb3, Scale: 1}
+			return quadRow(kp, sb, sb3, j)
 		}
 		Label(label + "quad")
 		TESTQ(cnt, cnt)
@@ -1257,12 +1408,12 @@ func scoresRows(s isa) {
 		qv := XMM()
 		VMOVUPS(Mem{Base: qp}, qv)
 		for j := range acc {
-			VFMADD231PS(key(j), qv, acc[j])
+			VFMADD231PS(e.src(key(j), XMM), qv, acc[j])
 		}
 		ADDQ(U8(16), qp)
-		ADDQ(U8(16), kp)
+		ADDQ(U8(4*e.size), kp)
 		if g > 4 {
-			ADDQ(U8(16), kp4)
+			ADDQ(U8(4*e.size), kp4)
 		}
 		DECQ(cnt)
 		JMP(LabelRef(label + "quad"))
@@ -1274,16 +1425,17 @@ func scoresRows(s isa) {
 		if s.evex {
 			VMOVUPS_Z(Mem{Base: qp}, km, qv)
 			for j := range acc {
-				VFMADD231PS(key(j), qv, km, acc[j]) // lanes >= rem unchanged
+				VFMADD231PS(e.srcZ(key(j), km, XMM), qv, km, acc[j]) // lanes >= rem unchanged
 			}
 		} else {
 			VMASKMOVPS(Mem{Base: qp}, vm, qv)
 			for j := range acc {
-				kv, t := XMM(), XMM()
-				VMASKMOVPS(key(j), vm, kv)
-				VMOVAPS(acc[j], t)
-				VFMADD231PS(kv, qv, t)
-				VBLENDVPS(vm, t, acc[j], acc[j]) // lanes >= rem unchanged
+				partial(key(j), []reg.VecVirtual{vm}, func(_ int, kv reg.VecVirtual) {
+					t := XMM()
+					VMOVAPS(acc[j], t)
+					VFMADD231PS(kv, qv, t)
+					VBLENDVPS(vm, t, acc[j], acc[j]) // lanes >= rem unchanged
+				})
 			}
 		}
 		Label(label + "sum")
@@ -1323,21 +1475,21 @@ func scoresRows(s isa) {
 	RET()
 }
 
-// scoresTBAVX512 generates scoresTB{nb}AVX512(out, q *float32, kt
-// *[4]*float32, dim, bs int): for b < nb and j < bs,
+// scoresTBAVX512 generates scoresT{e}B{nb}AVX512(out, q *float32, kt
+// *[4]*e, dim, bs int): for b < nb and j < bs,
 // out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] over d < dim. One query against
 // nb full blocks: each broadcast of q[d] serves nb blocks, so a lone query
 // (one branch, or a branch's private blocks) needs about one load per
 // multiply-add rather than two. Per block the arithmetic is
-// scoresTN*AVX512's.
-func scoresTBAVX512(nb int) {
-	name := fmt.Sprintf("scoresTB%dAVX512", nb)
-	TEXT(name, NOSPLIT, "func(out, q *float32, kt *[4]*float32, dim, bs int)")
+// scoresT{e}N*AVX512's.
+func scoresTBAVX512(e elem, nb int) {
+	name := e.name("scoresT", fmt.Sprintf("B%dAVX512", nb))
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(out, q *float32, kt *[4]*%s, dim, bs int)", e.goType))
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s sets out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] over d < dim, for b < %d and j < bs.", name, nb))
+	Doc(fmt.Sprintf("%s sets out[b*bs+j] = sum_d q[d]*kt[b][d*bs+j] over d < dim, for b < %d and j < bs%s.", name, nb, e.note("kt")))
 	out := Load(Param("out"), GP64())
 	kts := Load(Param("kt"), GP64())
-	bsb := loadStride("bs", 2)
+	bsb := loadStride("bs", e.shift) // bytes between the rows of a block
 	n := GP64()
 	Load(Param("bs"), n)
 	bsb3 := GP64()
@@ -1346,24 +1498,8 @@ func scoresTBAVX512(nb int) {
 	XORQ(jb, jb)
 	k := K()
 
-	Label("chunk")
-	CMPQ(n, U8(0))
-	JLE(LabelRef("done"))
-	bits := GP64()
-	MOVQ(I32(-1), bits)
-	CMPQ(n, U8(16))
-	JAE(LabelRef("mask"))
-	BZHIQ(n, bits, bits)
-	Label("mask")
-	KMOVW(bits.As32(), k)
-
-	acc := make([][4]reg.VecVirtual, nb)
-	for b := range acc {
-		for u := range acc[b] {
-			acc[b][u] = ZMM()
-			VXORPS(acc[b][u], acc[b][u], acc[b][u])
-		}
-	}
+	chunkMask(n, k)
+	acc := zeroAcc4(nb)
 	kp := make([]reg.Register, nb)
 	for b := range kp {
 		kp[b] = GP64()
@@ -1374,59 +1510,35 @@ func scoresTBAVX512(nb int) {
 	Load(Param("q"), qp)
 	Load(Param("dim"), cnt)
 	SHRQ(U8(2), cnt)
-	row := func(b, u int) Mem {
-		switch u {
-		case 0:
-			return Mem{Base: kp[b]}
-		case 1:
-			return Mem{Base: kp[b], Index: bsb, Scale: 1}
-		case 2:
-			return Mem{Base: kp[b], Index: bsb, Scale: 2}
-		}
-		return Mem{Base: kp[b], Index: bsb3, Scale: 1}
-	}
 	step := func(u int) {
 		qb := ZMM()
 		VBROADCASTSS(Mem{Base: qp, Disp: 4 * u}, qb)
 		for b := range acc {
-			VFMADD231PS(row(b, u), qb, k, acc[b][u]) // lanes past bs are not read
+			kr := e.srcZ(quadRow(kp[b], bsb, bsb3, u), k, ZMM)
+			VFMADD231PS(kr, qb, k, acc[b][u]) // lanes past bs are not read
 		}
 	}
-	Label("quad")
-	TESTQ(cnt, cnt)
-	JZ(LabelRef("rem"))
-	for u := 0; u < 4; u++ {
-		step(u)
-	}
-	for b := range kp {
-		LEAQ(Mem{Base: kp[b], Index: bsb, Scale: 4}, kp[b])
-	}
-	ADDQ(U8(16), qp)
-	DECQ(cnt)
-	JMP(LabelRef("quad"))
-	Label("rem")
-	rem := cnt
-	Load(Param("dim"), rem)
-	ANDQ(U8(3), rem)
-	for u := 0; u < 3; u++ {
-		CMPQ(rem, U8(u))
-		JE(LabelRef("sum"))
-		step(u)
-	}
-	Label("sum")
+	quadLoop("", cnt, dimRem(cnt), step, func() {
+		for b := range kp {
+			LEAQ(Mem{Base: kp[b], Index: bsb, Scale: 4}, kp[b])
+		}
+		ADDQ(U8(16), qp)
+	})
 	ob := GP64() // block b's output
 	MOVQ(out, ob)
 	for b := range acc {
 		a := acc[b]
-		VADDPS(a[1], a[0], a[0])
-		VADDPS(a[3], a[2], a[2])
-		VADDPS(a[2], a[0], a[0])
-		VMOVUPS(a[0], k, Mem{Base: ob, Index: jb, Scale: 1})
-		if b < nb-1 {
-			ADDQ(bsb, ob)
+		sum4(a[0], a[1], a[2], a[3])
+		VMOVUPS(a[0], k, Mem{Base: ob, Index: jb, Scale: e.floatScale()})
+		if b < nb-1 { // bs floats on
+			if e.size == 4 {
+				ADDQ(bsb, ob)
+			} else {
+				LEAQ(Mem{Base: ob, Index: bsb, Scale: e.floatScale()}, ob)
+			}
 		}
 	}
-	ADDQ(U8(64), jb)
+	ADDQ(U8(16*e.size), jb)
 	SUBQ(U8(16), n)
 	JMP(LabelRef("chunk"))
 	Label("done")
