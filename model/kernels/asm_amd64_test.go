@@ -3,6 +3,7 @@
 package kernels
 
 import (
+	"math/rand/v2"
 	"os"
 	"regexp"
 	"strings"
@@ -51,5 +52,37 @@ func TestAsmConventions(t *testing.T) {
 			body = append(body, l)
 		}
 		check()
+	}
+}
+
+// TestQ8TilePrefetch checks that the VNNI tiles' prefetching copy of the
+// loops computes what the plain copy does, bit for bit.
+func TestQ8TilePrefetch(t *testing.T) {
+	if !hasVNNI {
+		t.Skip("no AVX-512 VNNI")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	const rows = 16
+	for _, cols := range testColsQ8 {
+		m, err := QuantizeQ8(rows, cols, randVec(r, rows*cols))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := m.q8g
+		rb := g.xBytes()
+		xq := make([]byte, 3*rb)
+		quantizeQ8Rows(xq, randVec(r, 3*cols), 3, cols)
+		for nr := 1; nr <= 3; nr++ {
+			want := make([]float32, nr*rows)
+			got := make([]float32, nr*rows)
+			tile := q8VNNI.t4[nr-1]
+			tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[0], rb, g.n16, g.n8, g.chunks(), &want[0], rows, 0, 0)
+			tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[0], rb, g.n16, g.n8, g.chunks(), &got[0], rows, 8*m.q8Stride, 37)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("cols %d, 4x%d tile: out[%d] = %g with prefetch, %g without", cols, nr, i, got[i], want[i])
+				}
+			}
+		}
 	}
 }

@@ -110,9 +110,17 @@ func BenchmarkRMSNorm(b *testing.B) {
 // BenchmarkMatMulCold is BenchmarkMatMul with the weights coming from DRAM,
 // as in a real forward pass whose weights exceed the caches: each call
 // uses the next of enough copies of the matrix to overflow the L3 cache.
-func BenchmarkMatMulCold(b *testing.B) {
+func BenchmarkMatMulCold(b *testing.B) { benchMatMulFootprint(b, 768<<20) }
+
+// BenchmarkMatMulL3 is BenchmarkMatMulCold with 64 MiB of copies: more
+// than L2 holds, less than this CPU's L3, as a real model's weights in a
+// decode step.
+func BenchmarkMatMulL3(b *testing.B) { benchMatMulFootprint(b, 64<<20) }
+
+// benchMatMulFootprint cycles MatMul through copies of one matrix that
+// take footprint bytes in all.
+func benchMatMulFootprint(b *testing.B, footprint int64) {
 	SetThreads(runtime.GOMAXPROCS(0))
-	const footprint = 768 << 20
 	r := rand.New(rand.NewPCG(7, 7))
 	rows, cols := 768, 2048
 	w := randVec(r, rows*cols)
@@ -120,7 +128,7 @@ func BenchmarkMatMulCold(b *testing.B) {
 		var mats []*Mat
 		switch typ {
 		case F32:
-			copies := footprint / (4 * rows * cols)
+			copies := int(footprint) / (4 * rows * cols)
 			all := make([]float32, copies*rows*cols)
 			for i := 0; i < copies; i++ {
 				copy(all[i*rows*cols:], w)

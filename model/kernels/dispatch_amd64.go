@@ -408,7 +408,7 @@ func f32RowsTiles(k *f32Kernels, out, x, w []float32, n, rows, cols, r0, r1 int)
 	}
 }
 
-type q8TileFunc = func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int)
+type q8TileFunc = func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
 
 // q8Kernels is f32Kernels for Q8_0.
 type q8Kernels struct {
@@ -469,44 +469,50 @@ func q8Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 }
 
 // q8PrefetchRows is how far ahead, in weight rows, the Q8_0 kernels
-// prefetch. Measured on the target (2-core Xeon, one thread, weights from
-// DRAM): prefetching every line of a row group in its first tile makes a
-// 1-row product about 12% and a 16-row one about 5% faster than spreading
-// the lines over the tiles; distances of 8 to 32 rows and PREFETCHT1 made
-// no measurable difference. A 16-row product still takes about its time
-// with the weights in L2 plus most of the time to stream them.
+// prefetch.
 const q8PrefetchRows = 8
 
 // q8RowsTiles is f32RowsTiles for Q8_0 weights and quantized activations.
+//
+// While the tiles of one row group compute, they prefetch the lines of the
+// group q8PrefetchRows rows ahead, each tile an equal share: all of it for
+// one activation row, a sixth each for 16. Prefetching it all in the first
+// tile (tried) leaves the others without memory traffic, and a 16-row
+// product then takes its in-cache time plus the whole streaming time.
 func q8RowsTiles(k *q8Kernels, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	g := m.q8g
 	rb := g.xBytes()
 	nch := g.chunks()
 	xb := xBlockRows(rb)
 	rows := m.Rows
+	steps := 8*g.n16 + 4*g.n8 + nch // 64-byte steps per tile, 4 prefetches each
 	for b0 := 0; b0 < n; b0 += xb {
 		b1 := min(n, b0+xb)
+		tiles := 0
+		for b, nb := b0, 0; b < b1; b += nb {
+			nb = k.tileCols(b1 - b)
+			tiles++
+		}
+		share := (4*m.q8Stride + tiles - 1) / tiles // bytes per tile
+		pfs := max(1, share/(4*steps))
 		r := r0
 		for ; r+4 <= r1; r += 4 {
-			t := 0
+			pf := q8PrefetchRows * m.q8Stride
+			if r+q8PrefetchRows >= r1 {
+				pf, pfs = 0, 0
+			}
 			for b, nb := b0, 0; b < b1; b += nb {
 				nb = k.tileCols(b1 - b)
-				// The first tile prefetches every line of rows r+8..r+11
-				// while computing; the weights of the others are in L1.
-				pf := 0
-				if t == 0 {
-					pf = q8PrefetchRows * m.q8Stride
-				}
 				k.t4[nb-1](&m.q8q[r*m.q8Stride], m.q8Stride, &m.q8d[r*m.q8Blocks], m.q8Blocks,
-					&xq[b*rb], rb, g.n16, g.n8, nch, &out[b*rows+r], rows, pf)
-				t++
+					&xq[b*rb], rb, g.n16, g.n8, nch, &out[b*rows+r], rows, pf, pfs)
+				pf += share
 			}
 		}
 		for ; r < r1; r++ {
 			for b, nb := b0, 0; b < b1; b += nb {
 				nb = k.tileCols(b1 - b)
 				k.t1[nb-1](&m.q8q[r*m.q8Stride], m.q8Stride, &m.q8d[r*m.q8Blocks], m.q8Blocks,
-					&xq[b*rb], rb, g.n16, g.n8, nch, &out[b*rows+r], rows, 0)
+					&xq[b*rb], rb, g.n16, g.n8, nch, &out[b*rows+r], rows, 0, 0)
 			}
 		}
 	}

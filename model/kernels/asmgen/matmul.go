@@ -311,7 +311,7 @@ func q8Epilogue(s isa, acc [][]reg.VecVirtual, nr int) {
 	RET()
 }
 
-const q8Sig = "func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int)"
+const q8Sig = "func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)"
 
 // q8TileVNNI generates q8Tile{mr}x{nr}VNNI (AVX-512 VNNI): for i < mr,
 // j < nr, out[j*ldo+i] = the Q8_0 dot product of weight row i and
@@ -364,17 +364,21 @@ func q8TileVNNI(mr, nr int) {
 	}
 	wv, dv, sc := ZMM(), ZMM(), ZMM()
 
-	// pf is a byte distance: with every 64-byte step of each row the
-	// kernel prefetches the line pf bytes further (in later rows), so that
-	// DRAM latency overlaps the arithmetic. The first tile of a row group
-	// gets the distance, the others 0 (their lines are in L1 already). The
-	// AVX2 kernels ignore it.
-	pf := Load(Param("pf"), GP64())
+	// Prefetch: with pfs != 0 the kernel prefetches mr lines per 64-byte
+	// step, at w+pf, w+pf+pfs, w+pf+2*pfs, ... (w: the first weight row
+	// at entry), so that the caller can spread the lines of the row group
+	// it will need next over the tiles of this one and the memory traffic
+	// overlaps the arithmetic. With pfs == 0 it prefetches nothing: a
+	// second copy of the loops has no PREFETCH, whose load-port slots the
+	// tile can use. The AVX2 kernels ignore both.
+	pa, pfs := GP64(), Load(Param("pfs"), GP64())
+	Load(Param("pf"), pa)
+	ADDQ(wr[0], pa)
 
 	// unit emits one unit of steps 64-byte vectors: corr and xscale are
 	// the activation offsets of the corrections and scales, and dscale(i)
 	// loads weight row i's block scales into dv, lane by lane.
-	unit := func(steps, corr int, dscale func(i int), xscale int) {
+	unit := func(prefetch bool, steps, corr int, dscale func(i int), xscale int) {
 		for j := 0; j < nr; j++ {
 			VMOVDQU32(Mem{Base: xr[j], Disp: corr}, isum[0][j])
 			for i := 1; i < mr; i++ {
@@ -382,8 +386,11 @@ func q8TileVNNI(mr, nr int) {
 			}
 		}
 		for k := 0; k < steps; k++ {
-			for i := 0; i < mr; i++ {
-				PREFETCHT0(Mem{Base: wr[i], Index: pf, Scale: 1, Disp: 64 * k})
+			if prefetch {
+				for i := 0; i < mr; i++ {
+					PREFETCHT0(Mem{Base: pa})
+					ADDQ(pfs, pa)
+				}
 			}
 			for j := range xv {
 				VMOVDQU64(Mem{Base: xr[j], Disp: 64 * k}, xv[j])
@@ -405,31 +412,40 @@ func q8TileVNNI(mr, nr int) {
 		}
 	}
 
-	n := Load(Param("n16"), GP64())
-	countLoop("wide", n, func() {
-		unit(8, 576, func(i int) {
-			VMOVUPS(Mem{Base: dr[i]}, dv) // 16 scales, lane l = block l
-		}, 512)
-		q8Advance(wr, dr, xr, wideWBytes, 64, wideXBytes)
-	})
-	Load(Param("n8"), n)
-	countLoop("sc", n, func() {
-		unit(4, 320, func(i int) {
-			VPMOVZXDQ(Mem{Base: dr[i]}, dv) // 8 scales -> even lanes
-			VMOVSLDUP(dv, dv)               // lanes 2b, 2b+1 = scale of block b
-		}, 256)
-		q8Advance(wr, dr, xr, scWBytes, 32, scXBytes)
-	})
-	Load(Param("nchunk"), n)
-	idx := ZMM()
-	VMOVDQU32(permIdx, idx)
-	countLoop("chunk", n, func() {
-		unit(1, 128, func(i int) {
-			VMOVSD(Mem{Base: dr[i]}, dv.AsX())
-			VPERMPS(dv, idx, dv) // lanes 0-7: block 0's scale, 8-15: block 1's
-		}, 64)
-		q8Advance(wr, dr, xr, 64, 8, chunkXBytes)
-	})
+	n := GP64()
+	loops := func(prefetch bool, pre string) {
+		Load(Param("n16"), n)
+		countLoop(pre+"wide", n, func() {
+			unit(prefetch, 8, 576, func(i int) {
+				VMOVUPS(Mem{Base: dr[i]}, dv) // 16 scales, lane l = block l
+			}, 512)
+			q8Advance(wr, dr, xr, wideWBytes, 64, wideXBytes)
+		})
+		Load(Param("n8"), n)
+		countLoop(pre+"sc", n, func() {
+			unit(prefetch, 4, 320, func(i int) {
+				VPMOVZXDQ(Mem{Base: dr[i]}, dv) // 8 scales -> even lanes
+				VMOVSLDUP(dv, dv)               // lanes 2b, 2b+1 = scale of block b
+			}, 256)
+			q8Advance(wr, dr, xr, scWBytes, 32, scXBytes)
+		})
+		Load(Param("nchunk"), n)
+		countLoop(pre+"chunk", n, func() {
+			unit(prefetch, 1, 128, func(i int) {
+				VMOVSD(Mem{Base: dr[i]}, dv.AsX())
+				VMOVDQU32(permIdx, sc)
+				VPERMPS(dv, sc, dv) // lanes 0-7: block 0's scale, 8-15: block 1's
+			}, 64)
+			q8Advance(wr, dr, xr, 64, 8, chunkXBytes)
+		})
+	}
+	TESTQ(pfs, pfs)
+	JZ(LabelRef("nopf"))
+	loops(true, "pf")
+	JMP(LabelRef("sums"))
+	Label("nopf")
+	loops(false, "")
+	Label("sums")
 	q8Epilogue(isaAVX512, acc, nr)
 }
 
