@@ -118,6 +118,45 @@ func storeSum4(s isa, acc []reg.VecVirtual, out Mem) {
 	VMOVUPS(a, out)
 }
 
+var sum4IdxMem Mem
+var sum4IdxDone bool
+
+// sum4Idx is the VPERMPS index that gathers lanes 0, 4, 8 and 12.
+func sum4Idx() Mem {
+	if !sum4IdxDone {
+		sum4IdxMem = GLOBL("sum4idx", RODATA|NOPTR)
+		for i := 0; i < 16; i++ {
+			DATA(4*i, U32(uint32(4*(i%4))))
+		}
+		sum4IdxDone = true
+	}
+	return sum4IdxMem
+}
+
+// storeSum4ZMM is storeSum4 for four ZMM accumulators as a reduction tree:
+// 128-bit lane shuffles halve the vectors twice, leaving lane k with four
+// partial sums of acc[k]; two in-lane rotations finish the sums, and idx
+// (sum4Idx) gathers them. 15 instructions where storeSum4 takes 26.
+func storeSum4ZMM(acc []reg.VecVirtual, idx reg.VecVirtual, out Mem) {
+	a, b, c, d := acc[0], acc[1], acc[2], acc[3]
+	t := ZMM()
+	VSHUFF64X2(U8(0x44), b, a, t) // [a.L0 a.L1 b.L0 b.L1]
+	VSHUFF64X2(U8(0xEE), b, a, a) // [a.L2 a.L3 b.L2 b.L3]
+	VADDPS(t, a, a)
+	VSHUFF64X2(U8(0x44), d, c, t)
+	VSHUFF64X2(U8(0xEE), d, c, c)
+	VADDPS(t, c, c)
+	VSHUFF64X2(U8(0x88), c, a, t) // [ab.L0 ab.L2 cd.L0 cd.L2]
+	VSHUFF64X2(U8(0xDD), c, a, a) // [ab.L1 ab.L3 cd.L1 cd.L3]
+	VADDPS(t, a, a)               // lane k: 4 partial sums of acc[k]
+	VPERMILPS(U8(0x4E), a, t)
+	VADDPS(t, a, a)
+	VPERMILPS(U8(0xB1), a, t)
+	VADDPS(t, a, a) // every element of lane k: sum(acc[k])
+	VPERMPS(a, idx, a)
+	VMOVUPS(a.AsX(), out)
+}
+
 // f32Tile generates f32Tile{mr}x{nr}{isa}: for i < mr, j < nr,
 // out[j*ldo+i] = sum_k w[i*ldw+k] * x[j*ldx+k] over k < cols.
 func f32Tile(s isa, mr, nr int) {
@@ -297,12 +336,21 @@ func countLoop(name string, n reg.Register, body func()) {
 func q8Epilogue(s isa, acc [][]reg.VecVirtual, nr int) {
 	outp := Load(Param("out"), GP64())
 	ldo := loadStride("ldo", 2)
+	var idx reg.VecVirtual
+	if s.evex && len(acc) == 4 && nr > 1 { // (one column: the chain is latency-bound)
+		idx = ZMM()
+		VMOVDQU32(sum4Idx(), idx)
+	}
 	for j := 0; j < nr; j++ {
 		col := make([]reg.VecVirtual, len(acc))
 		for i := range col {
 			col[i] = acc[i][j]
 		}
-		storeSum4(s, col, Mem{Base: outp})
+		if idx != nil {
+			storeSum4ZMM(col, idx, Mem{Base: outp})
+		} else {
+			storeSum4(s, col, Mem{Base: outp})
+		}
 		if j+1 < nr {
 			ADDQ(ldo, outp)
 		}
