@@ -55,9 +55,10 @@ func TestAsmConventions(t *testing.T) {
 	}
 }
 
-// TestQ8TilePrefetch checks that the VNNI tiles' prefetching copy of the
-// loops computes what the plain copy does, bit for bit.
-func TestQ8TilePrefetch(t *testing.T) {
+// TestQ8TileLoops checks the VNNI tiles' prefetching copy of the loops
+// and their loop over tiles: a call with prefetch, or one doing two tiles,
+// computes what plain one-tile calls do, bit for bit.
+func TestQ8TileLoops(t *testing.T) {
 	if !hasVNNI {
 		t.Skip("no AVX-512 VNNI")
 	}
@@ -70,17 +71,24 @@ func TestQ8TilePrefetch(t *testing.T) {
 		}
 		g := m.q8g
 		rb := g.xBytes()
-		xq := make([]byte, 3*rb)
-		quantizeQ8Rows(xq, randVec(r, 3*cols), 3, cols)
-		for nr := 1; nr <= 3; nr++ {
-			want := make([]float32, nr*rows)
-			got := make([]float32, nr*rows)
-			tile := q8VNNI.t4[nr-1]
-			tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[0], rb, g.n16, g.n8, g.chunks(), &want[0], rows, 0, 0)
-			tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[0], rb, g.n16, g.n8, g.chunks(), &got[0], rows, 8*m.q8Stride, 37)
-			for i := range want {
-				if got[i] != want[i] {
-					t.Fatalf("cols %d, 4x%d tile: out[%d] = %g with prefetch, %g without", cols, nr, i, got[i], want[i])
+		xq := make([]byte, 6*rb)
+		quantizeQ8Rows(xq, randVec(r, 6*cols), 6, cols)
+		for mr, k := range map[int][]q8TileFunc{4: q8VNNI.t4, 1: q8VNNI.t1} {
+			for nr := 1; nr <= 3; nr++ {
+				tile := k[nr-1]
+				want := make([]float32, 2*nr*rows)
+				tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[0], rb, g.n16, g.n8, g.chunks(), &want[0], rows, 0, 0, 1)
+				tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[nr*rb], rb, g.n16, g.n8, g.chunks(), &want[nr*rows], rows, 0, 0, 1)
+				pf := make([]float32, 2*nr*rows)
+				tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[0], rb, g.n16, g.n8, g.chunks(), &pf[0], rows, 8*m.q8Stride, 37, 1)
+				tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[nr*rb], rb, g.n16, g.n8, g.chunks(), &pf[nr*rows], rows, 8*m.q8Stride, 37, 1)
+				two := make([]float32, 2*nr*rows)
+				tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[0], rb, g.n16, g.n8, g.chunks(), &two[0], rows, 8*m.q8Stride, 37, 2)
+				for i := range want {
+					if pf[i] != want[i] || two[i] != want[i] {
+						t.Fatalf("cols %d, %dx%d tile: out[%d] = %g with prefetch, %g in a two-tile call, %g plain",
+							cols, mr, nr, i, pf[i], two[i], want[i])
+					}
 				}
 			}
 		}

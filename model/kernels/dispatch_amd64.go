@@ -408,12 +408,32 @@ func f32RowsTiles(k *f32Kernels, out, x, w []float32, n, rows, cols, r0, r1 int)
 	}
 }
 
-type q8TileFunc = func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
+type q8TileFunc = func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
 
 // q8Kernels is f32Kernels for Q8_0.
 type q8Kernels struct {
 	nr     int
 	t1, t4 []q8TileFunc
+	// loops: a tile call does nt tiles along the activation rows (and
+	// prefetches); else it does one and ignores nt (and pf, pfs).
+	loops bool
+}
+
+// q8Run is nt tiles of nr activation rows from row b.
+type q8Run struct{ b, nr, nt int }
+
+// plan appends to runs the tiles over activation rows [b0, b1), those of
+// one width merged into one run (at most 3 runs).
+func (k *q8Kernels) plan(runs []q8Run, b0, b1 int) []q8Run {
+	for b, nb := b0, 0; b < b1; b += nb {
+		nb = k.tileCols(b1 - b)
+		if l := len(runs) - 1; l >= 0 && runs[l].nr == nb {
+			runs[l].nt++
+			continue
+		}
+		runs = append(runs, q8Run{b, nb, 1})
+	}
+	return runs
 }
 
 // tileCols is the number of activation rows the next tile takes when rem
@@ -431,6 +451,7 @@ var q8VNNI = q8Kernels{
 	nr: 3,
 	t1: []q8TileFunc{q8Tile1x1VNNI, q8Tile1x2VNNI, q8Tile1x3VNNI},
 	t4: []q8TileFunc{q8Tile4x1VNNI, q8Tile4x2VNNI, q8Tile4x3VNNI},
+	loops: true,
 }
 
 var q8AVX2 = q8Kernels{
@@ -486,12 +507,13 @@ func q8RowsTiles(k *q8Kernels, out []float32, m *Mat, xq []byte, n, r0, r1 int) 
 	xb := xBlockRows(rb)
 	rows := m.Rows
 	steps := 8*g.n16 + 4*g.n8 + nch // 64-byte steps per tile, 4 prefetches each
+	var buf [3]q8Run
 	for b0 := 0; b0 < n; b0 += xb {
 		b1 := min(n, b0+xb)
+		runs := k.plan(buf[:0], b0, b1)
 		tiles := 0
-		for b, nb := b0, 0; b < b1; b += nb {
-			nb = k.tileCols(b1 - b)
-			tiles++
+		for _, t := range runs {
+			tiles += t.nt
 		}
 		share := (4*m.q8Stride + tiles - 1) / tiles // bytes per tile
 		pfs := max(1, share/(4*steps))
@@ -501,18 +523,28 @@ func q8RowsTiles(k *q8Kernels, out []float32, m *Mat, xq []byte, n, r0, r1 int) 
 			if r+q8PrefetchRows >= r1 {
 				pf, pfs = 0, 0
 			}
-			for b, nb := b0, 0; b < b1; b += nb {
-				nb = k.tileCols(b1 - b)
-				k.t4[nb-1](&m.q8q[r*m.q8Stride], m.q8Stride, &m.q8d[r*m.q8Blocks], m.q8Blocks,
-					&xq[b*rb], rb, g.n16, g.n8, nch, &out[b*rows+r], rows, pf, pfs)
-				pf += share
+			w, d := &m.q8q[r*m.q8Stride], &m.q8d[r*m.q8Blocks]
+			for _, t := range runs {
+				if k.loops {
+					k.t4[t.nr-1](w, m.q8Stride, d, m.q8Blocks, &xq[t.b*rb], rb, g.n16, g.n8, nch, &out[t.b*rows+r], rows, pf, pfs, t.nt)
+					pf += share * t.nt
+					continue
+				}
+				for b := t.b; b < t.b+t.nr*t.nt; b += t.nr {
+					k.t4[t.nr-1](w, m.q8Stride, d, m.q8Blocks, &xq[b*rb], rb, g.n16, g.n8, nch, &out[b*rows+r], rows, 0, 0, 1)
+				}
 			}
 		}
 		for ; r < r1; r++ {
-			for b, nb := b0, 0; b < b1; b += nb {
-				nb = k.tileCols(b1 - b)
-				k.t1[nb-1](&m.q8q[r*m.q8Stride], m.q8Stride, &m.q8d[r*m.q8Blocks], m.q8Blocks,
-					&xq[b*rb], rb, g.n16, g.n8, nch, &out[b*rows+r], rows, 0, 0)
+			w, d := &m.q8q[r*m.q8Stride], &m.q8d[r*m.q8Blocks]
+			for _, t := range runs {
+				if k.loops {
+					k.t1[t.nr-1](w, m.q8Stride, d, m.q8Blocks, &xq[t.b*rb], rb, g.n16, g.n8, nch, &out[t.b*rows+r], rows, 0, 0, t.nt)
+					continue
+				}
+				for b := t.b; b < t.b+t.nr*t.nt; b += t.nr {
+					k.t1[t.nr-1](w, m.q8Stride, d, m.q8Blocks, &xq[b*rb], rb, g.n16, g.n8, nch, &out[b*rows+r], rows, 0, 0, 1)
+				}
 			}
 		}
 	}

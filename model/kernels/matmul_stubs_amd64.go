@@ -67,49 +67,49 @@ func f32Tile4x2AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *flo
 // q8Tile1x1VNNI computes a 1x1 tile of Q8_0 weight rows times quantized activation rows.
 //
 //go:noescape
-func q8Tile1x1VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
+func q8Tile1x1VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
 
 // q8Tile1x2VNNI computes a 1x2 tile of Q8_0 weight rows times quantized activation rows.
 //
 //go:noescape
-func q8Tile1x2VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
+func q8Tile1x2VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
 
 // q8Tile1x3VNNI computes a 1x3 tile of Q8_0 weight rows times quantized activation rows.
 //
 //go:noescape
-func q8Tile1x3VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
+func q8Tile1x3VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
 
 // q8Tile4x1VNNI computes a 4x1 tile of Q8_0 weight rows times quantized activation rows.
 //
 //go:noescape
-func q8Tile4x1VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
+func q8Tile4x1VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
 
 // q8Tile4x2VNNI computes a 4x2 tile of Q8_0 weight rows times quantized activation rows.
 //
 //go:noescape
-func q8Tile4x2VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
+func q8Tile4x2VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
 
 // q8Tile4x3VNNI computes a 4x3 tile of Q8_0 weight rows times quantized activation rows.
 //
 //go:noescape
-func q8Tile4x3VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
+func q8Tile4x3VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
 
 // q8Tile1x1AVX2 computes a 1x1 tile of Q8_0 weight rows times quantized activation rows.
 //
 //go:noescape
-func q8Tile1x1AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
+func q8Tile1x1AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
 
 // q8Tile1x2AVX2 computes a 1x2 tile of Q8_0 weight rows times quantized activation rows.
 //
 //go:noescape
-func q8Tile1x2AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
+func q8Tile1x2AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
 
 // q8Tile4x1AVX2 computes a 4x1 tile of Q8_0 weight rows times quantized activation rows.
 //
 //go:noescape
-func q8Tile4x1AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
+func q8Tile4x1AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
 
 // q8Tile4x2AVX2 computes a 4x2 tile of Q8_0 weight rows times quantized activation rows.
 //
 //go:noescape
-func q8Tile4x2AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)
+func q8Tile4x2AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)

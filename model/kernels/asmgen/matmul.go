@@ -355,11 +355,9 @@ func q8Epilogue(s isa, acc [][]reg.VecVirtual, nr int) {
 			ADDQ(ldo, outp)
 		}
 	}
-	VZEROUPPER()
-	RET()
 }
 
-const q8Sig = "func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int)"
+const q8Sig = "func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)"
 
 // q8TileVNNI generates q8Tile{mr}x{nr}VNNI (AVX-512 VNNI): for i < mr,
 // j < nr, out[j*ldo+i] = the Q8_0 dot product of weight row i and
@@ -392,6 +390,13 @@ func q8TileVNNI(mr, nr int) {
 		}
 		permIdxDone = true
 	}
+	// The tiles of one call share the weight rows and take the activation
+	// rows nr at a time: after each, x and out move on nr rows (kept in
+	// their argument slots, as the loop needs every register).
+	pa, pfs := GP64(), Load(Param("pfs"), GP64())
+	Load(Param("pf"), pa)
+	ADDQ(Load(Param("w"), GP64()), pa)
+	Label("tile")
 	wr, dr, xr := q8Prologue(mr, nr)
 	acc := make([][]reg.VecVirtual, mr)
 	isum := make([][]reg.VecVirtual, mr)
@@ -419,9 +424,6 @@ func q8TileVNNI(mr, nr int) {
 	// overlaps the arithmetic. With pfs == 0 it prefetches nothing: a
 	// second copy of the loops has no PREFETCH, whose load-port slots the
 	// tile can use. The AVX2 kernels ignore both.
-	pa, pfs := GP64(), Load(Param("pfs"), GP64())
-	Load(Param("pf"), pa)
-	ADDQ(wr[0], pa)
 
 	// unit emits one unit of steps 64-byte vectors: corr and xscale are
 	// the activation offsets of the corrections and scales, and dscale(i)
@@ -495,6 +497,23 @@ func q8TileVNNI(mr, nr int) {
 	loops(false, "")
 	Label("sums")
 	q8Epilogue(isaAVX512, acc, nr)
+	t := Load(Param("nt"), GP64())
+	DECQ(t)
+	JZ(LabelRef("done"))
+	Store(t, Param("nt"))
+	x, step := Load(Param("x"), GP64()), Load(Param("ldx"), GP64())
+	IMUL3Q(U8(nr), step, step)
+	ADDQ(step, x)
+	Store(x, Param("x"))
+	o := Load(Param("out"), GP64())
+	Load(Param("ldo"), step)
+	IMUL3Q(U8(4*nr), step, step)
+	ADDQ(step, o)
+	Store(o, Param("out"))
+	JMP(LabelRef("tile"))
+	Label("done")
+	VZEROUPPER()
+	RET()
 }
 
 var avx2Consts Mem
@@ -625,4 +644,6 @@ func q8TileAVX2(mr, nr int) {
 		q8Advance(wr, dr, xr, 64, 8, chunkXBytes)
 	})
 	q8Epilogue(isaAVX2, acc, nr)
+	VZEROUPPER()
+	RET()
 }
