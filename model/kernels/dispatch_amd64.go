@@ -448,9 +448,9 @@ func (k *q8Kernels) tileCols(rem int) int {
 }
 
 var q8VNNI = q8Kernels{
-	nr: 3,
-	t1: []q8TileFunc{q8Tile1x1VNNI, q8Tile1x2VNNI, q8Tile1x3VNNI},
-	t4: []q8TileFunc{q8Tile4x1VNNI, q8Tile4x2VNNI, q8Tile4x3VNNI},
+	nr:    3,
+	t1:    []q8TileFunc{q8Tile1x1VNNI, q8Tile1x2VNNI, q8Tile1x3VNNI},
+	t4:    []q8TileFunc{q8Tile4x1VNNI, q8Tile4x2VNNI, q8Tile4x3VNNI},
 	loops: true,
 }
 
