@@ -477,7 +477,7 @@ func (r *SpeedReport) Markdown(w io.Writer) error {
 	case r.Versus != nil:
 		l := r.Versus
 		fmt.Fprintf(&b, "| decode, alternating with llama.cpp on the same GGUF (%d rounds): ours | median %.1f, best %.1f tokens/s |\n", len(l.Ours), medianF(l.Ours), slices.Max(l.Ours))
-		fmt.Fprintf(&b, "| llama.cpp (llama-bench -t %d -p 0 -n %d -r 1 -ctk %v -ctv %v, build %s) | median %.1f, best %.1f tokens/s |\n", l.Threads, l.Tokens, r.Config.KVType, r.Config.KVType, l.LlamaBuild, medianF(l.Llama), slices.Max(l.Llama))
+		fmt.Fprintf(&b, "| llama.cpp (llama-bench -t %d -p 0 -n %d -r 1, %s KV cache, build %s) | median %.1f, best %.1f tokens/s |\n", l.Threads, l.Tokens, l.LlamaKV, l.LlamaBuild, medianF(l.Llama), slices.Max(l.Llama))
 		fmt.Fprintf(&b, "| ours / llama.cpp decode | %.2f (medians), %.2f (bests) |\n", l.MedianRatio(), l.BestRatio())
 	case r.Llama != nil:
 		fmt.Fprintf(&b, "| llama.cpp decode, same GGUF (llama-bench -t %d -p 0 -n %d) | %.1f ± %.1f tokens/s |\n", r.Llama.Threads, r.Llama.Tokens, r.Llama.TokensPerSec, r.Llama.StdDev)
@@ -534,8 +534,9 @@ func RunLlamaBench(ctx context.Context, bin, gguf string, threads, tokens int) (
 }
 
 // RunLlamaBenchReps is RunLlamaBench with reps repetitions (llama-bench's
-// -r; its default when reps <= 0) and the KV cache type kv ("f16",
-// "f32"; llama-bench's default, f16, when empty).
+// -r; its default when reps <= 0) and the KV cache type kv (llama-bench's
+// -ctk and -ctv, e.g. "f16" or "q8_0"; it takes no "f32"; its default,
+// f16, when empty).
 func RunLlamaBenchReps(ctx context.Context, bin, gguf string, threads, tokens, reps int, kv string) (*LlamaBenchResult, error) {
 	args := []string{"-m", gguf, "-t", fmt.Sprint(threads), "-p", "0", "-n", fmt.Sprint(tokens), "-o", "json"}
 	if reps > 0 {
@@ -582,16 +583,22 @@ type DecodeComparison struct {
 	Tokens, Threads int
 	Ours, Llama     []float64 // tokens/s of each round
 	LlamaBuild      string
+	LlamaKV         string // llama.cpp's KV cache type
 }
 
 // CompareDecode alternates rounds of our single-stream decode of m (tokens
 // from position 0, after a warm-up) with llama-bench runs of one
-// repetition on gguf, which must hold the same model. Both keep the KV
-// cache as kv.
+// repetition on gguf, which must hold the same model. Ours keeps the KV
+// cache as kv, and so does llama.cpp, except that llama-bench takes no f32
+// KV cache: it then keeps its default, f16, which reads half our bytes.
 func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens, rounds int, kv kvcache.DType) (*DecodeComparison, error) {
 	c := DefaultSpeedConfig()
 	c.DecodeTokens, c.Rounds, c.KVType = tokens, 1, kv
-	cmp := &DecodeComparison{Tokens: tokens, Threads: kernels.Threads()}
+	cmp := &DecodeComparison{Tokens: tokens, Threads: kernels.Threads(), LlamaKV: kvcache.F16.String()}
+	ctk := ""
+	if kv != kvcache.F32 {
+		ctk, cmp.LlamaKV = kv.String(), kv.String()
+	}
 	for range max(rounds, 1) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -601,7 +608,7 @@ func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens
 			return nil, err
 		}
 		cmp.Ours = append(cmp.Ours, d.TokensPerSec)
-		l, err := RunLlamaBenchReps(ctx, bin, gguf, cmp.Threads, tokens, 1, kv.String())
+		l, err := RunLlamaBenchReps(ctx, bin, gguf, cmp.Threads, tokens, 1, ctk)
 		if err != nil {
 			return nil, err
 		}

@@ -58,7 +58,7 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
 	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer.bin whose vocabulary the GGUF for llama-bench carries (default: synthetic)")
-	kvName := fs.String("kv", "f32", "KV cache type: f32 or f16 (llama-bench gets the same)")
+	kvName := fs.String("kv", "f32", "KV cache type: f32 or f16 (llama-bench gets f16 either way: it has no f32 KV cache)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: entropix-bench speed [-shape stories110M] [-dtype q8_0|f32|both] [-kv f32|f16] [-quick]\n\n"+
 			"Measures single-stream decode, the step time of B branches in one batch, prefill,\n"+
