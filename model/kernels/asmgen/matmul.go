@@ -360,9 +360,10 @@ func q8Epilogue(s isa, acc [][]reg.VecVirtual, nr int) {
 const q8Sig = "func(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)"
 
 // q8TileVNNI generates q8Tile{mr}x{nr}VNNI (AVX-512 VNNI): for i < mr,
-// j < nr, out[j*ldo+i] = the Q8_0 dot product of weight row i and
-// activation row j (layouts above). ldw and ldx are byte strides, ldd is
-// in float32s.
+// j < nt*nr, out[j*ldo+i] = the Q8_0 dot product of weight row i and
+// activation row j (layouts above), as nt tiles of nr activation rows.
+// ldw and ldx are byte strides, ldd is in float32s; pf and pfs steer the
+// prefetching (below).
 //
 // The tile is register-blocked: per 64-byte step it loads the nr
 // activation vectors once and each weight vector once, and does all mr*nr
