@@ -55,41 +55,78 @@ func TestAsmConventions(t *testing.T) {
 	}
 }
 
-// TestQ8TileLoops checks the VNNI tiles' prefetching copy of the loops
+// TestQ8TileLoops checks the Q8_0 tiles' prefetching copy of the loops
 // and their loop over tiles: a call with prefetch, or one doing two tiles,
 // computes what plain one-tile calls do, bit for bit.
 func TestQ8TileLoops(t *testing.T) {
-	if !hasVNNI {
-		t.Skip("no AVX-512 VNNI")
-	}
 	r := rand.New(rand.NewPCG(3, 4))
-	const rows = 16
+	const rows = 64
+	type kernel struct {
+		name string
+		tile q8TileFunc
+		nr   int
+	}
+	var ks []kernel
+	if hasVNNI {
+		for nr := 1; nr <= q8VNNI.nr; nr++ {
+			ks = append(ks, kernel{"VNNI 1 panel", q8VNNI.t1[nr-1], nr}, kernel{"VNNI 2 panels", q8VNNI.t2[nr-1], nr})
+		}
+		for nr := 1; nr <= len(q8VNNI.t4); nr++ {
+			ks = append(ks, kernel{"VNNI 4 panels", q8VNNI.t4[nr-1], nr})
+		}
+	}
+	if hasAVX2 {
+		for nr := 1; nr <= q8AVX2.nr; nr++ {
+			ks = append(ks, kernel{"AVX2 half panel", q8AVX2.t1[nr-1], nr})
+		}
+	}
 	for _, cols := range testColsQ8 {
 		m, err := QuantizeQ8(rows, cols, randVec(r, rows*cols))
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := m.q8g
-		rb := g.xBytes()
-		xq := make([]byte, 6*rb)
-		quantizeQ8Rows(xq, randVec(r, 6*cols), 6, cols)
-		for mr, k := range map[int][]q8TileFunc{4: q8VNNI.t4, 1: q8VNNI.t1} {
-			for nr := 1; nr <= 3; nr++ {
-				tile := k[nr-1]
-				want := make([]float32, 2*nr*rows)
-				tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[0], rb, g.n16, g.n8, g.chunks(), &want[0], rows, 0, 0, 1)
-				tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[nr*rb], rb, g.n16, g.n8, g.chunks(), &want[nr*rows], rows, 0, 0, 1)
-				pf := make([]float32, 2*nr*rows)
-				tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[0], rb, g.n16, g.n8, g.chunks(), &pf[0], rows, 8*m.q8Stride, 37, 1)
-				tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[nr*rb], rb, g.n16, g.n8, g.chunks(), &pf[nr*rows], rows, 8*m.q8Stride, 37, 1)
-				two := make([]float32, 2*nr*rows)
-				tile(&m.q8q[0], m.q8Stride, &m.q8d[0], m.q8Blocks, &xq[0], rb, g.n16, g.n8, g.chunks(), &two[0], rows, 8*m.q8Stride, 37, 2)
-				for i := range want {
-					if pf[i] != want[i] || two[i] != want[i] {
-						t.Fatalf("cols %d, %dx%d tile: out[%d] = %g with prefetch, %g in a two-tile call, %g plain",
-							cols, mr, nr, i, pf[i], two[i], want[i])
-					}
+		nb, rb, ldw := cols/Q8BlockSize, q8XBytes(cols), m.q8Stride
+		xq := make([]byte, 2*q8VNNI.nr*rb)
+		quantizeQ8Rows(xq, randVec(r, 2*q8VNNI.nr*cols), 2*q8VNNI.nr, cols)
+		for _, k := range ks {
+			call := func(out []float32, j, pf, pfs, nt int) {
+				k.tile(&m.q8q[0], ldw, &xq[j*rb], rb, nb, &out[j*rows], rows, pf, pfs, nt)
+			}
+			want := make([]float32, 2*k.nr*rows)
+			call(want, 0, 0, 0, 1)
+			call(want, k.nr, 0, 0, 1)
+			pf := make([]float32, len(want))
+			call(pf, 0, 2*ldw, 37, 1)
+			call(pf, k.nr, 2*ldw, 37, 1)
+			two := make([]float32, len(want))
+			call(two, 0, 2*ldw, 37, 2)
+			for i := range want {
+				if pf[i] != want[i] || two[i] != want[i] {
+					t.Fatalf("cols %d, %s x %d: out[%d] = %g with prefetch, %g in a two-tile call, %g plain",
+						cols, k.name, k.nr, i, pf[i], two[i], want[i])
 				}
+			}
+		}
+	}
+}
+
+// TestQ8Plan checks the split of activation rows among tiles: every row
+// once, as few tiles as the widest allows, widths differing by at most one.
+func TestQ8Plan(t *testing.T) {
+	for _, k := range []*q8Kernels{&q8VNNI, &q8AVX2} {
+		for n := 1; n <= 40; n++ {
+			runs := k.plan(nil, 3, 3+n)
+			b, tiles, lo, hi := 3, 0, k.nr, 0
+			for _, r := range runs {
+				if r.b != b || r.nt < 1 || r.nr < 1 || r.nr > k.nr {
+					t.Fatalf("nr %d, n=%d: bad runs %v", k.nr, n, runs)
+				}
+				b += r.nr * r.nt
+				tiles += r.nt
+				lo, hi = min(lo, r.nr), max(hi, r.nr)
+			}
+			if b != 3+n || tiles != (n+k.nr-1)/k.nr || hi-lo > 1 {
+				t.Fatalf("nr %d, n=%d: runs %v", k.nr, n, runs)
 			}
 		}
 	}

@@ -141,11 +141,10 @@ func benchMatMulFootprint(b *testing.B, footprint int64) {
 				m := *m0
 				m.q8q = alignedBytes(len(m0.q8q)) // cache-line aligned, as NewQ8Mat makes them
 				copy(m.q8q, m0.q8q)
-				m.q8d = append([]float32(nil), m0.q8d...)
 				mats = append(mats, &m)
 			}
 		}
-		for _, n := range []int{1, 4, 16, 64} {
+		for _, n := range []int{1, 2, 3, 4, 8, 16, 64} {
 			b.Run(fmt.Sprintf("%v/%dx%d/n=%d", typ, rows, cols, n), func(b *testing.B) {
 				x := randVec(r, n*cols)
 				out := make([]float32, n*rows)

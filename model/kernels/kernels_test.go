@@ -443,15 +443,15 @@ func matRef(m *Mat, x []float32, n int) (want, abs []float64) {
 	return want, abs
 }
 
-// Shapes with tails everywhere: rows not a multiple of 4, columns not a
-// multiple of 16 (F32), Q8_0 rows with and without wide and plain
-// super-chunks and with odd and even tail blocks, batches that are not a
-// multiple of the tile height.
+// Shapes with tails everywhere: rows not a multiple of 4 (F32) or 16
+// (Q8_0 panels: pairs, a lone panel, a partial one), columns not a
+// multiple of 16 (F32), batches that are not a multiple of the tile widths
+// (and split unevenly among tiles).
 var (
-	testRows    = []int{1, 3, 4, 5, 8, 13, 37}
+	testRows    = []int{1, 3, 4, 5, 8, 13, 16, 17, 32, 37, 48, 77}
 	testColsF32 = []int{1, 5, 16, 17, 33, 64, 100, 288}
-	testColsQ8  = []int{32, 64, 96, 160, 256, 288, 480, 512, 544, 768, 800, 832, 1056, 1312}
-	testBatches = []int{1, 2, 3, 4, 5, 7, 9, 16, 31, 64, 70}
+	testColsQ8  = []int{32, 64, 96, 160, 288, 512, 768, 1056}
+	testBatches = []int{1, 2, 3, 4, 5, 7, 9, 11, 13, 16, 31, 64, 70}
 )
 
 func TestMatMulF32(t *testing.T) {
@@ -501,7 +501,7 @@ func TestQuantizeQ8Rows(t *testing.T) {
 				}
 			}
 			x[len(x)-1] = 1e30
-			want := make([]byte, n*q8GeomOf(cols).xBytes())
+			want := make([]byte, n*q8XBytes(cols))
 			quantizeQ8RowsGo(want, x, n, cols)
 			for _, l := range q8Levels() {
 				got := make([]byte, len(want))
@@ -746,7 +746,7 @@ func FuzzQuantizeQ8(f *testing.F) {
 				x[i] = v
 			}
 		}
-		want := make([]byte, q8GeomOf(cols).xBytes())
+		want := make([]byte, q8XBytes(cols))
 		quantizeQ8RowsGo(want, x, 1, cols)
 		for _, l := range q8Levels() {
 			got := make([]byte, len(want))

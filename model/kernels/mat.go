@@ -32,22 +32,20 @@ const Q8BlockSize = 32
 //
 // F32 weights are the caller's slice, row-major. Q8_0 weights are unpacked
 // from ggml's 34-byte blocks into a layout the kernels stream directly (see
-// q8.go): per row, the quants biased to uint8 (q+128) and interleaved for
-// VNNI, and separately the per-block float32 scales.
+// q8.go): panels of 16 rows whose quants, biased to uint8 (q+128), are
+// interleaved 4 bytes per row for VNNI, each block followed by the 16
+// rows' float32 scales.
 type Mat struct {
 	Type       DType
 	Rows, Cols int
 
 	f32 []float32 // F32: Rows*Cols
 
-	// Q8_0 (layout in q8.go): row r's biased quants are
-	// q8q[r*q8Stride:][:q8Stride] and its block scales
-	// q8d[r*q8Blocks:][:q8Blocks].
-	q8d      []float32
+	// Q8_0 (layout in q8.go): panel p (rows 16p..16p+15) is
+	// q8q[p*q8Stride:][:q8Stride].
 	q8q      []uint8
-	q8g      q8Geom
-	q8Blocks int // scales per row, padding included
-	q8Stride int // bytes per row
+	q8Panels int
+	q8Stride int // bytes per panel
 }
 
 // NewF32Mat wraps row-major float32 weights (not copied).
@@ -71,12 +69,12 @@ func NewQ8Mat(rows, cols int, raw []byte) (*Mat, error) {
 	}
 	m := newQ8Mat(rows, cols)
 	for r := 0; r < rows; r++ {
-		q := m.q8q[r*m.q8Stride:][:m.q8Stride]
 		for b := 0; b < nb; b++ {
-			blk := raw[(r*nb+b)*blockBytes:][:blockBytes]
-			m.q8d[r*m.q8Blocks+b] = HalfToFloat(binary.LittleEndian.Uint16(blk))
+			src := raw[(r*nb+b)*blockBytes:][:blockBytes]
+			blk, l := m.q8Block(r, b)
+			putF32(blk, q8ScaleOff+4*l, HalfToFloat(binary.LittleEndian.Uint16(src)))
 			for e := 0; e < Q8BlockSize; e++ {
-				q[m.q8g.wOff(b, e)] = blk[2+e] ^ 0x80 // int8 -> biased uint8
+				blk[q8QuantOff(l, e)] = src[2+e] ^ 0x80 // int8 -> biased uint8
 			}
 		}
 	}
@@ -129,11 +127,11 @@ func (m *Mat) Row(dst []float32, r int) {
 	case Q8_0:
 		nb := m.Cols / Q8BlockSize
 		dst = dst[:m.Cols]
-		q := m.q8q[r*m.q8Stride:][:m.q8Stride]
 		for b := 0; b < nb; b++ {
-			d := m.q8d[r*m.q8Blocks+b]
+			blk, l := m.q8Block(r, b)
+			d := getF32(blk, q8ScaleOff+4*l)
 			for e := 0; e < Q8BlockSize; e++ {
-				dst[b*Q8BlockSize+e] = d * float32(int8(q[m.q8g.wOff(b, e)]^0x80))
+				dst[b*Q8BlockSize+e] = d * float32(int8(blk[q8QuantOff(l, e)]^0x80))
 			}
 		}
 	}
@@ -141,7 +139,7 @@ func (m *Mat) Row(dst []float32, r int) {
 
 // Bytes is the memory the matrix's weights take.
 func (m *Mat) Bytes() int64 {
-	return int64(len(m.f32))*4 + int64(len(m.q8d))*4 + int64(len(m.q8q))
+	return int64(len(m.f32))*4 + int64(len(m.q8q))
 }
 
 // MatMul computes out[b*Rows+r] = sum_i m[r,i] * x[b*Cols+i] for the n rows
@@ -168,7 +166,7 @@ func (m *Mat) MatMul(out, x []float32, n int) {
 	case F32:
 		DefaultPool().matMul(j)
 	case Q8_0:
-		s := getQ8Scratch(n * m.q8g.xBytes())
+		s := getQ8Scratch(n * q8XBytes(m.Cols))
 		quantizeQ8Rows(s.buf, x, n, m.Cols)
 		j.xq = s.buf
 		DefaultPool().matMul(j)
@@ -177,9 +175,15 @@ func (m *Mat) MatMul(out, x []float32, n int) {
 	}
 }
 
-// rowBlock is the number of weight rows the micro-kernels handle per pass;
-// MatMul splits work across threads in whole blocks.
-const rowBlock = 4
+// rowBlock is the number of weight rows the micro-kernels handle per pass
+// (F32: 4 rows; Q8_0: two panels of 16); MatMul splits work across
+// threads in whole blocks.
+func (m *Mat) rowBlock() int {
+	if m.Type == Q8_0 {
+		return 2 * q8PanelRows
+	}
+	return 4
+}
 
 // parallelWork is the work below which MatMul stays on the calling
 // goroutine, in multiply-adds of F32 (Q8_0 multiply-adds count a quarter:
@@ -187,7 +191,7 @@ const rowBlock = 4
 // about a microsecond, the time of some 1<<16 F32 multiply-adds.
 const parallelWork = 1 << 16
 
-// matMulJob is one MatMul split over blocks of rowBlock weight rows.
+// matMulJob is one MatMul split over blocks of m.rowBlock() weight rows.
 type matMulJob struct {
 	m      *Mat
 	out, x []float32
@@ -196,7 +200,8 @@ type matMulJob struct {
 }
 
 func (j *matMulJob) Run(lo, hi int) {
-	r0, r1 := lo*rowBlock, min(hi*rowBlock, j.m.Rows)
+	rb := j.m.rowBlock()
+	r0, r1 := lo*rb, min(hi*rb, j.m.Rows)
 	switch j.m.Type {
 	case F32:
 		f32Rows(j.out, j.x, j.m.f32, j.n, j.m.Rows, j.m.Cols, r0, r1)
@@ -207,7 +212,8 @@ func (j *matMulJob) Run(lo, hi int) {
 
 // matMul runs j over the pool, or on the caller for small products.
 func (p *Pool) matMul(j matMulJob) {
-	blocks := (j.m.Rows + rowBlock - 1) / rowBlock
+	rb := j.m.rowBlock()
+	blocks := (j.m.Rows + rb - 1) / rb
 	work := j.m.Rows * j.m.Cols * j.n
 	if j.m.Type == Q8_0 {
 		work /= 4

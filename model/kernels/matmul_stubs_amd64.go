@@ -64,52 +64,102 @@ func f32Tile4x1AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *flo
 //go:noescape
 func f32Tile4x2AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
 
-// q8Tile1x1VNNI computes a 1x1 tile of Q8_0 weight rows times quantized activation rows.
+// q8PanelTile1x1VNNI computes 1 panels of 16 Q8_0 weight rows times nt*1 quantized activation rows.
 //
 //go:noescape
-func q8Tile1x1VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile1x1VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8Tile1x2VNNI computes a 1x2 tile of Q8_0 weight rows times quantized activation rows.
+// q8PanelTile1x2VNNI computes 1 panels of 16 Q8_0 weight rows times nt*2 quantized activation rows.
 //
 //go:noescape
-func q8Tile1x2VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile1x2VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8Tile1x3VNNI computes a 1x3 tile of Q8_0 weight rows times quantized activation rows.
+// q8PanelTile1x3VNNI computes 1 panels of 16 Q8_0 weight rows times nt*3 quantized activation rows.
 //
 //go:noescape
-func q8Tile1x3VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile1x3VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8Tile4x1VNNI computes a 4x1 tile of Q8_0 weight rows times quantized activation rows.
+// q8PanelTile1x4VNNI computes 1 panels of 16 Q8_0 weight rows times nt*4 quantized activation rows.
 //
 //go:noescape
-func q8Tile4x1VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile1x4VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8Tile4x2VNNI computes a 4x2 tile of Q8_0 weight rows times quantized activation rows.
+// q8PanelTile1x5VNNI computes 1 panels of 16 Q8_0 weight rows times nt*5 quantized activation rows.
 //
 //go:noescape
-func q8Tile4x2VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile1x5VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8Tile4x3VNNI computes a 4x3 tile of Q8_0 weight rows times quantized activation rows.
+// q8PanelTile1x6VNNI computes 1 panels of 16 Q8_0 weight rows times nt*6 quantized activation rows.
 //
 //go:noescape
-func q8Tile4x3VNNI(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile1x6VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8Tile1x1AVX2 computes a 1x1 tile of Q8_0 weight rows times quantized activation rows.
+// q8PanelTile2x1VNNI computes 2 panels of 16 Q8_0 weight rows times nt*1 quantized activation rows.
 //
 //go:noescape
-func q8Tile1x1AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile2x1VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8Tile1x2AVX2 computes a 1x2 tile of Q8_0 weight rows times quantized activation rows.
+// q8PanelTile2x2VNNI computes 2 panels of 16 Q8_0 weight rows times nt*2 quantized activation rows.
 //
 //go:noescape
-func q8Tile1x2AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile2x2VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8Tile4x1AVX2 computes a 4x1 tile of Q8_0 weight rows times quantized activation rows.
+// q8PanelTile2x3VNNI computes 2 panels of 16 Q8_0 weight rows times nt*3 quantized activation rows.
 //
 //go:noescape
-func q8Tile4x1AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile2x3VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8Tile4x2AVX2 computes a 4x2 tile of Q8_0 weight rows times quantized activation rows.
+// q8PanelTile2x4VNNI computes 2 panels of 16 Q8_0 weight rows times nt*4 quantized activation rows.
 //
 //go:noescape
-func q8Tile4x2AVX2(w *uint8, ldw int, d *float32, ldd int, x *byte, ldx int, n16 int, n8 int, nchunk int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile2x4VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+
+// q8PanelTile2x5VNNI computes 2 panels of 16 Q8_0 weight rows times nt*5 quantized activation rows.
+//
+//go:noescape
+func q8PanelTile2x5VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+
+// q8PanelTile2x6VNNI computes 2 panels of 16 Q8_0 weight rows times nt*6 quantized activation rows.
+//
+//go:noescape
+func q8PanelTile2x6VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+
+// q8PanelTile4x1VNNI computes 4 panels of 16 Q8_0 weight rows times nt*1 quantized activation rows.
+//
+//go:noescape
+func q8PanelTile4x1VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+
+// q8PanelTile4x2VNNI computes 4 panels of 16 Q8_0 weight rows times nt*2 quantized activation rows.
+//
+//go:noescape
+func q8PanelTile4x2VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+
+// q8PanelTile4x3VNNI computes 4 panels of 16 Q8_0 weight rows times nt*3 quantized activation rows.
+//
+//go:noescape
+func q8PanelTile4x3VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+
+// q8HalfTile1AVX2 computes half a panel of 8 Q8_0 weight rows times nt*1 quantized activation rows.
+//
+//go:noescape
+func q8HalfTile1AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+
+// q8HalfTile2AVX2 computes half a panel of 8 Q8_0 weight rows times nt*2 quantized activation rows.
+//
+//go:noescape
+func q8HalfTile2AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+
+// q8HalfTile3AVX2 computes half a panel of 8 Q8_0 weight rows times nt*3 quantized activation rows.
+//
+//go:noescape
+func q8HalfTile3AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+
+// q8HalfTile4AVX2 computes half a panel of 8 Q8_0 weight rows times nt*4 quantized activation rows.
+//
+//go:noescape
+func q8HalfTile4AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+
+// quantQ8VNNI quantizes a row of float32 blocks into the Q8 activation layout.
+//
+//go:noescape
+func quantQ8VNNI(x *float32, nb int, dst *byte)

@@ -24,11 +24,6 @@ func dotAVX2(a *float32, b *float32, n int) float32
 //go:noescape
 func axpyAVX2(a float32, x *float32, y *float32, n int)
 
-// quantQ8VNNI quantizes a row of float32 blocks into the Q8 activation layout.
-//
-//go:noescape
-func quantQ8VNNI(x *float32, n16 int, n8 int, ntail int, dst *byte)
-
 // maxAVX512 returns the largest of x[0..n), n >= 1.
 //
 //go:noescape

@@ -1,0 +1,364 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// Q8_0 panel layout (see q8.go in the kernels package for the full story).
+//
+// Weights: rows in panels of 16; per panel and block of 32 columns, 576
+// bytes: 8 vectors of 64 bytes, vector k's 32-bit lane l holding bytes
+// 4k..4k+3 of row l's block, biased to uint8 (q+128), then the 16 rows'
+// float32 block scales. A panel's blocks follow each other.
+//
+// Activations: per row and block 40 bytes: the 32 int8 quants, the
+// float32 scale and the int32 correction, -128 times the sum of the
+// quants. A sum that starts from the correction cancels the weights' bias:
+// sum (q_w+128)*q_x - 128*sum q_x = sum q_w*q_x.
+const (
+	panelRows        = 16
+	panelBlockBytes  = 576
+	panelScaleOffset = 512
+	xBlockBytes      = 40
+	xScaleOffset     = 32
+	xCorrOffset      = 36
+)
+
+// Panel tile shapes: at most q8PanelNR activation rows for one or two
+// panels, q8PanelNR4 for four.
+const (
+	q8PanelNR  = 6
+	q8PanelNR4 = 3
+)
+
+const q8PanelSig = "func(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)"
+
+// q8PanelTileVNNI generates q8PanelTile{mp}x{nr}VNNI (AVX-512 VNNI): for
+// the 16*mp weight rows of mp panels (ldw bytes apart) and nt*nr
+// activation rows (ldx bytes apart), out[j*ldo+r] = the Q8_0 dot product
+// of weight row r and activation row j over nb blocks, as nt tiles of nr
+// activation rows.
+//
+// Lane l of a sum is row l of a panel, so a tile needs no horizontal sums:
+// per block and 4-byte step it loads each panel's weight vector once,
+// broadcasts each activation row's 4 quants once and does mp*nr VPDPBUSDs;
+// then per pair (panel, activation row) three instructions convert the
+// block's int32 sums, scale them by the weight scales times the
+// activation scale and add them into float accumulators. The next block's
+// sums start from a broadcast of the activation rows' corrections (a load,
+// no arithmetic). 2*mp*nr accumulators: at most 2x6 and 4x3.
+//
+// Prefetch: with pfs != 0 the kernel prefetches mp lines per step, nine
+// steps a block (one per line it reads), at w+pf, w+pf+pfs, ... (w at
+// entry), so that the caller can spread the lines of the panels it will
+// need next over the tiles of these. With pfs == 0 it prefetches nothing:
+// a second copy of the loops has no PREFETCH.
+func q8PanelTileVNNI(mp, nr int) {
+	name := fmt.Sprintf("q8PanelTile%dx%dVNNI", mp, nr)
+	TEXT(name, NOSPLIT, q8PanelSig)
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes %d panels of 16 Q8_0 weight rows times nt*%d quantized activation rows.", name, mp, nr))
+	if 2*mp*nr+mp+2 > 32 {
+		panic(name + ": too many registers")
+	}
+
+	pa, pfs := GP64(), Load(Param("pfs"), GP64())
+	Load(Param("pf"), pa)
+	ADDQ(Load(Param("w"), GP64()), pa)
+	Label("tile")
+	wr := rowPtrs(Load(Param("w"), GP64()), loadStride("ldw", 0), mp)
+	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nr)
+	acc := make([][]reg.VecVirtual, mp)
+	isum := make([][]reg.VecVirtual, mp)
+	for i := range acc {
+		acc[i] = make([]reg.VecVirtual, nr)
+		isum[i] = make([]reg.VecVirtual, nr)
+		for j := range acc[i] {
+			acc[i][j] = ZMM()
+			VXORPS(acc[i][j], acc[i][j], acc[i][j])
+			isum[i][j] = ZMM()
+		}
+	}
+	wv := make([]reg.VecVirtual, mp)
+	for i := range wv {
+		wv[i] = ZMM()
+	}
+	xb, sc := ZMM(), ZMM()
+
+	prefetch := func() {
+		for i := 0; i < mp; i++ {
+			PREFETCHT0(Mem{Base: pa})
+			ADDQ(pfs, pa)
+		}
+	}
+	n := GP64()
+	loop := func(pf bool, pre string) {
+		Load(Param("nb"), n)
+		countLoop(pre+"blk", n, func() {
+			for j := 0; j < nr; j++ {
+				for i := 0; i < mp; i++ {
+					VPBROADCASTD(Mem{Base: xr[j], Disp: xCorrOffset}, isum[i][j])
+				}
+			}
+			for k := 0; k < 8; k++ {
+				if pf {
+					prefetch()
+				}
+				for i := 0; i < mp; i++ {
+					VMOVDQU64(Mem{Base: wr[i], Disp: 64 * k}, wv[i])
+				}
+				for j := 0; j < nr; j++ {
+					VPBROADCASTD(Mem{Base: xr[j], Disp: 4 * k}, xb)
+					for i := 0; i < mp; i++ {
+						VPDPBUSD(xb, wv[i], isum[i][j])
+					}
+				}
+			}
+			if pf {
+				prefetch()
+			}
+			for i := 0; i < mp; i++ {
+				VMOVUPS(Mem{Base: wr[i], Disp: panelScaleOffset}, wv[i])
+			}
+			for j := 0; j < nr; j++ {
+				for i := 0; i < mp; i++ {
+					VCVTDQ2PS(isum[i][j], isum[i][j])
+					VMULPS_BCST(Mem{Base: xr[j], Disp: xScaleOffset}, wv[i], sc)
+					VFMADD231PS(sc, isum[i][j], acc[i][j])
+				}
+			}
+			for _, p := range wr {
+				ADDQ(U32(panelBlockBytes), p)
+			}
+			for _, p := range xr {
+				ADDQ(U32(xBlockBytes), p)
+			}
+		})
+	}
+	TESTQ(pfs, pfs)
+	JZ(LabelRef("nopf"))
+	loop(true, "pf")
+	JMP(LabelRef("store"))
+	Label("nopf")
+	loop(false, "")
+	Label("store")
+	outp := Load(Param("out"), GP64())
+	ldo := loadStride("ldo", 2)
+	for j := 0; j < nr; j++ {
+		for i := 0; i < mp; i++ {
+			VMOVUPS(acc[i][j], Mem{Base: outp, Disp: 64 * i})
+		}
+		if j+1 < nr {
+			ADDQ(ldo, outp)
+		}
+	}
+	t := Load(Param("nt"), GP64())
+	DECQ(t)
+	JZ(LabelRef("done"))
+	Store(t, Param("nt"))
+	x, step := Load(Param("x"), GP64()), Load(Param("ldx"), GP64())
+	IMUL3Q(U8(nr), step, step)
+	ADDQ(step, x)
+	Store(x, Param("x"))
+	o := Load(Param("out"), GP64())
+	Load(Param("ldo"), step)
+	IMUL3Q(U8(4*nr), step, step)
+	ADDQ(step, o)
+	Store(o, Param("out"))
+	JMP(LabelRef("tile"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+func genQ8() {
+	for _, mp := range []int{1, 2, 4} {
+		nrMax := q8PanelNR
+		if mp == 4 {
+			nrMax = q8PanelNR4
+		}
+		for nr := 1; nr <= nrMax; nr++ {
+			q8PanelTileVNNI(mp, nr)
+		}
+	}
+	for nr := 1; nr <= q8HalfNRAVX2; nr++ {
+		q8HalfTileAVX2(nr)
+	}
+	quantQ8VNNI()
+}
+
+// q8HalfNRAVX2 is the most activation rows of an AVX2 tile.
+const q8HalfNRAVX2 = 4
+
+var avx2Consts Mem
+var avx2ConstsDone bool
+
+// q8HalfTileAVX2 generates q8HalfTile{nr}AVX2, q8PanelTile for AVX2 on
+// half a panel: the caller passes w at a panel plus 0 or 32 bytes (rows
+// 0-7 or 8-15, whose quants and scales are the low or high 32 bytes of
+// each 64) and out at the half's first row. ldw is unused; pf and pfs are
+// ignored. Without VPDPBUSD it uses the sign trick, |w| unsigned times
+// sign(w)*x signed with VPMADDUBSW and VPMADDWD, on the unbiased weights
+// (the biased ones would overflow VPMADDUBSW's int16 sums), so the sums
+// start from zero.
+func q8HalfTileAVX2(nr int) {
+	name := fmt.Sprintf("q8HalfTile%dAVX2", nr)
+	TEXT(name, NOSPLIT, q8PanelSig)
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes half a panel of 8 Q8_0 weight rows times nt*%d quantized activation rows.", name, nr))
+	if !avx2ConstsDone {
+		// 32 bytes of 0x80, then 16 int16 ones.
+		avx2Consts = GLOBL("q8avx2consts", RODATA|NOPTR)
+		for i := 0; i < 8; i++ {
+			DATA(4*i, U32(0x80808080))
+		}
+		for i := 0; i < 8; i++ {
+			DATA(32+4*i, U32(0x00010001))
+		}
+		avx2ConstsDone = true
+	}
+	cst := GP64()
+	LEAQ(avx2Consts, cst)
+	Label("tile")
+	w := Load(Param("w"), GP64())
+	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nr)
+	acc, isum := make([]reg.VecVirtual, nr), make([]reg.VecVirtual, nr)
+	for j := range acc {
+		acc[j], isum[j] = YMM(), YMM()
+		VXORPS(acc[j], acc[j], acc[j])
+	}
+	ws, aw, t := YMM(), YMM(), YMM()
+	n := Load(Param("nb"), GP64())
+	countLoop("blk", n, func() {
+		for j := range isum {
+			VPXOR(isum[j], isum[j], isum[j])
+		}
+		for k := 0; k < 8; k++ {
+			VMOVDQU(Mem{Base: w, Disp: 64 * k}, ws)
+			VPXOR(Mem{Base: cst}, ws, ws) // remove the +128 bias
+			VPABSB(ws, aw)
+			for j := 0; j < nr; j++ {
+				VPBROADCASTD(Mem{Base: xr[j], Disp: 4 * k}, t)
+				VPSIGNB(ws, t, t)
+				VPMADDUBSW(t, aw, t)
+				VPMADDWD(Mem{Base: cst, Disp: 32}, t, t)
+				VPADDD(t, isum[j], isum[j])
+			}
+		}
+		for j := 0; j < nr; j++ {
+			VCVTDQ2PS(isum[j], isum[j])
+			VBROADCASTSS(Mem{Base: xr[j], Disp: xScaleOffset}, t)
+			VMULPS(Mem{Base: w, Disp: panelScaleOffset}, t, t)
+			VFMADD231PS(t, isum[j], acc[j])
+		}
+		ADDQ(U32(panelBlockBytes), w)
+		for _, p := range xr {
+			ADDQ(U32(xBlockBytes), p)
+		}
+	})
+	outp := Load(Param("out"), GP64())
+	ldo := loadStride("ldo", 2)
+	for j := 0; j < nr; j++ {
+		VMOVUPS(acc[j], Mem{Base: outp})
+		if j+1 < nr {
+			ADDQ(ldo, outp)
+		}
+	}
+	tn := Load(Param("nt"), GP64())
+	DECQ(tn)
+	JZ(LabelRef("done"))
+	Store(tn, Param("nt"))
+	x, step := Load(Param("x"), GP64()), Load(Param("ldx"), GP64())
+	IMUL3Q(U8(nr), step, step)
+	ADDQ(step, x)
+	Store(x, Param("x"))
+	o := Load(Param("out"), GP64())
+	Load(Param("ldo"), step)
+	IMUL3Q(U8(4*nr), step, step)
+	ADDQ(step, o)
+	Store(o, Param("out"))
+	JMP(LabelRef("tile"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// quantQ8VNNI generates quantQ8VNNI(x *float32, nb int, dst *byte): it
+// quantizes a row of nb blocks of 32 floats into the activation layout:
+// scale d = max|x|/127, quants round-half-even(x * (1/d)) and the
+// correction -128 * sum of the quants.
+func quantQ8VNNI() {
+	name := "quantQ8VNNI"
+	TEXT(name, NOSPLIT, "func(x *float32, nb int, dst *byte)")
+	Pragma("noescape")
+	Doc(name + " quantizes a row of float32 blocks into the Q8 activation layout.")
+	x := Load(Param("x"), GP64())
+	dst := Load(Param("dst"), GP64())
+	absMask := broadcastConst(isaAVX512, 0x7fffffff)
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	g := GP32()
+	c127 := XMM()
+	MOVL(U32(0x42fe0000), g) // 127.0
+	VMOVD(g, c127)
+	one := XMM()
+	MOVL(U32(0x3f800000), g) // 1.0
+	VMOVD(g, one)
+
+	n := Load(Param("nb"), GP64())
+	countLoop("blk", n, func() {
+		v0, v1 := ZMM(), ZMM()
+		VMOVUPS(Mem{Base: x}, v0)
+		VMOVUPS(Mem{Base: x, Disp: 64}, v1)
+		m, a1 := ZMM(), ZMM()
+		VANDPS(absMask, v0, m)
+		VANDPS(absMask, v1, a1)
+		VMAXPS(a1, m, m)
+		hy := YMM()
+		VEXTRACTF64X4(U8(1), m, hy)
+		VMAXPS(hy, m.AsY(), m.AsY())
+		hx := XMM()
+		VEXTRACTF32X4(U8(1), m.AsY(), hx)
+		VMAXPS(hx, m.AsX(), m.AsX())
+		VSHUFPS(U8(0xEE), m.AsX(), m.AsX(), hx)
+		VMAXPS(hx, m.AsX(), m.AsX())
+		VSHUFPS(U8(0x55), m.AsX(), m.AsX(), hx)
+		VMAXSS(hx, m.AsX(), m.AsX())
+		d := XMM()
+		VDIVSS(c127, m.AsX(), d) // d = amax/127
+		k := K()
+		VCMPSS(U8(4), zero.AsX(), d, k) // d != 0 (or NaN)
+		id := XMM()
+		VDIVSS_Z(d, one, k, id) // id = 1/d, or 0
+		idv := ZMM()
+		VBROADCASTSS(id, idv)
+		VMULPS(idv, v0, v0)
+		VMULPS(idv, v1, v1)
+		VCVTPS2DQ(v0, v0) // round half to even (MXCSR default)
+		VCVTPS2DQ(v1, v1)
+		VPMOVDB(v0, Mem{Base: dst})
+		VPMOVDB(v1, Mem{Base: dst, Disp: 16})
+		VMOVSS(d, Mem{Base: dst, Disp: xScaleOffset})
+		// The correction: -128 times the sum of the 32 quants.
+		VPADDD(v1, v0, v0)
+		VEXTRACTI64X4(U8(1), v0, hy)
+		VPADDD(hy, v0.AsY(), v0.AsY())
+		VEXTRACTI32X4(U8(1), v0.AsY(), hx)
+		VPADDD(hx, v0.AsX(), v0.AsX())
+		VPSHUFD(U8(0x4E), v0.AsX(), hx)
+		VPADDD(hx, v0.AsX(), v0.AsX())
+		VPSHUFD(U8(0xB1), v0.AsX(), hx)
+		VPADDD(hx, v0.AsX(), v0.AsX())
+		VPSLLD(U8(7), v0.AsX(), v0.AsX())
+		VPSUBD(v0.AsX(), zero.AsX(), v0.AsX())
+		VMOVD(v0.AsX(), Mem{Base: dst, Disp: xCorrOffset})
+		ADDQ(U32(128), x)
+		ADDQ(U32(xBlockBytes), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
