@@ -279,9 +279,7 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 		for i := 0; i < n; i++ {
 			kernels.RMSNorm(r.xb[i*dim:(i+1)*dim], r.x[i*dim:(i+1)*dim], lw.AttnNorm, c.NormEps)
 		}
-		lw.Wq.MatMul(r.q, r.xb, n)
-		lw.Wk.MatMul(r.k, r.xb, n)
-		lw.Wv.MatMul(r.v, r.xb, n)
+		matMuls([]*kernels.Mat{lw.Wq, lw.Wk, lw.Wv}, [][]float32{r.q, r.k, r.v}, r.xb, n)
 		// Bias, RoPE and the cache write of every row; then the sealing
 		// of the blocks this step fills; then attention over each row's
 		// positions 0..pos, by (chunk of rows, kv head).
@@ -308,8 +306,7 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 		for i := 0; i < n; i++ {
 			kernels.RMSNorm(r.xb[i*dim:(i+1)*dim], r.x[i*dim:(i+1)*dim], lw.FFNNorm, c.NormEps)
 		}
-		lw.W1.MatMul(r.hb, r.xb, n)
-		lw.W3.MatMul(r.hb2, r.xb, n)
+		matMuls([]*kernels.Mat{lw.W1, lw.W3}, [][]float32{r.hb, r.hb2}, r.xb, n)
 		kernels.SwiGLU(r.hb[:n*c.HiddenDim], r.hb2[:n*c.HiddenDim])
 		lw.W2.MatMul(r.xb, r.hb, n)
 		kernels.Add(r.x[:n*dim], r.xb[:n*dim])
@@ -376,6 +373,21 @@ type layerTask struct {
 	l     int
 	slot  int // the layer's index in the attention asked for, or -1
 	phase int // 0 prepare, 1 seal, 2 attend
+}
+
+// matMuls computes outs[i] = mats[i] x: one kernels.MatMulMany call (one
+// quantization of x, one hand-off to the threads) when the matrices share
+// a type, as they do but in mixed-type files.
+func matMuls(mats []*kernels.Mat, outs [][]float32, x []float32, n int) {
+	for _, m := range mats[1:] {
+		if m.Type != mats[0].Type {
+			for i, m := range mats {
+				m.MatMul(outs[i], x, n)
+			}
+			return
+		}
+	}
+	kernels.MatMulMany(mats, outs, x, n)
 }
 
 func (t *layerTask) Run(lo, hi int) {

@@ -775,3 +775,49 @@ func FuzzNewQ8Mat(f *testing.F) {
 		m.MatMul(out, make([]float32, cols), 1)
 	})
 }
+
+// TestMatMulMany checks that one MatMulMany call computes what separate
+// MatMul calls do, bit for bit, whatever the split among threads.
+func TestMatMulMany(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	const cols = 288
+	for _, typ := range []DType{F32, Q8_0} {
+		var mats []*Mat
+		for _, rows := range []int{77, 16, 37} {
+			w := randVec(r, rows*cols)
+			m, err := NewF32Mat(rows, cols, w)
+			if typ == Q8_0 {
+				m, err = QuantizeQ8(rows, cols, w)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			mats = append(mats, m)
+		}
+		for _, n := range []int{1, 5, 16} {
+			x := randVec(r, n*cols)
+			outs := make([][]float32, len(mats))
+			for i, m := range mats {
+				outs[i] = make([]float32, n*m.Rows)
+			}
+			MatMulMany(mats, outs, x, n)
+			for i, m := range mats {
+				want := make([]float32, n*m.Rows)
+				m.MatMul(want, x, n)
+				for e := range want {
+					if outs[i][e] != want[e] {
+						t.Fatalf("%v n=%d matrix %d: out[%d] = %g, MatMul %g", typ, n, i, e, outs[i][e], want[e])
+					}
+				}
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("MatMulMany of different column counts did not panic")
+		}
+	}()
+	a, _ := NewF32Mat(2, 4, make([]float32, 8))
+	b, _ := NewF32Mat(2, 8, make([]float32, 16))
+	MatMulMany([]*Mat{a, b}, [][]float32{make([]float32, 2), make([]float32, 2)}, make([]float32, 8), 1)
+}

@@ -155,20 +155,47 @@ func (m *Mat) Bytes() int64 {
 // The rows of m are split across the default pool's threads (see
 // SetThreads) when the product is large enough to gain from it.
 func (m *Mat) MatMul(out, x []float32, n int) {
-	if n < 0 || len(x) < n*m.Cols || len(out) < n*m.Rows {
-		panic(fmt.Sprintf("kernels: MatMul %dx%d with %d rows: x has %d, out has %d", m.Rows, m.Cols, n, len(x), len(out)))
+	MatMulMany([]*Mat{m}, [][]float32{out}, x, n)
+}
+
+// MaxMany is the most matrices one MatMulMany call takes.
+const MaxMany = 3
+
+// MatMulMany computes, for each i, what mats[i].MatMul(outs[i], x, n) does,
+// as one job: x is quantized once (Q8_0) and the pool splits the rows of
+// all the matrices in one loop, so that a layer's query, key and value
+// projections (or its two feed-forward inputs) cost one hand-off to the
+// threads, not three. The matrices must have the same type and Cols; at
+// most MaxMany.
+func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
+	if len(mats) == 0 || len(mats) > MaxMany || len(outs) != len(mats) {
+		panic(fmt.Sprintf("kernels: MatMulMany with %d matrices and %d outputs", len(mats), len(outs)))
+	}
+	j := matMulJob{x: x, n: n, nm: len(mats)}
+	m0 := mats[0]
+	for i, m := range mats {
+		if n < 0 || len(x) < n*m.Cols || len(outs[i]) < n*m.Rows {
+			panic(fmt.Sprintf("kernels: MatMul %dx%d with %d rows: x has %d, out has %d", m.Rows, m.Cols, n, len(x), len(outs[i])))
+		}
+		if m.Type != m0.Type || m.Cols != m0.Cols {
+			panic(fmt.Sprintf("kernels: MatMulMany of %v %dx%d and %v %dx%d", m0.Type, m0.Rows, m0.Cols, m.Type, m.Rows, m.Cols))
+		}
+		rb := m.rowBlock()
+		j.m[i], j.out[i] = m, outs[i]
+		j.start[i+1] = j.start[i] + (m.Rows+rb-1)/rb
+		j.work += m.Rows * m.Cols * n
 	}
 	if n == 0 {
 		return
 	}
-	j := matMulJob{m: m, out: out, x: x, n: n}
-	switch m.Type {
+	switch m0.Type {
 	case F32:
 		DefaultPool().matMul(j)
 	case Q8_0:
-		s := getQ8Scratch(n * q8XBytes(m.Cols))
-		quantizeQ8Rows(s.buf, x, n, m.Cols)
+		s := getQ8Scratch(n * q8XBytes(m0.Cols))
+		quantizeQ8Rows(s.buf, x, n, m0.Cols)
 		j.xq = s.buf
+		j.work /= 4
 		DefaultPool().matMul(j)
 		j.xq = nil
 		putQ8Scratch(s)
@@ -191,34 +218,40 @@ func (m *Mat) rowBlock() int {
 // about a microsecond, the time of some 1<<16 F32 multiply-adds.
 const parallelWork = 1 << 16
 
-// matMulJob is one MatMul split over blocks of m.rowBlock() weight rows.
+// matMulJob is one MatMulMany split over blocks of m.rowBlock() weight
+// rows: blocks [start[i], start[i+1]) are those of m[i].
 type matMulJob struct {
-	m      *Mat
-	out, x []float32
-	xq     []byte // Q8_0: quantized x (q8.go)
-	n      int
+	m     [MaxMany]*Mat
+	out   [MaxMany][]float32
+	start [MaxMany + 1]int
+	nm    int
+	x     []float32
+	xq    []byte // Q8_0: quantized x (q8.go)
+	n     int
+	work  int // multiply-adds (Q8_0: a quarter of them)
 }
 
 func (j *matMulJob) Run(lo, hi int) {
-	rb := j.m.rowBlock()
-	r0, r1 := lo*rb, min(hi*rb, j.m.Rows)
-	switch j.m.Type {
-	case F32:
-		f32Rows(j.out, j.x, j.m.f32, j.n, j.m.Rows, j.m.Cols, r0, r1)
-	case Q8_0:
-		q8Rows(j.out, j.m, j.xq, j.n, r0, r1)
+	for i := 0; i < j.nm; i++ {
+		b0, b1 := max(lo, j.start[i]), min(hi, j.start[i+1])
+		if b0 >= b1 {
+			continue
+		}
+		m, rb := j.m[i], j.m[i].rowBlock()
+		r0, r1 := (b0-j.start[i])*rb, min((b1-j.start[i])*rb, m.Rows)
+		switch m.Type {
+		case F32:
+			f32Rows(j.out[i], j.x, m.f32, j.n, m.Rows, m.Cols, r0, r1)
+		case Q8_0:
+			q8Rows(j.out[i], m, j.xq, j.n, r0, r1)
+		}
 	}
 }
 
 // matMul runs j over the pool, or on the caller for small products.
 func (p *Pool) matMul(j matMulJob) {
-	rb := j.m.rowBlock()
-	blocks := (j.m.Rows + rb - 1) / rb
-	work := j.m.Rows * j.m.Cols * j.n
-	if j.m.Type == Q8_0 {
-		work /= 4
-	}
-	if blocks > 1 && work >= parallelWork && p.mu.TryLock() {
+	blocks := j.start[j.nm]
+	if blocks > 1 && j.work >= parallelWork && p.mu.TryLock() {
 		if len(p.workers) > 0 {
 			p.mm = j
 			p.runLocked(blocks, &p.mm)
