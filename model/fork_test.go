@@ -297,3 +297,25 @@ func TestForkSharedPrefill(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultKVType: f16 for quantized weights, f32 for float ones; "auto"
+// resolves to it and other names parse as kvcache types.
+func TestDefaultKVType(t *testing.T) {
+	for dt, want := range map[kernels.DType]kvcache.DType{kernels.F32: kvcache.F32, kernels.Q8_0: kvcache.F16} {
+		m, err := synth.Generate(synth.Shapes["stories260K"], dt, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.DefaultKVType(); got != want {
+			t.Errorf("%v weights: DefaultKVType %v, want %v", dt, got, want)
+		}
+		for name, w := range map[string]kvcache.DType{"auto": want, "AUTO": want, "f32": kvcache.F32, "f16": kvcache.F16} {
+			if got, err := m.KVType(name); err != nil || got != w {
+				t.Errorf("%v weights: KVType(%q) = %v, %v; want %v", dt, name, got, err, w)
+			}
+		}
+		if _, err := m.KVType("q4"); err == nil {
+			t.Errorf("KVType(q4) accepted")
+		}
+	}
+}

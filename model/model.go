@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model/kernels"
@@ -85,6 +86,27 @@ func (m *Model) Close() error {
 // token positions (over all sequences, counted in whole blocks), storing
 // keys and values as dtype: kvcache.F32 exactly, or kvcache.F16 in half
 // the memory and attention traffic (llama.cpp's default).
+// DefaultKVType is the KV cache type for this model when the user names
+// none: F16 when its layers' weights are quantized (llama.cpp's default
+// cache; it halves the cache's memory and the attention's traffic, which
+// a tree of many branches feels), F32 when they are float, so that a
+// float model reproduces reference outputs exactly.
+func (m *Model) DefaultKVType() kvcache.DType {
+	if len(m.Weights.Layers) > 0 && m.Weights.Layers[0].Wq.Type != kernels.F32 {
+		return kvcache.F16
+	}
+	return kvcache.F32
+}
+
+// KVType resolves a KV cache type name: "f32", "f16" or "auto"
+// (DefaultKVType).
+func (m *Model) KVType(name string) (kvcache.DType, error) {
+	if strings.EqualFold(name, "auto") {
+		return m.DefaultKVType(), nil
+	}
+	return kvcache.ParseDType(name)
+}
+
 func (m *Model) NewCache(maxTokens, blockSize int, dtype kvcache.DType) (*kvcache.Pool, error) {
 	if blockSize <= 0 {
 		blockSize = 16

@@ -51,16 +51,16 @@ func vocabFor(path string, shape synth.Shape) (*tokenizer.Vocab, error) {
 }
 
 func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("speed", "[-shape stories110M] [-dtype q8_0|f32|both] [-kv f32|f16] [-quick]", stderr)
+	fs := newFlagSet("speed", "[-shape stories110M] [-dtype q8_0|f32|both] [-kv auto|f32|f16] [-quick]", stderr)
 	shapeName := fs.String("shape", "stories110M", "model shape: "+strings.Join(synth.Names(), ", "))
 	dtypeName := fs.String("dtype", "both", "weight type: q8_0, f32 or both")
 	quick := fs.Bool("quick", false, "fewer rounds and tokens: under a minute")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
 	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer.bin whose vocabulary the GGUF for llama-bench carries (default: synthetic)")
-	kvName := fs.String("kv", "f32", "KV cache type: f32 or f16 (llama-bench gets f16 either way: it has no f32 KV cache)")
+	kvName := fs.String("kv", "auto", "KV cache type: f32, f16, or auto: f16 for Q8_0 weights, f32 for F32 (llama-bench gets f16 either way: it has no f32 KV cache)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: entropix-bench speed [-shape stories110M] [-dtype q8_0|f32|both] [-kv f32|f16] [-quick]\n\n"+
+		fmt.Fprintf(stderr, "usage: entropix-bench speed [-shape stories110M] [-dtype q8_0|f32|both] [-kv auto|f32|f16] [-quick]\n\n"+
 			"Measures single-stream decode, the step time of B branches in one batch, prefill,\n"+
 			"fork cost and the KV memory of a tree on a model with random weights of a real shape,\n"+
 			"and prints markdown tables. With LLAMA_BENCH naming llama.cpp's llama-bench binary,\n"+
@@ -88,15 +88,15 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	kv, err := kvcache.ParseDType(*kvName)
-	if err != nil {
-		return usagef("-kv: %v", err)
+	if !strings.EqualFold(*kvName, "auto") {
+		if _, err := kvcache.ParseDType(*kvName); err != nil {
+			return usagef("-kv: %v (or auto)", err)
+		}
 	}
 	cfg := bench.DefaultSpeedConfig()
 	if *quick {
 		cfg = bench.QuickSpeedConfig()
 	}
-	cfg.KVType = kv
 	llamaBench := os.Getenv("LLAMA_BENCH")
 
 	var reports []*bench.SpeedReport
@@ -110,6 +110,11 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
+		kv, err := m.KVType(*kvName)
+		if err != nil {
+			return err
+		}
+		cfg.KVType = kv
 		fmt.Fprintf(stderr, "measuring (%s)...\n", time.Since(start).Round(time.Millisecond))
 		rep, err := bench.MeasureSpeed(m, shape.Name, dt, shape.Params(), cfg)
 		if err != nil {

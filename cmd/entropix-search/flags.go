@@ -32,7 +32,6 @@ type config struct {
 	chat                               bool
 	threads                            int
 	kvType                             string
-	kv                                 kvcache.DType
 	logLevel, logFormat                string
 	quiet, version                     bool
 }
@@ -100,7 +99,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.svg, "svg", "", "write the search tree as SVG to this `file` (needs Graphviz)")
 	fs.BoolVar(&c.chat, "chat", false, "apply the model's chat template to the prompt (GGUF)")
 	integer(&c.threads, "t", "threads", 0, "worker threads (0 = all cores)")
-	fs.StringVar(&c.kvType, "kv-type", "f32", "KV cache type: f32, or f16 for half the memory and attention traffic")
+	fs.StringVar(&c.kvType, "kv-type", "auto", "KV cache type: f32; f16 for half the memory and attention traffic; auto: f16 for quantized weights, f32 for float ones")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "console", "log format: console or json")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress or summary on stderr")
@@ -135,11 +134,11 @@ func (c *config) check() error {
 	set(c.cot != 0, "--cot-decoding", engine.CoTDecoding)
 	set(c.adaptive, "--beam-adaptive", engine.BeamAdaptive)
 	var errs []error
-	kv, err := kvcache.ParseDType(c.kvType)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("--kv-type: %w", err))
+	if !strings.EqualFold(c.kvType, "auto") {
+		if _, err := kvcache.ParseDType(c.kvType); err != nil {
+			errs = append(errs, fmt.Errorf("--kv-type: %w (or auto)", err))
+		}
 	}
-	c.kv = kv
 	if len(modes) > 1 {
 		errs = append(errs, fmt.Errorf("choose one mode, not %s", strings.Join(modes, " and ")))
 	}

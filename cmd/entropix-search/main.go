@@ -115,11 +115,15 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		return usageError{fmt.Errorf("--chat: %w", err)}
 	}
 
+	kv, err := m.KVType(c.kvType)
+	if err != nil {
+		return usageError{fmt.Errorf("--kv-type: %w", err)}
+	}
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
 	opts := []engine.Option{
 		engine.WithMode(c.mode), engine.WithSeed(c.seed), engine.WithPolicy(pc), engine.WithLogger(log),
-		engine.WithStopTokens(stops...), engine.WithKVType(c.kv),
+		engine.WithStopTokens(stops...), engine.WithKVType(kv),
 		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP}),
 		engine.WithStream(func(s string) { out.WriteString(s); out.Flush() }),
 	}

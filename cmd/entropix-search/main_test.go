@@ -61,6 +61,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-m", bin, "-z", tok, "-p", "hi", "--beam", "100"}, "1..64"},
 		{[]string{"-m", bin, "-z", tok, "-p", "hi", "--thresholds", "no-such-preset"}, "neither a preset"},
 		{[]string{"-m", bin, "-z", tok, "-p", "hi", "--log-format", "xml"}, "log-format"},
+		{[]string{"-m", bin, "-z", tok, "-p", "hi", "--kv-type", "q4"}, "kv-type"},
 		{[]string{"-m", gg, "-p", "hi", "--chat"}, "no chat template"},
 		{[]string{"-m", bin, "-z", tok, "-p", "hi", "-f", "x.txt"}, "not both"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
