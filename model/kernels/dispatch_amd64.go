@@ -485,19 +485,22 @@ func q8Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 // panel, then a partial last panel (rows not a multiple of 16) through a
 // buffer.
 //
-// When the activation rows take two tiles or more, the tiles of a pair of
-// panels prefetch the next pair while they compute, each an equal share:
-// half of it each for 12 rows, a third for 16. Prefetching it all in the
-// first tile (tried, in an earlier layout) leaves the others without
-// memory traffic, and a 16-row product then takes its in-cache time plus
-// the whole streaming time. A lone tile (up to 6 rows) streams better on
-// the hardware prefetchers alone: with software prefetching a 768x2048
-// product takes 10-20% longer at 1 and 4 rows, and 40% less time at 16.
+// Four-panel tiles prefetch ahead in their own streams (q8StreamAhead in
+// asmgen). When the activation rows take two tiles or more, the tiles of
+// a pair of panels prefetch the next pair of the matrix (in this range or
+// not) while they compute, each an equal share: half of it each for 12
+// rows, a third for 16. Prefetching it all in the first tile (tried, in
+// an earlier layout) leaves the others without memory traffic, and a
+// 16-row product then takes its in-cache time plus the whole streaming
+// time. A lone two-panel tile (4-6 rows) streams better without that
+// prefetch: with it a 768x2048 product takes 10-20% longer at 1 and 4
+// rows, and 40% less time at 16.
 func q8RowsTiles(k *q8Kernels, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	nb := m.Cols / Q8BlockSize
 	rb, ldw, rows := q8XBytes(m.Cols), m.q8Stride, m.Rows
 	pfPerTile := 2 * 9 * nb // a two-panel tile's prefetches: one per line it reads
 	p0, pFull, pEnd := r0/q8PanelRows, r1/q8PanelRows, (r1+q8PanelRows-1)/q8PanelRows
+	mFull := rows / q8PanelRows // the next pair may be past r1: another chunk's, soon needed
 	xb := xBlockRows(rb)
 	var buf [2]q8Run
 	for b0 := 0; b0 < n; b0 += xb {
@@ -518,7 +521,7 @@ func q8RowsTiles(k *q8Kernels, out []float32, m *Mat, xq []byte, n, r0, r1 int) 
 		if !k.half {
 			for ; p+2 <= pFull; p += 2 {
 				pf := 2 * ldw
-				if tiles == 1 || p+4 > pFull {
+				if tiles == 1 || p+4 > mFull {
 					pf, pfs = 0, 0
 				}
 				w := &m.q8q[p*ldw]
