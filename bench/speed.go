@@ -189,25 +189,24 @@ func MeasureDecode(m *model.Model, c SpeedConfig) (DecodeResult, error) {
 
 // MeasureBranchSteps prefills a c.Prefix-token prefix once, then for each
 // branch count B forks it B times and times c.Steps Forward calls of B
-// rows, one per branch (after four untimed steps). The branch counts are
-// interleaved within each of c.Rounds rounds, so that a change of machine
-// load hits them alike; VsOne is relative to the first branch count, which
-// should be 1.
+// rows, one per branch. Before that, untimed, the same steps run on
+// other forks of the prefix, which are then freed: the timed steps start
+// at the prefix's end with the caches settled for B branches. (A step of
+// one branch right after 64 branches' steps is up to a third slower for
+// tens of steps: the 64 branches' keys and values have pushed the weights
+// out of the last-level cache. Warm-up steps on the timed forks instead
+// would lengthen their contexts.) The branch counts are interleaved
+// within each of c.Rounds rounds, so that a change of machine load hits
+// them alike; VsOne is relative to the first branch count, which should
+// be 1.
 func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
-	// Untimed steps first: the previous branch count's run (64 branches'
-	// keys and values) pushes the weights out of the caches, and a
-	// 1-branch step whose weights come back from DRAM is slower than one
-	// that finds them in the last-level cache, which would flatter the
-	// B/1 ratios.
-	const warmSteps = 4
 	c = c.withDefaults()
 	maxB := slices.Max(c.Branches)
-	steps := warmSteps + c.Steps
-	if c.Prefix+steps > m.Config.ContextLen {
-		return nil, fmt.Errorf("bench: prefix %d + %d steps exceeds the context of %d", c.Prefix, steps, m.Config.ContextLen)
+	if c.Prefix+c.Steps > m.Config.ContextLen {
+		return nil, fmt.Errorf("bench: prefix %d + %d steps exceeds the context of %d", c.Prefix, c.Steps, m.Config.ContextLen)
 	}
 	// The prefix, plus each branch's steps and a copied partial block.
-	kv, err := m.NewCache(c.Prefix+c.BlockSize+maxB*(steps+c.BlockSize), c.BlockSize, c.KVType)
+	kv, err := m.NewCache(c.Prefix+c.BlockSize+maxB*(c.Steps+c.BlockSize), c.BlockSize, c.KVType)
 	if err != nil {
 		return nil, err
 	}
@@ -221,9 +220,10 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 	if _, err := r.Forward(rows); err != nil {
 		return nil, fmt.Errorf("bench: prefill of the shared prefix: %w", err)
 	}
-	toks := tokens(rng, maxB*steps, m.Config.Vocab)
+	toks := tokens(rng, maxB*c.Steps, m.Config.Vocab)
 	seqs := make([]*kvcache.Seq, maxB)
-	run := func(b int) (time.Duration, error) {
+	// steps forks b branches and runs c.Steps steps of them.
+	steps := func(b int) (time.Duration, error) {
 		for i := range b {
 			seqs[i] = kv.Fork(root)
 		}
@@ -232,11 +232,8 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 				kv.Free(seqs[i])
 			}
 		}()
-		var start time.Time
-		for s := range steps {
-			if s == warmSteps {
-				start = time.Now()
-			}
+		start := time.Now()
+		for s := range c.Steps {
 			rows = rows[:0]
 			for i := range b {
 				rows = append(rows, model.Row{Seq: seqs[i], Token: toks[s*maxB+i]})
@@ -246,6 +243,12 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 			}
 		}
 		return time.Since(start) / time.Duration(c.Steps), nil
+	}
+	run := func(b int) (time.Duration, error) {
+		if _, err := steps(b); err != nil { // warm-up
+			return 0, err
+		}
+		return steps(b)
 	}
 	times := make([][]time.Duration, len(c.Branches))
 	for range c.Rounds {
