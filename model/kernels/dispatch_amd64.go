@@ -485,16 +485,16 @@ func q8Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 // panel, then a partial last panel (rows not a multiple of 16) through a
 // buffer.
 //
-// Four-panel tiles prefetch ahead in their own streams (q8StreamAhead in
-// asmgen). When the activation rows take two tiles or more, the tiles of
-// a pair of panels prefetch the next pair of the matrix (in this range or
-// not) while they compute, each an equal share: half of it each for 12
-// rows, a third for 16. Prefetching it all in the first tile (tried, in
-// an earlier layout) leaves the others without memory traffic, and a
-// 16-row product then takes its in-cache time plus the whole streaming
-// time. A lone two-panel tile (4-6 rows) streams better without that
-// prefetch: with it a 768x2048 product takes 10-20% longer at 1 and 4
-// rows, and 40% less time at 16.
+// When the activation rows take two tiles or more, the tiles of a pair of
+// panels prefetch the next pair of the matrix (in this range or not)
+// while they compute, each an equal share: half of it each for 12 rows, a
+// third for 16. Prefetching it all in the first tile (tried, in an
+// earlier layout) leaves the others without memory traffic, and a 16-row
+// product then takes its in-cache time plus the whole streaming time. A
+// lone tile (up to 6 rows) prefetches ahead in its own panels instead
+// (q8StreamAhead in asmgen): the next-pair prefetch made a 768x2048
+// product 10-20% slower at 1 and 4 rows, and 40% faster at 16; a 16-branch
+// step without it but with the in-stream prefetch was 5-15% slower.
 func q8RowsTiles(k *q8Kernels, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	nb := m.Cols / Q8BlockSize
 	rb, ldw, rows := q8XBytes(m.Cols), m.q8Stride, m.Rows

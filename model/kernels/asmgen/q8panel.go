@@ -35,13 +35,15 @@ const (
 	q8PanelNR4 = 3
 )
 
-// q8StreamAhead is how far ahead in each of its panels a four-panel tile
-// prefetches: 4 blocks. The four-panel tiles serve decoding (1-3
-// activation rows), which streams the weights faster than the core's
-// out-of-order window alone keeps loads in flight for: on one core, a
-// 768x2048 product with 2 or 3 rows takes about 10% less time from DRAM
-// (2 and 8 blocks ahead did worse; 16 worse than none) and the same from
-// L3.
+// q8StreamAhead is how far ahead in each of its panels a tile without the
+// caller's prefetching (a lone tile: 1-6 activation rows, as in decoding
+// and narrow steps) prefetches: 4 blocks. Such a tile streams the weights
+// faster than the core's out-of-order window alone keeps loads in flight
+// for. On one core, a 768x2048 product with 2 or 3 rows takes about 10%
+// less time from DRAM (2 and 8 blocks ahead did worse; 16 worse than
+// none) and the same from L3; a stories110M Q8_0 step of 4 branches took
+// 3.7-4.6 ms instead of 5.7-5.9, of 6 branches 4.6-5.8 instead of 7.5-7.8
+// (interleaved runs on two cores).
 const q8StreamAhead = 4 * panelBlockBytes
 
 const q8PanelSig = "func(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)"
@@ -64,13 +66,14 @@ const q8PanelSig = "func(w *uint8, ldw int, x *byte, ldx int, nb int, out *float
 // Prefetch: with pfs != 0 the kernel prefetches mp lines per step, nine
 // steps a block (one per line it reads), at w+pf, w+pf+pfs, ... (w at
 // entry), so that the caller can spread the lines of the panels it will
-// need next over the tiles of these. With pfs == 0 it prefetches nothing:
-// a second copy of the loops has no PREFETCH. Four-panel tiles also
-// prefetch each panel's stream q8StreamAhead bytes ahead, in both copies.
+// need next over the tiles of these. With pfs == 0 a second copy of the
+// loops prefetches, in tiles of two or four panels, each panel's own
+// stream q8StreamAhead bytes ahead instead, and in one-panel tiles
+// nothing.
 func q8PanelTileVNNI(mp, nr int) {
 	name := fmt.Sprintf("q8PanelTile%dx%dVNNI", mp, nr)
 	dist := 0
-	if mp == 4 {
+	if mp >= 2 {
 		dist = q8StreamAhead
 	}
 	TEXT(name, NOSPLIT, q8PanelSig)
@@ -122,7 +125,7 @@ func q8PanelTileVNNI(mp, nr int) {
 				if pf {
 					prefetch()
 				}
-				for i := 0; i < mp && dist > 0; i++ {
+				for i := 0; i < mp && dist > 0 && !pf; i++ {
 					PREFETCHT0(Mem{Base: wr[i], Disp: dist + 64*k})
 				}
 				for i := 0; i < mp; i++ {
@@ -138,7 +141,7 @@ func q8PanelTileVNNI(mp, nr int) {
 			if pf {
 				prefetch()
 			}
-			for i := 0; i < mp && dist > 0; i++ {
+			for i := 0; i < mp && dist > 0 && !pf; i++ {
 				PREFETCHT0(Mem{Base: wr[i], Disp: dist + panelScaleOffset})
 			}
 			for i := 0; i < mp; i++ {
