@@ -419,3 +419,18 @@ func BenchmarkFromHalf(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkQuantizeQ8(b *testing.B) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for _, s := range [][2]int{{1, 768}, {16, 768}, {16, 2048}} {
+		n, cols := s[0], s[1]
+		x := randVec(r, n*cols)
+		dst := make([]byte, n*q8XBytes(cols))
+		b.Run(fmt.Sprintf("%dx%d", n, cols), func(b *testing.B) {
+			b.SetBytes(int64(4 * n * cols))
+			for b.Loop() {
+				quantizeQ8Rows(dst, x, n, cols)
+			}
+		})
+	}
+}

@@ -11,14 +11,17 @@
 // Decoding is memory-bound: a step reads every weight once, so Mat.MatMul
 // takes a batch of n activation rows (the branches of a search tree, or a
 // prompt's positions) and reuses each weight load for all of them. The
-// amd64 micro-kernels compute a tile of 4 weight rows times up to 4
-// activation rows with the partial sums in vector registers; a 16-row step
-// costs a small multiple of a 1-row step instead of 16 times it.
+// amd64 micro-kernels compute a tile of weight rows times activation rows
+// with the partial sums in vector registers (F32: 4 x up to 4; Q8_0: 32 x
+// up to 6); a 16-row step costs a small multiple of a 1-row step instead
+// of 16 times it. MatMulMany runs products of one input (a layer's q, k
+// and v) as one job.
 //
 // F32 weights stay the caller's row-major slice. Q8_0 weights are unpacked
-// into a kernel-friendly layout (q8.go), and Q8_0 products quantize the
-// activations to int8 blocks first, as llama.cpp does, so that the inner
-// loop is an int8 dot product (AVX-512 VNNI where available).
+// into panels of 16 rows interleaved for VPDPBUSD (q8.go), and Q8_0
+// products quantize the activations to int8 blocks first, as llama.cpp
+// does, so that the inner loop is an int8 dot product (AVX-512 VNNI where
+// available) with each vector lane summing its own weight row.
 //
 // # Attention
 //
