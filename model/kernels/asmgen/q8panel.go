@@ -179,23 +179,7 @@ func q8PanelTileVNNI(mp, nr int) {
 			ADDQ(ldo, outp)
 		}
 	}
-	t := Load(Param("nt"), GP64())
-	DECQ(t)
-	JZ(LabelRef("done"))
-	Store(t, Param("nt"))
-	x, step := Load(Param("x"), GP64()), Load(Param("ldx"), GP64())
-	IMUL3Q(U8(nr), step, step)
-	ADDQ(step, x)
-	Store(x, Param("x"))
-	o := Load(Param("out"), GP64())
-	Load(Param("ldo"), step)
-	IMUL3Q(U8(4*nr), step, step)
-	ADDQ(step, o)
-	Store(o, Param("out"))
-	JMP(LabelRef("tile"))
-	Label("done")
-	VZEROUPPER()
-	RET()
+	nextTile(nr)
 }
 
 func genQ8() {
@@ -291,23 +275,7 @@ func q8HalfTileAVX2(nr int) {
 			ADDQ(ldo, outp)
 		}
 	}
-	tn := Load(Param("nt"), GP64())
-	DECQ(tn)
-	JZ(LabelRef("done"))
-	Store(tn, Param("nt"))
-	x, step := Load(Param("x"), GP64()), Load(Param("ldx"), GP64())
-	IMUL3Q(U8(nr), step, step)
-	ADDQ(step, x)
-	Store(x, Param("x"))
-	o := Load(Param("out"), GP64())
-	Load(Param("ldo"), step)
-	IMUL3Q(U8(4*nr), step, step)
-	ADDQ(step, o)
-	Store(o, Param("out"))
-	JMP(LabelRef("tile"))
-	Label("done")
-	VZEROUPPER()
-	RET()
+	nextTile(nr)
 }
 
 // quantQ8VNNI generates quantQ8VNNI(x *float32, nb int, dst *byte): it
@@ -341,16 +309,7 @@ func quantQ8VNNI() {
 		VANDPS(absMask, v0, m)
 		VANDPS(absMask, v1, a1)
 		VMAXPS(a1, m, m)
-		hy := YMM()
-		VEXTRACTF64X4(U8(1), m, hy)
-		VMAXPS(hy, m.AsY(), m.AsY())
-		hx := XMM()
-		VEXTRACTF32X4(U8(1), m.AsY(), hx)
-		VMAXPS(hx, m.AsX(), m.AsX())
-		VSHUFPS(U8(0xEE), m.AsX(), m.AsX(), hx)
-		VMAXPS(hx, m.AsX(), m.AsX())
-		VSHUFPS(U8(0x55), m.AsX(), m.AsX(), hx)
-		VMAXSS(hx, m.AsX(), m.AsX())
+		hy, hx := maxToLane0(m)
 		d := XMM()
 		VDIVSS(c127, m.AsX(), d) // d = amax/127
 		k := K()
@@ -382,6 +341,30 @@ func quantQ8VNNI() {
 		ADDQ(U32(128), x)
 		ADDQ(U32(xBlockBytes), dst)
 	})
+	VZEROUPPER()
+	RET()
+}
+
+// nextTile ends a tile kernel that does nt tiles of nr activation rows:
+// while tiles remain it moves x and out on by nr rows (kept in their
+// argument slots, as the loops need every register) and jumps back to
+// the label tile.
+func nextTile(nr int) {
+	t := Load(Param("nt"), GP64())
+	DECQ(t)
+	JZ(LabelRef("done"))
+	Store(t, Param("nt"))
+	x, step := Load(Param("x"), GP64()), Load(Param("ldx"), GP64())
+	IMUL3Q(U8(nr), step, step)
+	ADDQ(step, x)
+	Store(x, Param("x"))
+	o := Load(Param("out"), GP64())
+	Load(Param("ldo"), step)
+	IMUL3Q(U8(4*nr), step, step)
+	ADDQ(step, o)
+	Store(o, Param("out"))
+	JMP(LabelRef("tile"))
+	Label("done")
 	VZEROUPPER()
 	RET()
 }

@@ -217,6 +217,22 @@ func axpy(s isa) {
 	RET()
 }
 
+// maxToLane0 leaves the largest of v's 16 floats in its lane 0 and
+// returns the YMM and XMM temporaries it used, free for reuse.
+func maxToLane0(v reg.VecVirtual) (hy, hx reg.VecVirtual) {
+	hy = YMM()
+	VEXTRACTF64X4(U8(1), v, hy)
+	VMAXPS(hy, v.AsY(), v.AsY())
+	hx = XMM()
+	VEXTRACTF32X4(U8(1), v.AsY(), hx)
+	VMAXPS(hx, v.AsX(), v.AsX())
+	VSHUFPS(U8(0xEE), v.AsX(), v.AsX(), hx)
+	VMAXPS(hx, v.AsX(), v.AsX())
+	VSHUFPS(U8(0x55), v.AsX(), v.AsX(), hx)
+	VMAXSS(hx, v.AsX(), v.AsX())
+	return hy, hx
+}
+
 // tailMask sets k to the low rem (1..15) lanes.
 func tailMask(rem reg.Register) reg.OpmaskVirtual {
 	bits := GP64()
@@ -256,16 +272,7 @@ func maxAVX512() {
 	k := tailMask(rem)
 	VMAXPS(Mem{Base: x, Index: off, Scale: 1}, acc, k, acc) // merge: other lanes keep acc
 	Label("reduce")
-	hy := YMM()
-	VEXTRACTF64X4(U8(1), acc, hy)
-	VMAXPS(hy, acc.AsY(), acc.AsY())
-	hx := XMM()
-	VEXTRACTF32X4(U8(1), acc.AsY(), hx)
-	VMAXPS(hx, acc.AsX(), acc.AsX())
-	VSHUFPS(U8(0xEE), acc.AsX(), acc.AsX(), hx)
-	VMAXPS(hx, acc.AsX(), acc.AsX())
-	VSHUFPS(U8(0x55), acc.AsX(), acc.AsX(), hx)
-	VMAXSS(hx, acc.AsX(), acc.AsX())
+	maxToLane0(acc)
 	Store(acc.AsX(), ReturnIndex(0))
 	VZEROUPPER()
 	RET()
