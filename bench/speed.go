@@ -99,7 +99,11 @@ type DecodeResult struct {
 type StepResult struct {
 	Branches int
 	Step     time.Duration // median over rounds of the mean step time
-	VsOne    float64       // Step / the one-branch Step
+	// VsOne is the median over rounds of the round's step time over the
+	// one-branch step time of the same round: a ratio of times taken
+	// seconds apart, which a drift of the machine's speed between rounds
+	// does not skew.
+	VsOne float64
 	// TokensPerSec is the rows (tokens) the step computes per second.
 	TokensPerSec float64
 }
@@ -267,7 +271,11 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 		res[i] = StepResult{Branches: b, Step: step, TokensPerSec: float64(b) * float64(time.Second) / float64(step)}
 	}
 	for i := range res {
-		res[i].VsOne = float64(res[i].Step) / float64(res[0].Step)
+		ratios := make([]float64, len(times[i]))
+		for r := range ratios {
+			ratios[r] = float64(times[i][r]) / float64(times[0][r])
+		}
+		res[i].VsOne = medianF(ratios)
 	}
 	return res, nil
 }
@@ -491,7 +499,7 @@ func (r *SpeedReport) Markdown(w io.Writer) error {
 	fmt.Fprintf(&b, "| prefill (%d-token prompt, one batch) | %.1f tokens/s (%s) |\n", r.Prefill.Tokens, r.Prefill.TokensPerSec, ms(r.Prefill.Time))
 	fmt.Fprintf(&b, "| 16-branch step / 1-branch step | %.2f |\n\n", r.StepRatio(16))
 
-	fmt.Fprintf(&b, "Branch step: B forks of a %d-token prefix, one row each, one Forward per step (median of %d rounds of %d steps)\n\n", r.Config.Prefix, r.Config.Rounds, r.Config.Steps)
+	fmt.Fprintf(&b, "Branch step: B forks of a %d-token prefix, one row each, one Forward per step (median of %d rounds of %d steps after %[3]d untimed ones; vs B=1: median of the rounds' ratios)\n\n", r.Config.Prefix, r.Config.Rounds, r.Config.Steps)
 	fmt.Fprintf(&b, "| B | step | vs B=1 | tokens/s |\n| ---: | ---: | ---: | ---: |\n")
 	for _, s := range r.Steps {
 		fmt.Fprintf(&b, "| %d | %s | %.2f | %.1f |\n", s.Branches, ms(s.Step), s.VsOne, s.TokensPerSec)
