@@ -47,6 +47,10 @@ type EvalConfig struct {
 	// Loop decides which outputs are caught in a repetition loop (zero
 	// value: DefaultLoopRule).
 	Loop LoopRule `json:"loop"`
+	// KVType is the KV cache's element type (zero value: kvcache.F32;
+	// the command's default is the model's DefaultKVType, as
+	// entropix-search's).
+	KVType kvcache.DType `json:"kv_type"`
 	// Progress, if set, is called after each mode and budget.
 	Progress func(EvalProgress) `json:"-"`
 }
@@ -311,7 +315,7 @@ type evalItem struct {
 // run searches one item in one mode at one budget and scores the output.
 func (ev *evaluator) run(ctx context.Context, it *evalItem, mode engine.Mode, budget int) (Output, error) {
 	k := ev.cfg.modeWidth(mode, budget)
-	opts := []engine.Option{engine.WithMode(mode), engine.WithSeed(it.seed), engine.WithWidth(k), engine.WithStopTokens(it.stops...)}
+	opts := []engine.Option{engine.WithMode(mode), engine.WithSeed(it.seed), engine.WithWidth(k), engine.WithStopTokens(it.stops...), engine.WithKVType(ev.cfg.KVType)}
 	if ev.cfg.Policy != nil {
 		opts = append(opts, engine.WithPolicy(*ev.cfg.Policy))
 	}

@@ -81,7 +81,7 @@ func (r *Report) header(b *strings.Builder, o MarkdownOptions) {
 	if !o.NoTimings {
 		fmt.Fprintf(b, ", %d threads; the evaluation took %s", r.Threads, r.Wall.Round(100*time.Millisecond))
 	}
-	b.WriteString(".\n\n")
+	fmt.Fprintf(b, "; %v KV cache.\n\n", c.KVType)
 	modes := make([]string, len(c.Modes))
 	for i, m := range c.Modes {
 		modes[i] = m.String()

@@ -49,6 +49,19 @@ func (t DType) String() string {
 	return fmt.Sprintf("DType(%d)", uint8(t))
 }
 
+// MarshalText writes the type's name (JSON: "f16").
+func (t DType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText reads a name ParseDType accepts.
+func (t *DType) UnmarshalText(b []byte) error {
+	v, err := ParseDType(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
+
 // ParseDType reads a DType from its name, "f32" or "f16" (any case).
 func ParseDType(s string) (DType, error) {
 	switch strings.ToLower(s) {

@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -651,4 +652,22 @@ func TestTreeFootprint(t *testing.T) {
 	}
 	t.Logf("shared %d bytes, private copies %d bytes (%.1fx)", st.BytesInUse, st.LogicalBytes,
 		float64(st.LogicalBytes)/float64(st.BytesInUse))
+}
+
+// TestDTypeText: a DType reads and writes its name, as in JSON reports.
+func TestDTypeText(t *testing.T) {
+	for _, d := range []DType{F32, F16} {
+		b, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back DType
+		if err := json.Unmarshal(b, &back); err != nil || back != d {
+			t.Errorf("%v: JSON %s read back as %v, %v", d, b, back, err)
+		}
+	}
+	var d DType
+	if err := json.Unmarshal([]byte(`"q4"`), &d); err == nil {
+		t.Error(`"q4" read as a DType`)
+	}
 }

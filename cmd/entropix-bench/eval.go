@@ -13,6 +13,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/bench"
 	"github.com/entropix-search/entropix-search/engine"
+	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/policy"
@@ -65,6 +66,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	noTimings := fs.Bool("no-timings", false, "leave timings out of the markdown (to compare runs)")
 	noSpeed := fs.Bool("no-speed", false, "skip the speed section")
 	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
+	kvName := fs.String("kv", "auto", "KV cache type: f32, f16, or auto: f16 for quantized weights, f32 for float ones (as entropix-search)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: entropix-bench eval %s\n\n"+
 			"Runs every decoding mode over a prompt set at several forward-row budgets and prints\n"+
@@ -83,6 +85,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *maxTokens < 0 || *limit < 0 || *threads < 0 {
 		return usagef("-max-tokens, -limit and -threads must be >= 0")
+	}
+	if !strings.EqualFold(*kvName, "auto") {
+		if _, err := kvcache.ParseDType(*kvName); err != nil {
+			return usagef("-kv: %v (or auto)", err)
+		}
 	}
 	if *maxWidth < 1 || *maxWidth > policy.MaxForkWidth {
 		return usagef("-max-width %d outside [1, %d]", *maxWidth, policy.MaxForkWidth)
@@ -138,7 +145,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer m.Close()
 	fmt.Fprintf(stderr, "loaded %s\n", m.Source)
 
-	base := bench.EvalConfig{Modes: modes, MaxWidth: *maxWidth, Seed: *seed, Policy: pol, Chat: *chat, Loop: bench.DefaultLoopRule()}
+	kv, err := m.KVType(*kvName)
+	if err != nil {
+		return usagef("-kv: %v", err)
+	}
+	base := bench.EvalConfig{Modes: modes, MaxWidth: *maxWidth, Seed: *seed, Policy: pol, Chat: *chat, Loop: bench.DefaultLoopRule(), KVType: kv}
 	rep := &bench.Report{Model: m.Source, Params: paramCount(m), Threads: kernels.Threads(), Config: base}
 	for _, name := range tasks {
 		def := evalTasks[name]

@@ -112,6 +112,7 @@ func TestEvalUsage(t *testing.T) {
 		{"eval", "-budgets", "4y"},
 		{"eval", "-budgets", "0"},
 		{"eval", "-max-width", "65"},
+		{"eval", "-kv", "q4"},
 		{"eval", "-max-tokens", "-1"},
 		{"eval", "-thresholds", "/nonexistent.json"},
 		{"eval", "-template", "{{.Nope", "-task", "gsm8k"},
