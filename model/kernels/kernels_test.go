@@ -705,12 +705,14 @@ func TestMatMulNoAllocs(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	mf, _ := NewF32Mat(256, 256, randVec(r, 256*256))
 	mq, _ := QuantizeQ8(256, 256, randVec(r, 256*256))
-	x := randVec(r, 4*256)
-	out := make([]float32, 4*256)
+	x := randVec(r, 16*256)
+	out := make([]float32, 16*256)
 	for _, m := range []*Mat{mf, mq} {
-		m.MatMul(out, x, 4)
-		if a := testing.AllocsPerRun(50, func() { m.MatMul(out, x, 4) }); a != 0 {
-			t.Errorf("%v MatMul: %v allocations per call", m.Type, a)
+		for _, n := range []int{4, 16} { // 16: rows quantized on the pool
+			m.MatMul(out, x, n)
+			if a := testing.AllocsPerRun(50, func() { m.MatMul(out, x, n) }); a != 0 {
+				t.Errorf("%v MatMul of %d rows: %v allocations per call", m.Type, n, a)
+			}
 		}
 	}
 	if a := testing.AllocsPerRun(50, func() { _ = Dot(x, x); Axpy(2, x, out) }); a != 0 {

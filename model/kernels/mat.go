@@ -193,7 +193,7 @@ func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
 		DefaultPool().matMul(j)
 	case Q8_0:
 		s := getQ8Scratch(n * q8XBytes(m0.Cols))
-		quantizeQ8Rows(s.buf, x, n, m0.Cols)
+		s.quantize(x, n, m0.Cols)
 		j.xq = s.buf
 		j.work /= 4
 		DefaultPool().matMul(j)

@@ -98,7 +98,37 @@ func alignedBytes(n int) []byte {
 	return b[off : off+n : off+n]
 }
 
-type q8Scratch struct{ buf, mem []byte }
+type q8Scratch struct {
+	buf, mem []byte
+	quant    quantTask // the pool's task when the rows are quantized in parallel
+}
+
+// quantTask quantizes rows [lo, hi) of x (cols wide) into buf.
+type quantTask struct {
+	buf  []byte
+	x    []float32
+	cols int
+}
+
+func (t *quantTask) Run(lo, hi int) {
+	rb := q8XBytes(t.cols)
+	quantizeQ8Rows(t.buf[lo*rb:hi*rb], t.x[lo*t.cols:hi*t.cols], hi-lo, t.cols)
+}
+
+// parallelQuantRows is the batch from which MatMul quantizes its rows on
+// the pool's threads: 16 rows of 2048 take some 10 us on one.
+const parallelQuantRows = 8
+
+// quantize fills s.buf with the n quantized rows of x.
+func (s *q8Scratch) quantize(x []float32, n, cols int) {
+	if n < parallelQuantRows {
+		quantizeQ8Rows(s.buf, x, n, cols)
+		return
+	}
+	s.quant = quantTask{buf: s.buf, x: x, cols: cols}
+	DefaultPool().RunTask(n, &s.quant)
+	s.quant = quantTask{}
+}
 
 var q8Scratches = sync.Pool{New: func() any { return new(q8Scratch) }}
 
