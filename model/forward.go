@@ -626,7 +626,26 @@ func attendWith[E float32 | uint16](r *Runner, ops *kvOps[E], rows []Row, l int,
 			run.n, *kts = 0, (*kts)[:0]
 		}
 	}
+	// The keys and values were written steps ago, and the weights have
+	// streamed through the caches since: each group's are prefetched two
+	// groups ahead of its scores (the values stay cached for their sums).
+	prefetch := func(g int) {
+		if g >= ch.g1 {
+			return
+		}
+		gr := &r.groups[g]
+		kb := ops.keyBlock(r.kv, gr.seq, l, gr.b)
+		if r.kv.KeySealed(gr.seq, l, gr.b, ph) {
+			kernels.PrefetchRows(kb[kvh*hd*bs:], 1, hd*bs, 0)
+		} else {
+			kernels.PrefetchRows(kb[ph*phd*bs+kvh*hd-ph*phd:], gr.cnt, hd, phd)
+		}
+		kernels.PrefetchRows(ops.valueBlock(r.kv, gr.seq, l, gr.b)[kvh*hd:], gr.cnt, hd, kvd)
+	}
+	prefetch(ch.g0)
+	prefetch(ch.g0 + 1)
 	for g := ch.g0; g < ch.g1; g++ {
+		prefetch(g + 2)
 		gr := &r.groups[g]
 		kb := ops.keyBlock(r.kv, gr.seq, l, gr.b)
 		sealed := r.kv.KeySealed(gr.seq, l, gr.b, ph)

@@ -2,7 +2,11 @@
 
 package kernels
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // On amd64 the kernels are chosen once, at package initialisation, from
 // the CPU's features (golang.org/x/sys/cpu, which also checks that the OS
@@ -572,4 +576,8 @@ func (k *q8Kernels) partialPanel(out []float32, m *Mat, xq []byte, p, b0, b1 int
 			copy(out[j*rows+r:j*rows+rows], tmp[(j-c0)*q8PanelRows:])
 		}
 	}
+}
+
+func prefetch(p unsafe.Pointer, rows, rowBytes, stride int) {
+	prefetchRows((*byte)(p), rows, rowBytes, stride)
 }

@@ -2,6 +2,8 @@
 
 package kernels
 
+import "unsafe"
+
 // Without amd64 assembly (other architectures, or the purego build tag)
 // every kernel is the pure-Go one.
 
@@ -51,3 +53,5 @@ func axpyStrided[E float32 | uint16](y, a []float32, v []E, stride int) {
 func axpyStridedMulti[E float32 | uint16](y, a [][]float32, v []E, stride int) {
 	axpyStridedMultiEach(y, a, v, stride)
 }
+
+func prefetch(p unsafe.Pointer, rows, rowBytes, stride int) {}

@@ -823,3 +823,15 @@ func TestMatMulMany(t *testing.T) {
 	b, _ := NewF32Mat(2, 8, make([]float32, 16))
 	MatMulMany([]*Mat{a, b}, [][]float32{make([]float32, 2), make([]float32, 2)}, make([]float32, 8), 1)
 }
+
+// TestPrefetchRows: a hint that must accept any shape without faulting,
+// rows past the end of x included.
+func TestPrefetchRows(t *testing.T) {
+	x := make([]float32, 1000)
+	h := make([]uint16, 1000)
+	for _, c := range [][3]int{{0, 0, 0}, {1, 64, 0}, {16, 64, 768}, {1000, 64, 128}, {3, 2000, 10}, {-1, 5, 5}, {5, 1, 1 << 40}} {
+		PrefetchRows(x, c[0], c[1], c[2])
+		PrefetchRows(h, c[0], c[1], c[2])
+		PrefetchRows(x[:0], c[0], c[1], c[2])
+	}
+}

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Dot returns sum a[i]*b[i] over len(a) elements.
@@ -258,4 +259,23 @@ func axpyStridedChecked[E float32 | uint16](fn string, y, a []float32, v []E, st
 		panic(fmt.Sprintf("kernels: %s of %d values of %d with stride %d: v has %d", fn, n, dim, stride, len(v)))
 	}
 	axpyStrided(y, a, v, stride)
+}
+
+// PrefetchRows asks the CPU to bring rows rows of rowLen elements of x,
+// stride elements apart (clipped to x), into its caches ahead of use: for
+// keys and values that the weights streamed through the caches since
+// they were written. A hint: it computes nothing, never faults, and does
+// nothing without assembly.
+func PrefetchRows[E float32 | uint16](x []E, rows, rowLen, stride int) {
+	if rows <= 0 || rowLen <= 0 || len(x) < rowLen {
+		return
+	}
+	if stride > 0 {
+		rows = min(rows, (len(x)-rowLen)/stride+1)
+	} else {
+		rows = 1
+	}
+	var e E
+	size := int(unsafe.Sizeof(e))
+	prefetch(unsafe.Pointer(&x[0]), rows, rowLen*size, stride*size)
 }

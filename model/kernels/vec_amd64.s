@@ -5380,3 +5380,31 @@ mstore:
 done:
 	VZEROUPPER
 	RET
+
+// func prefetchRows(p *byte, rows int, rowBytes int, stride int)
+// Requires: MMX+
+TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), AX
+	MOVQ rows+8(FP), CX
+	MOVQ rowBytes+16(FP), DX
+	MOVQ stride+24(FP), BX
+
+row:
+	TESTQ CX, CX
+	JZ    done
+	XORQ  SI, SI
+
+line:
+	CMPQ       SI, DX
+	JAE        next
+	PREFETCHT0 (AX)(SI*1)
+	ADDQ       $0x40, SI
+	JMP        line
+
+next:
+	ADDQ BX, AX
+	DECQ CX
+	JMP  row
+
+done:
+	RET

@@ -218,3 +218,8 @@ func scoresRowsF16AVX2(out *float32, q *float32, k *uint16, dim int, stride int,
 //
 //go:noescape
 func axpyStridedF16AVX2(y *float32, a *float32, v *uint16, dim int, stride int, n int)
+
+// prefetchRows prefetches the lines of rows rows of rowBytes bytes, stride bytes apart, from p.
+//
+//go:noescape
+func prefetchRows(p *byte, rows int, rowBytes int, stride int)

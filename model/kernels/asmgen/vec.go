@@ -22,6 +22,37 @@ func genVec() {
 	axpyStrided(elemF32, isaAVX512)
 	attention(elemF32)
 	genF16()
+	prefetchRows()
+}
+
+// prefetchRows generates prefetchRows(p *byte, rows, rowBytes, stride
+// int): PREFETCHT0 of every 64-byte line of rows rows of rowBytes bytes,
+// stride bytes apart. Prefetches never fault.
+func prefetchRows() {
+	TEXT("prefetchRows", NOSPLIT, "func(p *byte, rows int, rowBytes int, stride int)")
+	Pragma("noescape")
+	Doc("prefetchRows prefetches the lines of rows rows of rowBytes bytes, stride bytes apart, from p.")
+	p := Load(Param("p"), GP64())
+	rows := Load(Param("rows"), GP64())
+	rb := Load(Param("rowBytes"), GP64())
+	st := Load(Param("stride"), GP64())
+	off := GP64()
+	Label("row")
+	TESTQ(rows, rows)
+	JZ(LabelRef("done"))
+	XORQ(off, off)
+	Label("line")
+	CMPQ(off, rb)
+	JAE(LabelRef("next"))
+	PREFETCHT0(Mem{Base: p, Index: off, Scale: 1})
+	ADDQ(U8(64), off)
+	JMP(LabelRef("line"))
+	Label("next")
+	ADDQ(st, p)
+	DECQ(rows)
+	JMP(LabelRef("row"))
+	Label("done")
+	RET()
 }
 
 // broadcastConst returns a full-width vector with every 32-bit lane = bits.
