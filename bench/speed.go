@@ -201,8 +201,8 @@ func MeasureDecode(m *model.Model, c SpeedConfig) (DecodeResult, error) {
 // out of the last-level cache. Warm-up steps on the timed forks instead
 // would lengthen their contexts.) The branch counts are interleaved
 // within each of c.Rounds rounds, so that a change of machine load hits
-// them alike; VsOne is relative to the first branch count, which should
-// be 1.
+// them alike, in order and in reverse order every other round; VsOne is
+// relative to the first branch count, which should be 1.
 func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 	c = c.withDefaults()
 	maxB := slices.Max(c.Branches)
@@ -255,9 +255,13 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 		return steps(b)
 	}
 	times := make([][]time.Duration, len(c.Branches))
-	for range c.Rounds {
-		for i, b := range c.Branches {
-			d, err := run(b)
+	for round := range c.Rounds {
+		for k := range c.Branches {
+			i := k
+			if round%2 == 1 { // every other round backwards: B=1 does not always follow B=64
+				i = len(c.Branches) - 1 - k
+			}
+			d, err := run(c.Branches[i])
 			if err != nil {
 				return nil, err
 			}
