@@ -434,3 +434,20 @@ func BenchmarkQuantizeQ8(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRoPE rotates one 64-wide head (stories110M, SmolLM2).
+func BenchmarkRoPE(b *testing.B) {
+	r := rand.New(rand.NewPCG(9, 9))
+	x, cos, sin := randVec(r, 64), make([]float32, 32), make([]float32, 32)
+	for i := range cos { // a rotation: repeated, x keeps its norm
+		a := r.Float64() * 6.3
+		cos[i], sin[i] = float32(math.Cos(a)), float32(math.Sin(a))
+	}
+	for _, il := range []bool{true, false} {
+		b.Run(fmt.Sprintf("interleaved=%v", il), func(b *testing.B) {
+			for b.Loop() {
+				RoPE(x, cos, sin, il)
+			}
+		})
+	}
+}

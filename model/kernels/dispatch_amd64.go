@@ -581,3 +581,21 @@ func (k *q8Kernels) partialPanel(out []float32, m *Mat, xq []byte, p, b0, b1 int
 func prefetch(p unsafe.Pointer, rows, rowBytes, stride int) {
 	prefetchRows((*byte)(p), rows, rowBytes, stride)
 }
+
+// rope runs RoPE in assembly when the head allows it (half a multiple of
+// 8, interleaved, or of 16) and reports whether it did.
+func rope(x, cos, sin []float32, interleaved bool) bool {
+	half := len(cos)
+	if f32Level != levelAVX512 || half == 0 {
+		return false
+	}
+	if interleaved && half%8 == 0 {
+		ropeInterleavedAVX512(&x[0], &cos[0], &sin[0], half)
+		return true
+	}
+	if !interleaved && half%16 == 0 {
+		ropeHalfAVX512(&x[0], &cos[0], &sin[0], half)
+		return true
+	}
+	return false
+}

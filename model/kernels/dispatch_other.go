@@ -55,3 +55,5 @@ func axpyStridedMulti[E float32 | uint16](y, a [][]float32, v []E, stride int) {
 }
 
 func prefetch(p unsafe.Pointer, rows, rowBytes, stride int) {}
+
+func rope(x, cos, sin []float32, interleaved bool) bool { return false }

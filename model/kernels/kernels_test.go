@@ -835,3 +835,33 @@ func TestPrefetchRows(t *testing.T) {
 		PrefetchRows(x[:0], c[0], c[1], c[2])
 	}
 }
+
+// TestRoPE checks every level against the pure-Go rotation, both layouts,
+// with head sizes the assembly takes and some it leaves to Go.
+func TestRoPE(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, half := range []int{1, 4, 8, 12, 16, 24, 32, 64} {
+		for _, il := range []bool{true, false} {
+			x0 := randVec(r, 2*half+1)
+			cos, sin := make([]float32, half), make([]float32, half)
+			for i := range cos {
+				a := r.Float64() * 6.3
+				cos[i], sin[i] = float32(math.Cos(a)), float32(math.Sin(a))
+			}
+			want := append([]float32(nil), x0...)
+			ropeGo(want[:2*half], cos, sin, il)
+			for _, l := range f32Levels() {
+				got := append([]float32(nil), x0...)
+				withLevels(t, l, q8Level, func() { RoPE(got[:2*half], cos, sin, il) })
+				for i := range got {
+					if math.Abs(float64(got[i]-want[i])) > 1e-6*(math.Abs(float64(x0[i]))+1) {
+						t.Fatalf("%v half=%d interleaved=%v: x[%d] = %g, want %g", l, half, il, i, got[i], want[i])
+					}
+				}
+				if got[2*half] != x0[2*half] {
+					t.Fatalf("%v half=%d: wrote past the head", l, half)
+				}
+			}
+		}
+	}
+}

@@ -8,6 +8,15 @@ package kernels
 // Half layout (NeoX style, e.g. Qwen2): pairs are (x[i], x[i+len(x)/2]).
 func RoPE(x, cos, sin []float32, interleaved bool) {
 	half := len(cos)
+	if rope(x[:2*half], cos, sin[:half], interleaved) {
+		return
+	}
+	ropeGo(x, cos, sin, interleaved)
+}
+
+// ropeGo is RoPE in pure Go.
+func ropeGo(x, cos, sin []float32, interleaved bool) {
+	half := len(cos)
 	if interleaved {
 		for i := 0; i < half; i++ {
 			x0, x1 := x[2*i], x[2*i+1]

@@ -5408,3 +5408,107 @@ next:
 
 done:
 	RET
+
+DATA ropedup<>+0(SB)/4, $0x00000000
+DATA ropedup<>+4(SB)/4, $0x00000000
+DATA ropedup<>+8(SB)/4, $0x00000001
+DATA ropedup<>+12(SB)/4, $0x00000001
+DATA ropedup<>+16(SB)/4, $0x00000002
+DATA ropedup<>+20(SB)/4, $0x00000002
+DATA ropedup<>+24(SB)/4, $0x00000003
+DATA ropedup<>+28(SB)/4, $0x00000003
+DATA ropedup<>+32(SB)/4, $0x00000004
+DATA ropedup<>+36(SB)/4, $0x00000004
+DATA ropedup<>+40(SB)/4, $0x00000005
+DATA ropedup<>+44(SB)/4, $0x00000005
+DATA ropedup<>+48(SB)/4, $0x00000006
+DATA ropedup<>+52(SB)/4, $0x00000006
+DATA ropedup<>+56(SB)/4, $0x00000007
+DATA ropedup<>+60(SB)/4, $0x00000007
+GLOBL ropedup<>(SB), RODATA|NOPTR, $64
+
+DATA ropeneg<>+0(SB)/4, $0x80000000
+DATA ropeneg<>+4(SB)/4, $0x00000000
+DATA ropeneg<>+8(SB)/4, $0x80000000
+DATA ropeneg<>+12(SB)/4, $0x00000000
+DATA ropeneg<>+16(SB)/4, $0x80000000
+DATA ropeneg<>+20(SB)/4, $0x00000000
+DATA ropeneg<>+24(SB)/4, $0x80000000
+DATA ropeneg<>+28(SB)/4, $0x00000000
+DATA ropeneg<>+32(SB)/4, $0x80000000
+DATA ropeneg<>+36(SB)/4, $0x00000000
+DATA ropeneg<>+40(SB)/4, $0x80000000
+DATA ropeneg<>+44(SB)/4, $0x00000000
+DATA ropeneg<>+48(SB)/4, $0x80000000
+DATA ropeneg<>+52(SB)/4, $0x00000000
+DATA ropeneg<>+56(SB)/4, $0x80000000
+DATA ropeneg<>+60(SB)/4, $0x00000000
+GLOBL ropeneg<>(SB), RODATA|NOPTR, $64
+
+// func ropeInterleavedAVX512(x *float32, cos *float32, sin *float32, half int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·ropeInterleavedAVX512(SB), NOSPLIT, $0-32
+	MOVQ      x+0(FP), AX
+	MOVQ      cos+8(FP), CX
+	MOVQ      sin+16(FP), DX
+	MOVQ      half+24(FP), BX
+	SHRQ      $0x03, BX
+	VMOVDQU32 ropedup<>+0(SB), Z0
+	VMOVDQU32 ropeneg<>+0(SB), Z1
+
+illoop:
+	TESTQ       BX, BX
+	JZ          ildone
+	VMOVUPS     (CX), Y2
+	VPERMPS     Z2, Z0, Z2
+	VMOVUPS     (DX), Y3
+	VPERMPS     Z3, Z0, Z3
+	VXORPS      Z1, Z3, Z3
+	VMOVUPS     (AX), Z4
+	VPERMILPS   $0xb1, Z4, Z5
+	VMULPS      Z2, Z4, Z4
+	VFMADD231PS Z3, Z5, Z4
+	VMOVUPS     Z4, (AX)
+	ADDQ        $0x40, AX
+	ADDQ        $0x20, CX
+	ADDQ        $0x20, DX
+	DECQ        BX
+	JMP         illoop
+
+ildone:
+	VZEROUPPER
+	RET
+
+// func ropeHalfAVX512(x *float32, cos *float32, sin *float32, half int)
+// Requires: AVX, AVX512F
+TEXT ·ropeHalfAVX512(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), AX
+	MOVQ cos+8(FP), CX
+	MOVQ sin+16(FP), DX
+	MOVQ half+24(FP), BX
+	MOVQ BX, SI
+	SHLQ $0x02, SI
+	SHRQ $0x04, BX
+
+hlloop:
+	TESTQ       BX, BX
+	JZ          hldone
+	VMOVUPS     (AX), Z0
+	VMOVUPS     (AX)(SI*1), Z1
+	VMOVUPS     (CX), Z2
+	VMOVUPS     (DX), Z3
+	VMULPS      Z3, Z1, Z4
+	VFMSUB231PS Z2, Z0, Z4
+	VMULPS      Z2, Z1, Z1
+	VFMADD231PS Z3, Z0, Z1
+	VMOVUPS     Z4, (AX)
+	VMOVUPS     Z1, (AX)(SI*1)
+	ADDQ        $0x40, AX
+	ADDQ        $0x40, CX
+	ADDQ        $0x40, DX
+	DECQ        BX
+	JMP         hlloop
+
+hldone:
+	VZEROUPPER
+	RET

@@ -223,3 +223,13 @@ func axpyStridedF16AVX2(y *float32, a *float32, v *uint16, dim int, stride int, 
 //
 //go:noescape
 func prefetchRows(p *byte, rows int, rowBytes int, stride int)
+
+// ropeInterleavedAVX512 rotates the pairs (x[2i], x[2i+1]) by cos[i], sin[i], i < half (a multiple of 8).
+//
+//go:noescape
+func ropeInterleavedAVX512(x *float32, cos *float32, sin *float32, half int)
+
+// ropeHalfAVX512 rotates the pairs (x[i], x[half+i]) by cos[i], sin[i], i < half (a multiple of 16).
+//
+//go:noescape
+func ropeHalfAVX512(x *float32, cos *float32, sin *float32, half int)

@@ -23,6 +23,93 @@ func genVec() {
 	attention(elemF32)
 	genF16()
 	prefetchRows()
+	ropeAVX512()
+}
+
+// ropeAVX512 generates the two RoPE kernels.
+//
+// ropeInterleavedAVX512(x, cos, sin *float32, half int), half a multiple
+// of 8: pairs (x[2i], x[2i+1]) rotate by (cos[i], sin[i]). Per 8 pairs: x
+// times the cosines, each doubled, plus x with its pairs swapped times
+// the sines doubled with the first of each pair negated.
+//
+// ropeHalfAVX512(x, cos, sin *float32, half int), half a multiple of 16:
+// pairs (x[i], x[half+i]).
+func ropeAVX512() {
+	dup := GLOBL("ropedup", RODATA|NOPTR) // VPERMPS index 0,0,1,1,...,7,7
+	for i := 0; i < 16; i++ {
+		DATA(4*i, U32(uint32(i/2)))
+	}
+	neg := GLOBL("ropeneg", RODATA|NOPTR) // sign bit of the even lanes
+	for i := 0; i < 16; i++ {
+		v := uint32(0)
+		if i%2 == 0 {
+			v = 0x80000000
+		}
+		DATA(4*i, U32(v))
+	}
+
+	TEXT("ropeInterleavedAVX512", NOSPLIT, "func(x, cos, sin *float32, half int)")
+	Pragma("noescape")
+	Doc("ropeInterleavedAVX512 rotates the pairs (x[2i], x[2i+1]) by cos[i], sin[i], i < half (a multiple of 8).")
+	x := Load(Param("x"), GP64())
+	c := Load(Param("cos"), GP64())
+	sn := Load(Param("sin"), GP64())
+	n := Load(Param("half"), GP64())
+	SHRQ(U8(3), n)
+	idx, sgn := ZMM(), ZMM()
+	VMOVDQU32(dup, idx)
+	VMOVDQU32(neg, sgn)
+	countLoop("il", n, func() {
+		cd, sd, v, w := ZMM(), ZMM(), ZMM(), ZMM()
+		// 32-byte loads (a 64-byte one could cross the end of the
+		// slices), then lanes 0-7 spread over pairs of lanes.
+		VMOVUPS(Mem{Base: c}, cd.AsY())
+		VPERMPS(cd, idx, cd)
+		VMOVUPS(Mem{Base: sn}, sd.AsY())
+		VPERMPS(sd, idx, sd)
+		VXORPS(sgn, sd, sd)
+		VMOVUPS(Mem{Base: x}, v)
+		VPERMILPS(U8(0xB1), v, w) // pairs swapped
+		VMULPS(cd, v, v)
+		VFMADD231PS(sd, w, v)
+		VMOVUPS(v, Mem{Base: x})
+		ADDQ(U8(64), x)
+		ADDQ(U8(32), c)
+		ADDQ(U8(32), sn)
+	})
+	VZEROUPPER()
+	RET()
+
+	TEXT("ropeHalfAVX512", NOSPLIT, "func(x, cos, sin *float32, half int)")
+	Pragma("noescape")
+	Doc("ropeHalfAVX512 rotates the pairs (x[i], x[half+i]) by cos[i], sin[i], i < half (a multiple of 16).")
+	x = Load(Param("x"), GP64())
+	c = Load(Param("cos"), GP64())
+	sn = Load(Param("sin"), GP64())
+	n = Load(Param("half"), GP64())
+	hb := GP64()
+	MOVQ(n, hb)
+	SHLQ(U8(2), hb) // half in bytes
+	SHRQ(U8(4), n)
+	countLoop("hl", n, func() {
+		lo, hi, cv, sv, t := ZMM(), ZMM(), ZMM(), ZMM(), ZMM()
+		VMOVUPS(Mem{Base: x}, lo)
+		VMOVUPS(Mem{Base: x, Index: hb, Scale: 1}, hi)
+		VMOVUPS(Mem{Base: c}, cv)
+		VMOVUPS(Mem{Base: sn}, sv)
+		VMULPS(sv, hi, t)
+		VFMSUB231PS(cv, lo, t) // lo*c - hi*s
+		VMULPS(cv, hi, hi)
+		VFMADD231PS(sv, lo, hi) // lo*s + hi*c
+		VMOVUPS(t, Mem{Base: x})
+		VMOVUPS(hi, Mem{Base: x, Index: hb, Scale: 1})
+		ADDQ(U8(64), x)
+		ADDQ(U8(64), c)
+		ADDQ(U8(64), sn)
+	})
+	VZEROUPPER()
+	RET()
 }
 
 // prefetchRows generates prefetchRows(p *byte, rows, rowBytes, stride
