@@ -374,9 +374,9 @@ type layerTask struct {
 
 // rowTask is per-row work between a layer's products, for
 // kernels.ParallelTask: the RMSNorm of rows of r.x into r.xb with weights
-// norm, or (norm nil) the SwiGLU of r.hb by r.hb2. At 16 rows and more it
-// is worth a hand-off to the threads: done on the calling goroutine, it
-// left the others idle for some 10% of a stories110M Q8_0 step.
+// norm, or (norm nil) the SwiGLU of r.hb by r.hb2. From parallelRows rows
+// it is worth a hand-off to the threads: done on the calling goroutine, it
+// left the others idle for some 10% of a 16-branch stories110M Q8_0 step.
 type rowTask struct {
 	r    *Runner
 	norm []float32
