@@ -77,7 +77,7 @@ func TestQ8TileLoops(t *testing.T) {
 	}
 	if hasAVX2 {
 		for nr := 1; nr <= q8AVX2.nr; nr++ {
-			ks = append(ks, kernel{"AVX2 half panel", q8AVX2.t1[nr-1], nr})
+			ks = append(ks, kernel{"AVX2 1 panel", q8AVX2.t1[nr-1], nr})
 		}
 	}
 	for _, cols := range testColsQ8 {

@@ -34,8 +34,8 @@ import (
 // registers so that each weight load serves every batch row: F32 tiles
 // compute up to 4 weight rows against up to 4 (AVX-512) or 2 (AVX2)
 // activation rows; Q8_0 tiles up to 2 panels of 16 weight rows against up
-// to 6 activation rows, or 4 panels against up to 3 (VNNI), or half a
-// panel against up to 4 (AVX2). The drivers below walk the tiles and are
+// to 6 activation rows, or 4 panels against up to 3 (VNNI), or 1 panel
+// against up to 3 (AVX2). The drivers below walk the tiles and are
 // what the pool splits.
 
 var (
@@ -418,12 +418,10 @@ type q8TileFunc = func(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32
 
 // q8Kernels are the Q8_0 tiles of one level, by width in activation rows
 // (t1[nr-1]: nr rows): t4 does four panels (64 weight rows), t2 two, t1
-// one, or half of one (half: AVX2, called for each half). A call does nt
-// tiles along the activation rows.
+// one (AVX2 has only t1). A call does nt tiles along the activation rows.
 type q8Kernels struct {
 	nr         int // widest tile
 	t1, t2, t4 []q8TileFunc
-	half       bool
 }
 
 // q8Run is nt tiles of nr activation rows from row b.
@@ -453,9 +451,8 @@ var q8VNNI = q8Kernels{
 }
 
 var q8AVX2 = q8Kernels{
-	nr:   4,
-	t1:   []q8TileFunc{q8HalfTile1AVX2, q8HalfTile2AVX2, q8HalfTile3AVX2, q8HalfTile4AVX2},
-	half: true,
+	nr: 3,
+	t1: []q8TileFunc{q8PanelTile1x1AVX2, q8PanelTile1x2AVX2, q8PanelTile1x3AVX2},
 }
 
 func quantizeQ8Rows(dst []byte, x []float32, n, cols int) {
@@ -522,7 +519,7 @@ func q8RowsTiles(k *q8Kernels, out []float32, m *Mat, xq []byte, n, r0, r1 int) 
 				k.t4[b1-b0-1](&m.q8q[p*ldw], ldw, &xq[b0*rb], rb, nb, &out[b0*rows+p*q8PanelRows], rows, 0, 0, 1)
 			}
 		}
-		if !k.half {
+		if len(k.t2) > 0 {
 			for ; p+2 <= pFull; p += 2 {
 				pf := 2 * ldw
 				if tiles == 1 || p+4 > mFull {
@@ -536,25 +533,15 @@ func q8RowsTiles(k *q8Kernels, out []float32, m *Mat, xq []byte, n, r0, r1 int) 
 			}
 		}
 		for ; p < pFull; p++ {
-			for h := 0; h < k.halves(); h++ {
-				w := &m.q8q[p*ldw+32*h]
-				for _, t := range runs {
-					k.t1[t.nr-1](w, ldw, &xq[t.b*rb], rb, nb, &out[t.b*rows+p*q8PanelRows+8*h], rows, 0, 0, t.nt)
-				}
+			w := &m.q8q[p*ldw]
+			for _, t := range runs {
+				k.t1[t.nr-1](w, ldw, &xq[t.b*rb], rb, nb, &out[t.b*rows+p*q8PanelRows], rows, 0, 0, t.nt)
 			}
 		}
 		if p < pEnd {
 			k.partialPanel(out, m, xq, p, b0, b1)
 		}
 	}
-}
-
-// halves is the number of calls of a t1 tile per panel.
-func (k *q8Kernels) halves() int {
-	if k.half {
-		return 2
-	}
-	return 1
 }
 
 // partialPanel computes the rows of panel p below m.Rows, for activation
@@ -566,11 +553,9 @@ func (k *q8Kernels) partialPanel(out []float32, m *Mat, xq []byte, p, b0, b1 int
 	var buf [2]q8Run
 	for c0 := b0; c0 < b1; c0 += 16 {
 		c1 := min(b1, c0+16)
-		for h := 0; h < k.halves(); h++ {
-			w := &m.q8q[p*m.q8Stride+32*h]
-			for _, t := range k.plan(buf[:0], c0, c1) {
-				k.t1[t.nr-1](w, m.q8Stride, &xq[t.b*rb], rb, nb, &tmp[(t.b-c0)*q8PanelRows+8*h], q8PanelRows, 0, 0, t.nt)
-			}
+		w := &m.q8q[p*m.q8Stride]
+		for _, t := range k.plan(buf[:0], c0, c1) {
+			k.t1[t.nr-1](w, m.q8Stride, &xq[t.b*rb], rb, nb, &tmp[(t.b-c0)*q8PanelRows], q8PanelRows, 0, 0, t.nt)
 		}
 		for j := c0; j < c1; j++ {
 			copy(out[j*rows+r:j*rows+rows], tmp[(j-c0)*q8PanelRows:])

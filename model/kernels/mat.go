@@ -33,8 +33,8 @@ const Q8BlockSize = 32
 // F32 weights are the caller's slice, row-major. Q8_0 weights are unpacked
 // from ggml's 34-byte blocks into a layout the kernels stream directly (see
 // q8.go): panels of 16 rows whose quants, biased to uint8 (q+128), are
-// interleaved 4 bytes per row for VNNI, each block followed by the 16
-// rows' float32 scales.
+// interleaved 4 bytes per row for VNNI, followed by the rows' float16
+// block scales.
 type Mat struct {
 	Type       DType
 	Rows, Cols int
@@ -72,7 +72,7 @@ func NewQ8Mat(rows, cols int, raw []byte) (*Mat, error) {
 		for b := 0; b < nb; b++ {
 			src := raw[(r*nb+b)*blockBytes:][:blockBytes]
 			blk, l := m.q8Block(r, b)
-			putF32(blk, q8ScaleOff+4*l, HalfToFloat(binary.LittleEndian.Uint16(src)))
+			copy(m.q8q[m.q8ScaleAt(r, b):][:2], src[:2]) // the float16 scale, as stored
 			for e := 0; e < Q8BlockSize; e++ {
 				blk[q8QuantOff(l, e)] = src[2+e] ^ 0x80 // int8 -> biased uint8
 			}
@@ -129,7 +129,7 @@ func (m *Mat) Row(dst []float32, r int) {
 		dst = dst[:m.Cols]
 		for b := 0; b < nb; b++ {
 			blk, l := m.q8Block(r, b)
-			d := getF32(blk, q8ScaleOff+4*l)
+			d := m.q8Scale(r, b)
 			for e := 0; e < Q8BlockSize; e++ {
 				dst[b*Q8BlockSize+e] = d * float32(int8(blk[q8QuantOff(l, e)]^0x80))
 			}

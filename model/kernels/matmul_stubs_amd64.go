@@ -139,25 +139,20 @@ func q8PanelTile4x2VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float3
 //go:noescape
 func q8PanelTile4x3VNNI(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8HalfTile1AVX2 computes half a panel of 8 Q8_0 weight rows times nt*1 quantized activation rows.
+// q8PanelTile1x1AVX2 computes a panel of 16 Q8_0 weight rows times nt*1 quantized activation rows.
 //
 //go:noescape
-func q8HalfTile1AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile1x1AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8HalfTile2AVX2 computes half a panel of 8 Q8_0 weight rows times nt*2 quantized activation rows.
+// q8PanelTile1x2AVX2 computes a panel of 16 Q8_0 weight rows times nt*2 quantized activation rows.
 //
 //go:noescape
-func q8HalfTile2AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile1x2AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
-// q8HalfTile3AVX2 computes half a panel of 8 Q8_0 weight rows times nt*3 quantized activation rows.
+// q8PanelTile1x3AVX2 computes a panel of 16 Q8_0 weight rows times nt*3 quantized activation rows.
 //
 //go:noescape
-func q8HalfTile3AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
-
-// q8HalfTile4AVX2 computes half a panel of 8 Q8_0 weight rows times nt*4 quantized activation rows.
-//
-//go:noescape
-func q8HalfTile4AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
+func q8PanelTile1x3AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float32, ldo int, pf int, pfs int, nt int)
 
 // quantQ8VNNI quantizes a row of float32 blocks into the Q8 activation layout.
 //

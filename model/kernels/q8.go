@@ -15,25 +15,24 @@ import (
 // # Layout
 //
 // The weight rows are stored in panels of 16, the way a GEMM packs its
-// operands. Per panel and block of 32 columns, 576 bytes:
-//
-//   - 8 vectors of 64 bytes: in vector k, 32-bit lane l holds bytes
-//     4k..4k+3 of row l's block, the quants biased to uint8 (q+128) so
-//     that they can be VPDPBUSD's unsigned operand;
-//   - the 16 rows' float32 block scales.
-//
-// A panel's blocks follow each other (q8Stride bytes a panel). The last
-// panel is padded with rows of scale 0 and quants 128 (zero).
+// operands. A panel holds, for each block of 32 columns, 512 bytes of
+// quants: 8 vectors of 64 bytes, in vector k 32-bit lane l holding bytes
+// 4k..4k+3 of row l's block, biased to uint8 (q+128) so that they can be
+// VPDPBUSD's unsigned operand. After the quants come the scales: per
+// block 32 bytes, the 16 rows' float16 scales as GGUF stores them, padded
+// to a whole cache line. A panel is q8Stride bytes: 1.0625 bytes a weight,
+// as in the file. The last panel is padded with rows of scale 0 and quants
+// 128 (zero).
 //
 // This serves AVX-512 VNNI: VPDPBUSD multiplies 64 unsigned bytes by 64
 // signed bytes and adds each group of 4 products into one of 16 int32
 // lanes. With a broadcast of 4 activation quants as the signed operand,
 // lane l sums row l: eight VPDPBUSDs make a panel's 16 block sums, which
-// three instructions convert, scale (a vector of the 16 weight scales
-// times the activation's scale) and add into 16 float accumulators. No
-// horizontal sums are needed, and a tile of 2 panels and 6 activation
-// rows keeps 24 sums in registers: 96 VPDPBUSDs per block against 36
-// other vector instructions.
+// three instructions convert, scale (the 16 weight scales, widened once
+// per block and panel, times the activation's scale) and add into 16
+// float accumulators. No horizontal sums are needed, and a tile of 2
+// panels and 6 activation rows keeps 24 sums in registers: 96 VPDPBUSDs
+// per block against 38 other vector instructions.
 //
 // Activations are quantized into a scratch buffer, per row and block 40
 // bytes: the 32 int8 quants, the float32 scale and an int32 correction,
@@ -43,12 +42,15 @@ import (
 // nothing once warm.
 const (
 	q8PanelRows  = 16
-	q8PanelBlock = 576 // bytes per panel and block
-	q8ScaleOff   = 512 // the scales' offset in a panel block
+	q8PanelBlock = 512 // quant bytes per panel and block
+	q8ScaleBlock = 32  // scale bytes per panel and block
 	q8XBlock     = 40  // activation bytes per block
 	q8XScaleOff  = 32
 	q8XCorrOff   = 36
 )
+
+// q8PanelBytes is the size of a panel of rows of nb blocks.
+func q8PanelBytes(nb int) int { return nb*q8PanelBlock + (nb*q8ScaleBlock+63)&^63 }
 
 // q8XBytes is the size of a quantized activation row of cols columns.
 func q8XBytes(cols int) int { return cols / Q8BlockSize * q8XBlock }
@@ -59,10 +61,10 @@ func q8QuantOff(l, e int) int { return e/4*64 + 4*l + e%4 }
 // newQ8Mat allocates an empty Q8_0 matrix (scales 0, quants 128).
 func newQ8Mat(rows, cols int) *Mat {
 	nb := cols / Q8BlockSize
-	m := &Mat{Type: Q8_0, Rows: rows, Cols: cols, q8Panels: (rows + q8PanelRows - 1) / q8PanelRows, q8Stride: nb * q8PanelBlock}
+	m := &Mat{Type: Q8_0, Rows: rows, Cols: cols, q8Panels: (rows + q8PanelRows - 1) / q8PanelRows, q8Stride: q8PanelBytes(nb)}
 	m.q8q = alignedBytes(m.q8Panels * m.q8Stride)
-	for blk := 0; blk < len(m.q8q); blk += q8PanelBlock {
-		q := m.q8q[blk : blk+q8ScaleOff]
+	for p := 0; p < m.q8Panels; p++ {
+		q := m.q8q[p*m.q8Stride:][:nb*q8PanelBlock]
 		for i := range q {
 			q[i] = 0x80
 		}
@@ -70,16 +72,21 @@ func newQ8Mat(rows, cols int) *Mat {
 	return m
 }
 
-// q8Block returns the panel block holding block b of row r, and r's lane.
+// q8Block returns the quants of block b of row r's panel, and r's lane.
 func (m *Mat) q8Block(r, b int) (blk []byte, l int) {
 	off := r/q8PanelRows*m.q8Stride + b*q8PanelBlock
 	return m.q8q[off : off+q8PanelBlock : off+q8PanelBlock], r % q8PanelRows
 }
 
+// q8ScaleAt is the offset in m.q8q of the float16 scale of block b of row r.
+func (m *Mat) q8ScaleAt(r, b int) int {
+	nb := m.Cols / Q8BlockSize
+	return r/q8PanelRows*m.q8Stride + nb*q8PanelBlock + b*q8ScaleBlock + 2*(r%q8PanelRows)
+}
+
 // q8Scale returns the scale of block b of row r.
 func (m *Mat) q8Scale(r, b int) float32 {
-	blk, l := m.q8Block(r, b)
-	return getF32(blk, q8ScaleOff+4*l)
+	return HalfToFloat(binary.LittleEndian.Uint16(m.q8q[m.q8ScaleAt(r, b):]))
 }
 
 func getF32(b []byte, off int) float32 {
@@ -200,7 +207,7 @@ func q8RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 				for e := 0; e < Q8BlockSize; e++ {
 					s += int32(int8(blk[q8QuantOff(l, e)]^0x80)) * int32(int8(xb[e]))
 				}
-				sum += float32(s) * (getF32(blk, q8ScaleOff+4*l) * getF32(xb, q8XScaleOff))
+				sum += float32(s) * (m.q8Scale(r, b) * getF32(xb, q8XScaleOff))
 			}
 			out[j*m.Rows+r] = sum
 		}

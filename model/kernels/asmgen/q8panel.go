@@ -10,23 +10,27 @@ import (
 
 // Q8_0 panel layout (see q8.go in the kernels package for the full story).
 //
-// Weights: rows in panels of 16; per panel and block of 32 columns, 576
-// bytes: 8 vectors of 64 bytes, vector k's 32-bit lane l holding bytes
-// 4k..4k+3 of row l's block, biased to uint8 (q+128), then the 16 rows'
-// float32 block scales. A panel's blocks follow each other.
+// Weights: rows in panels of 16; per panel, nb quant blocks of 512 bytes
+// (block b of 32 columns: 8 vectors of 64 bytes, vector k's 32-bit lane l
+// holding bytes 4k..4k+3 of row l's block, biased to uint8, q+128), then
+// the scales: per block 32 bytes, the 16 rows' float16 scales (as GGUF
+// stores them), padded to a whole line. At block b a panel's scales are
+// at so = 512*nb - 480*b bytes past its quants.
 //
 // Activations: per row and block 40 bytes: the 32 int8 quants, the
 // float32 scale and the int32 correction, -128 times the sum of the
 // quants. A sum that starts from the correction cancels the weights' bias:
 // sum (q_w+128)*q_x - 128*sum q_x = sum q_w*q_x.
 const (
-	panelRows        = 16
-	panelBlockBytes  = 576
-	panelScaleOffset = 512
-	xBlockBytes      = 40
-	xScaleOffset     = 32
-	xCorrOffset      = 36
+	panelBlockBytes = 512
+	scaleBlockBytes = 32
+	xBlockBytes     = 40
+	xScaleOffset    = 32
+	xCorrOffset     = 36
 )
+
+// scaleStep is how far a block moves the scales' offset from the quants.
+const scaleStep = panelBlockBytes - scaleBlockBytes
 
 // Panel tile shapes: at most q8PanelNR activation rows for one or two
 // panels, q8PanelNR4 for four.
@@ -35,7 +39,8 @@ const (
 	q8PanelNR4 = 3
 )
 
-// q8StreamAhead is how far ahead in each of its panels a tile without the
+// q8StreamAhead is how far ahead in each of its panels' quants (and
+// q8StreamAhead/16 in their scales) a tile without the
 // caller's prefetching (a lone tile: 1-6 activation rows, as in decoding
 // and narrow steps) prefetches: 4 blocks. Such a tile streams the weights
 // faster than the core's out-of-order window alone keeps loads in flight
@@ -89,6 +94,8 @@ func q8PanelTileVNNI(mp, nr int) {
 	Label("tile")
 	wr := rowPtrs(Load(Param("w"), GP64()), loadStride("ldw", 0), mp)
 	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nr)
+	so := Load(Param("nb"), GP64())
+	SHLQ(U8(9), so) // the scales, 512*nb bytes past the quants
 	acc := make([][]reg.VecVirtual, mp)
 	isum := make([][]reg.VecVirtual, mp)
 	for i := range acc {
@@ -142,10 +149,10 @@ func q8PanelTileVNNI(mp, nr int) {
 				prefetch()
 			}
 			for i := 0; i < mp && dist > 0 && !pf; i++ {
-				PREFETCHT0(Mem{Base: wr[i], Disp: dist + panelScaleOffset})
+				PREFETCHT0(Mem{Base: wr[i], Index: so, Scale: 1, Disp: dist / 16})
 			}
 			for i := 0; i < mp; i++ {
-				VMOVUPS(Mem{Base: wr[i], Disp: panelScaleOffset}, wv[i])
+				VCVTPH2PS(Mem{Base: wr[i], Index: so, Scale: 1}, wv[i])
 			}
 			for j := 0; j < nr; j++ {
 				for i := 0; i < mp; i++ {
@@ -157,6 +164,7 @@ func q8PanelTileVNNI(mp, nr int) {
 			for _, p := range wr {
 				ADDQ(U32(panelBlockBytes), p)
 			}
+			SUBQ(U32(scaleStep), so)
 			for _, p := range xr {
 				ADDQ(U32(xBlockBytes), p)
 			}
@@ -192,31 +200,29 @@ func genQ8() {
 			q8PanelTileVNNI(mp, nr)
 		}
 	}
-	for nr := 1; nr <= q8HalfNRAVX2; nr++ {
-		q8HalfTileAVX2(nr)
+	for nr := 1; nr <= q8NRAVX2; nr++ {
+		q8PanelTileAVX2(nr)
 	}
 	quantQ8VNNI()
 }
 
-// q8HalfNRAVX2 is the most activation rows of an AVX2 tile.
-const q8HalfNRAVX2 = 4
+// q8NRAVX2 is the most activation rows of an AVX2 tile.
+const q8NRAVX2 = 3
 
 var avx2Consts Mem
 var avx2ConstsDone bool
 
-// q8HalfTileAVX2 generates q8HalfTile{nr}AVX2, q8PanelTile for AVX2 on
-// half a panel: the caller passes w at a panel plus 0 or 32 bytes (rows
-// 0-7 or 8-15, whose quants and scales are the low or high 32 bytes of
-// each 64) and out at the half's first row. ldw is unused; pf and pfs are
-// ignored. Without VPDPBUSD it uses the sign trick, |w| unsigned times
+// q8PanelTileAVX2 generates q8PanelTile1x{nr}AVX2, q8PanelTile for AVX2
+// on one panel, as two halves of 8 rows (the low and high 32 bytes of each
+// 64). Without VPDPBUSD it uses the sign trick, |w| unsigned times
 // sign(w)*x signed with VPMADDUBSW and VPMADDWD, on the unbiased weights
 // (the biased ones would overflow VPMADDUBSW's int16 sums), so the sums
-// start from zero.
-func q8HalfTileAVX2(nr int) {
-	name := fmt.Sprintf("q8HalfTile%dAVX2", nr)
+// start from zero. ldw, pf and pfs are ignored.
+func q8PanelTileAVX2(nr int) {
+	name := fmt.Sprintf("q8PanelTile1x%dAVX2", nr)
 	TEXT(name, NOSPLIT, q8PanelSig)
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes half a panel of 8 Q8_0 weight rows times nt*%d quantized activation rows.", name, nr))
+	Doc(fmt.Sprintf("%s computes a panel of 16 Q8_0 weight rows times nt*%d quantized activation rows.", name, nr))
 	if !avx2ConstsDone {
 		// 32 bytes of 0x80, then 16 int16 ones.
 		avx2Consts = GLOBL("q8avx2consts", RODATA|NOPTR)
@@ -233,36 +239,49 @@ func q8HalfTileAVX2(nr int) {
 	Label("tile")
 	w := Load(Param("w"), GP64())
 	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nr)
-	acc, isum := make([]reg.VecVirtual, nr), make([]reg.VecVirtual, nr)
-	for j := range acc {
-		acc[j], isum[j] = YMM(), YMM()
-		VXORPS(acc[j], acc[j], acc[j])
+	so := Load(Param("nb"), GP64())
+	SHLQ(U8(9), so)
+	var acc, isum [2][]reg.VecVirtual // by half
+	for h := range acc {
+		acc[h], isum[h] = make([]reg.VecVirtual, nr), make([]reg.VecVirtual, nr)
+		for j := 0; j < nr; j++ {
+			acc[h][j], isum[h][j] = YMM(), YMM()
+			VXORPS(acc[h][j], acc[h][j], acc[h][j])
+		}
 	}
 	ws, aw, t := YMM(), YMM(), YMM()
 	n := Load(Param("nb"), GP64())
 	countLoop("blk", n, func() {
-		for j := range isum {
-			VPXOR(isum[j], isum[j], isum[j])
-		}
-		for k := 0; k < 8; k++ {
-			VMOVDQU(Mem{Base: w, Disp: 64 * k}, ws)
-			VPXOR(Mem{Base: cst}, ws, ws) // remove the +128 bias
-			VPABSB(ws, aw)
-			for j := 0; j < nr; j++ {
-				VPBROADCASTD(Mem{Base: xr[j], Disp: 4 * k}, t)
-				VPSIGNB(ws, t, t)
-				VPMADDUBSW(t, aw, t)
-				VPMADDWD(Mem{Base: cst, Disp: 32}, t, t)
-				VPADDD(t, isum[j], isum[j])
+		for h := range isum {
+			for j := range isum[h] {
+				VPXOR(isum[h][j], isum[h][j], isum[h][j])
 			}
 		}
-		for j := 0; j < nr; j++ {
-			VCVTDQ2PS(isum[j], isum[j])
-			VBROADCASTSS(Mem{Base: xr[j], Disp: xScaleOffset}, t)
-			VMULPS(Mem{Base: w, Disp: panelScaleOffset}, t, t)
-			VFMADD231PS(t, isum[j], acc[j])
+		for k := 0; k < 8; k++ {
+			for h := 0; h < 2; h++ {
+				VMOVDQU(Mem{Base: w, Disp: 64*k + 32*h}, ws)
+				VPXOR(Mem{Base: cst}, ws, ws) // remove the +128 bias
+				VPABSB(ws, aw)
+				for j := 0; j < nr; j++ {
+					VPBROADCASTD(Mem{Base: xr[j], Disp: 4 * k}, t)
+					VPSIGNB(ws, t, t)
+					VPMADDUBSW(t, aw, t)
+					VPMADDWD(Mem{Base: cst, Disp: 32}, t, t)
+					VPADDD(t, isum[h][j], isum[h][j])
+				}
+			}
+		}
+		for h := 0; h < 2; h++ {
+			VCVTPH2PS(Mem{Base: w, Index: so, Scale: 1, Disp: 16 * h}, ws) // 8 scales
+			for j := 0; j < nr; j++ {
+				VCVTDQ2PS(isum[h][j], isum[h][j])
+				VBROADCASTSS(Mem{Base: xr[j], Disp: xScaleOffset}, t)
+				VMULPS(ws, t, t)
+				VFMADD231PS(t, isum[h][j], acc[h][j])
+			}
 		}
 		ADDQ(U32(panelBlockBytes), w)
+		SUBQ(U32(scaleStep), so)
 		for _, p := range xr {
 			ADDQ(U32(xBlockBytes), p)
 		}
@@ -270,7 +289,8 @@ func q8HalfTileAVX2(nr int) {
 	outp := Load(Param("out"), GP64())
 	ldo := loadStride("ldo", 2)
 	for j := 0; j < nr; j++ {
-		VMOVUPS(acc[j], Mem{Base: outp})
+		VMOVUPS(acc[0][j], Mem{Base: outp})
+		VMOVUPS(acc[1][j], Mem{Base: outp, Disp: 32})
 		if j+1 < nr {
 			ADDQ(ldo, outp)
 		}
