@@ -40,9 +40,9 @@ const (
 )
 
 // q8StreamAhead is how far ahead in each of its panels' quants (and
-// q8StreamAhead/16 in their scales) a tile without the
-// caller's prefetching (a lone tile: 1-6 activation rows, as in decoding
-// and narrow steps) prefetches: 4 blocks. Such a tile streams the weights
+// q8StreamAhead/16 in their scales) a tile without the caller's
+// prefetching (a lone tile: 1-6 activation rows, as in decoding and narrow
+// steps) prefetches: 4 blocks. Such a tile streams the weights
 // faster than the core's out-of-order window alone keeps loads in flight
 // for. On one core, a 768x2048 product with 2 or 3 rows takes about 10%
 // less time from DRAM (2 and 8 blocks ahead did worse; 16 worse than
