@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/entropix-search/entropix-search/kvcache"
@@ -317,5 +318,11 @@ func TestDefaultKVType(t *testing.T) {
 		if _, err := m.KVType("q4"); err == nil {
 			t.Errorf("KVType(q4) accepted")
 		}
+	}
+	if _, auto, err := model.ParseKVType("Auto"); !auto || err != nil {
+		t.Errorf("ParseKVType(Auto) = auto %v, %v", auto, err)
+	}
+	if _, _, err := model.ParseKVType("q4"); err == nil || !strings.Contains(err.Error(), "auto") {
+		t.Errorf("ParseKVType(q4): %v, want an error naming auto", err)
 	}
 }

@@ -98,13 +98,29 @@ func (m *Model) DefaultKVType() kvcache.DType {
 	return kvcache.F32
 }
 
-// KVType resolves a KV cache type name: "f32", "f16" or "auto"
-// (DefaultKVType).
-func (m *Model) KVType(name string) (kvcache.DType, error) {
+// ParseKVType reads a KV cache type name as the commands take it: "f32",
+// "f16" (kvcache.ParseDType) or "auto" (any case), which only a loaded
+// model can resolve (Model.KVType). Commands call it to reject a bad name
+// before loading the model.
+func ParseKVType(name string) (t kvcache.DType, auto bool, err error) {
 	if strings.EqualFold(name, "auto") {
+		return 0, true, nil
+	}
+	t, err = kvcache.ParseDType(name)
+	if err != nil {
+		err = fmt.Errorf("%w (or auto)", err)
+	}
+	return t, false, err
+}
+
+// KVType resolves a KV cache type name (ParseKVType); "auto" is
+// DefaultKVType.
+func (m *Model) KVType(name string) (kvcache.DType, error) {
+	t, auto, err := ParseKVType(name)
+	if auto {
 		return m.DefaultKVType(), nil
 	}
-	return kvcache.ParseDType(name)
+	return t, err
 }
 
 func (m *Model) NewCache(maxTokens, blockSize int, dtype kvcache.DType) (*kvcache.Pool, error) {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/entropix-search/entropix-search/bench"
 	"github.com/entropix-search/entropix-search/engine"
-	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/policy"
@@ -86,10 +85,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *maxTokens < 0 || *limit < 0 || *threads < 0 {
 		return usagef("-max-tokens, -limit and -threads must be >= 0")
 	}
-	if !strings.EqualFold(*kvName, "auto") {
-		if _, err := kvcache.ParseDType(*kvName); err != nil {
-			return usagef("-kv: %v (or auto)", err)
-		}
+	if _, _, err := model.ParseKVType(*kvName); err != nil {
+		return usagef("-kv: %v", err)
 	}
 	if *maxWidth < 1 || *maxWidth > policy.MaxForkWidth {
 		return usagef("-max-width %d outside [1, %d]", *maxWidth, policy.MaxForkWidth)

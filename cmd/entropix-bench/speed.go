@@ -88,10 +88,8 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if !strings.EqualFold(*kvName, "auto") {
-		if _, err := kvcache.ParseDType(*kvName); err != nil {
-			return usagef("-kv: %v (or auto)", err)
-		}
+	if _, _, err := model.ParseKVType(*kvName); err != nil {
+		return usagef("-kv: %v", err)
 	}
 	cfg := bench.DefaultSpeedConfig()
 	if *quick {

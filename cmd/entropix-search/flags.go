@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/entropix-search/entropix-search/engine"
-	"github.com/entropix-search/entropix-search/kvcache"
+	"github.com/entropix-search/entropix-search/model"
 )
 
 // config is the parsed command line.
@@ -134,10 +134,8 @@ func (c *config) check() error {
 	set(c.cot != 0, "--cot-decoding", engine.CoTDecoding)
 	set(c.adaptive, "--beam-adaptive", engine.BeamAdaptive)
 	var errs []error
-	if !strings.EqualFold(c.kvType, "auto") {
-		if _, err := kvcache.ParseDType(c.kvType); err != nil {
-			errs = append(errs, fmt.Errorf("--kv-type: %w (or auto)", err))
-		}
+	if _, _, err := model.ParseKVType(c.kvType); err != nil {
+		errs = append(errs, fmt.Errorf("--kv-type: %w", err))
 	}
 	if len(modes) > 1 {
 		errs = append(errs, fmt.Errorf("choose one mode, not %s", strings.Join(modes, " and ")))
