@@ -43,6 +43,44 @@ func TestPoolRun(t *testing.T) {
 	}
 }
 
+// TestPoolSteal slows the iterations of the first thread's part, so that
+// the other threads finish theirs first and steal from it, and checks
+// that each iteration still runs once.
+func TestPoolSteal(t *testing.T) {
+	p := NewPool(3)
+	defer p.Close()
+	const n = 300
+	for range 10 {
+		seen := make([]atomic.Int32, n)
+		var slowDone atomic.Int32
+		p.Run(n, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				seen[i].Add(1)
+				if i < n/3 {
+					runtime.Gosched() // the part of thread 0 is slow
+					slowDone.Add(1)
+				}
+			}
+		})
+		for i := range seen {
+			if c := seen[i].Load(); c != 1 {
+				t.Fatalf("index %d visited %d times", i, c)
+			}
+		}
+		if slowDone.Load() != n/3 {
+			t.Fatalf("slow part: %d of %d iterations", slowDone.Load(), n/3)
+		}
+	}
+}
+
+func TestSpanPacking(t *testing.T) {
+	for _, c := range [][2]int{{0, 0}, {0, 1}, {5, 9}, {1<<31 - 2, 1<<31 - 1}} {
+		if lo, hi := unpackSpan(packSpan(c[0], c[1])); lo != c[0] || hi != c[1] {
+			t.Errorf("span %v round-trips to [%d,%d)", c, lo, hi)
+		}
+	}
+}
+
 func TestPoolConcurrentAndNested(t *testing.T) {
 	p := NewPool(3)
 	defer p.Close()
