@@ -116,6 +116,15 @@ func scale(x []float32, a float32) {
 	scaleAVX512(&x[0], len(x), a)
 }
 
+func normScale(out, x, w []float32, a float32) {
+	if f32Level != levelAVX512 {
+		normScaleGo(out, x, w, a)
+		return
+	}
+	_, _ = out[len(x)-1], w[len(x)-1]
+	normScaleAVX512(&out[0], &x[0], &w[0], len(x), a)
+}
+
 func swiGLU(h, g []float32) {
 	if f32Level != levelAVX512 {
 		swiGLUGo(h, g)

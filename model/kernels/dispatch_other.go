@@ -30,6 +30,8 @@ func dotStrided(out, q, k []float32, stride int) { dotStridedGo(out, q, k, strid
 
 func scale(x []float32, a float32) { scaleGo(x, a) }
 
+func normScale(out, x, w []float32, a float32) { normScaleGo(out, x, w, a) }
+
 // The attention kernels, for float32 and F16 keys and values.
 
 func scoresT[E float32 | uint16](out, q []float32, kt []E, bs int) { scoresTGo(out, q, kt, bs) }

@@ -123,6 +123,14 @@ func scoresTGo[E float32 | uint16](out, q []float32, kt []E, bs int) {
 	}
 }
 
+// normScaleGo is RMSNorm's second pass: out[i] = w[i] * (a * x[i]).
+func normScaleGo(out, x, w []float32, a float32) {
+	out, w = out[:len(x)], w[:len(x)]
+	for i, v := range x {
+		out[i] = w[i] * (a * v)
+	}
+}
+
 func scaleGo(x []float32, a float32) {
 	for i := range x {
 		x[i] *= a

@@ -373,6 +373,26 @@ func TestVectorOps(t *testing.T) {
 			t.Fatalf("RMSNorm[%d] = %g, want %g", i, out[i], want)
 		}
 	}
+	// Every level computes what the Go loop does, bit for bit (the norm
+	// itself rests on Dot, which the levels may sum in other orders).
+	for _, n := range []int{1, 15, 16, 17, 77, 768} {
+		x, w := randVec(r, n), randVec(r, n)
+		want := make([]float32, n)
+		normScaleGo(want, x, w, 0.731)
+		for _, l := range f32Levels() {
+			got := make([]float32, n+1)
+			got[n] = 42
+			withLevels(t, l, q8Level, func() { normScale(got[:n], x, w, 0.731) })
+			if got[n] != 42 {
+				t.Errorf("%v: normScale(%d) wrote past its end", l, n)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v: normScale(%d)[%d] = %g, want %g", l, n, i, got[i], want[i])
+				}
+			}
+		}
+	}
 
 }
 

@@ -108,11 +108,7 @@ func RMSNorm(out, x, w []float32, eps float32) {
 	ss := Dot(x, x)
 	ss = ss/float32(len(x)) + eps
 	inv := float32(1 / math.Sqrt(float64(ss)))
-	out = out[:len(x)]
-	w = w[:len(x)]
-	for i, v := range x {
-		out[i] = w[i] * (inv * v)
-	}
+	normScale(out[:len(x)], x, w[:len(x)], inv)
 }
 
 // Softmax turns x into probabilities in place (max-subtracted for stability).

@@ -437,6 +437,45 @@ done:
 	VZEROUPPER
 	RET
 
+// func normScaleAVX512(out *float32, x *float32, w *float32, n int, a float32)
+// Requires: AVX, AVX512F, BMI2, SSE
+TEXT ·normScaleAVX512(SB), NOSPLIT, $0-36
+	MOVQ         out+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         n+24(FP), BX
+	MOVSS        a+32(FP), X0
+	VBROADCASTSS X0, Z0
+	XORQ         SI, SI
+	MOVQ         BX, DI
+	ANDQ         $-16, DI
+	SHLQ         $0x02, DI
+
+loop:
+	CMPQ    SI, DI
+	JAE     tail
+	VMULPS  (CX)(SI*1), Z0, Z1
+	VMULPS  (DX)(SI*1), Z1, Z1
+	VMOVUPS Z1, (AX)(SI*1)
+	ADDQ    $0x40, SI
+	JMP     loop
+
+tail:
+	ANDQ      $0x0f, BX
+	JZ        done
+	MOVQ      $-1, DI
+	BZHIQ     BX, DI, DI
+	KMOVW     DI, K1
+	VMOVUPS.Z (CX)(SI*1), K1, Z1
+	VMOVUPS.Z (DX)(SI*1), K1, Z2
+	VMULPS    Z1, Z0, Z1
+	VMULPS    Z2, Z1, Z1
+	VMOVUPS   Z1, K1, (AX)(SI*1)
+
+done:
+	VZEROUPPER
+	RET
+
 // func siluMulAVX512(h *float32, gate *float32, n int)
 // Requires: AVX, AVX512DQ, AVX512F, BMI2
 TEXT ·siluMulAVX512(SB), NOSPLIT, $0-24

@@ -39,6 +39,11 @@ func expSubSumAVX512(x *float32, n int, m float32) float32
 //go:noescape
 func scaleAVX512(x *float32, n int, a float32)
 
+// normScaleAVX512 sets out[i] = w[i] * (a * x[i]) for i < n.
+//
+//go:noescape
+func normScaleAVX512(out *float32, x *float32, w *float32, n int, a float32)
+
 // siluMulAVX512 sets h[i] = silu(h[i]) * g[i] for i < n.
 //
 //go:noescape
