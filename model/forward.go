@@ -276,8 +276,9 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 	for l := range w.Layers {
 		lw := &w.Layers[l]
 
-		// Attention: norm, q/k/v projections, RoPE, cache write.
-		r.rowWork(rowTask{r: r, norm: lw.AttnNorm}, n)
+		// Attention: the previous layer's residual, norm, q/k/v
+		// projections, RoPE, cache write.
+		r.rowWork(rowTask{r: r, norm: lw.AttnNorm, residual: l > 0}, n)
 		matMuls([]*kernels.Mat{lw.Wq, lw.Wk, lw.Wv}, [][]float32{r.q, r.k, r.v}, r.xb, n)
 		// Bias, RoPE and the cache write of every row; then the sealing
 		// of the blocks this step fills; then attention over each row's
@@ -297,25 +298,25 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 		kernels.ParallelTask(len(r.chunks)*c.KVHeads, t)
 		*t = layerTask{} // drop the references
 
-		// Output projection and residual.
+		// Output projection; its residual and the SwiGLU feed-forward.
 		lw.Wo.MatMul(r.xb, r.ao, n)
-		kernels.Add(r.x[:n*dim], r.xb[:n*dim])
-
-		// SwiGLU feed-forward and residual.
-		r.rowWork(rowTask{r: r, norm: lw.FFNNorm}, n)
+		r.rowWork(rowTask{r: r, norm: lw.FFNNorm, residual: true}, n)
 		matMuls([]*kernels.Mat{lw.W1, lw.W3}, [][]float32{r.hb, r.hb2}, r.xb, n)
 		r.rowWork(rowTask{r: r}, n) // SwiGLU
-		lw.W2.MatMul(r.xb, r.hb, n)
-		kernels.Add(r.x[:n*dim], r.xb[:n*dim])
+		lw.W2.MatMul(r.xb, r.hb, n) // its residual goes with the next norm
 	}
 
-	// Final norm and classifier, only for rows that want logits.
+	// The last residual, final norm and classifier, only for rows that
+	// want logits. Row nl <= i of r.xb is free by the time row i's norm
+	// goes there.
 	nl := 0
 	for i, row := range rows {
 		if row.NoLogits {
 			continue
 		}
-		kernels.RMSNorm(r.xb[nl*dim:(nl+1)*dim], r.x[i*dim:(i+1)*dim], w.OutputNorm, c.NormEps)
+		x := r.x[i*dim : (i+1)*dim]
+		kernels.Add(x, r.xb[i*dim:(i+1)*dim])
+		kernels.RMSNorm(r.xb[nl*dim:(nl+1)*dim], x, w.OutputNorm, c.NormEps)
 		nl++
 	}
 	if nl > 0 {
@@ -374,12 +375,16 @@ type layerTask struct {
 
 // rowTask is per-row work between a layer's products, for
 // kernels.ParallelTask: the RMSNorm of rows of r.x into r.xb with weights
-// norm, or (norm nil) the SwiGLU of r.hb by r.hb2. From parallelRows rows
-// it is worth a hand-off to the threads: done on the calling goroutine, it
-// left the others idle for some 10% of a 16-branch stories110M Q8_0 step.
+// norm, after adding r.xb (the last product's output) into r.x if
+// residual is set; or (norm nil) the SwiGLU of r.hb by r.hb2. From
+// parallelRows rows it is worth a hand-off to the threads: done on the
+// calling goroutine, it left the others idle for some 10% of a 16-branch
+// stories110M Q8_0 step (and so did the residual adds, until they moved
+// into the norms).
 type rowTask struct {
-	r    *Runner
-	norm []float32
+	r        *Runner
+	norm     []float32
+	residual bool
 }
 
 func (t *rowTask) Run(lo, hi int) {
@@ -387,7 +392,11 @@ func (t *rowTask) Run(lo, hi int) {
 	if t.norm != nil {
 		dim := c.Dim
 		for i := lo; i < hi; i++ {
-			kernels.RMSNorm(r.xb[i*dim:(i+1)*dim], r.x[i*dim:(i+1)*dim], t.norm, c.NormEps)
+			x, xb := r.x[i*dim:(i+1)*dim], r.xb[i*dim:(i+1)*dim]
+			if t.residual {
+				kernels.Add(x, xb)
+			}
+			kernels.RMSNorm(xb, x, t.norm, c.NormEps)
 		}
 		return
 	}
