@@ -71,7 +71,13 @@ const q8PanelSig = "func(w *uint8, ldw int, x *byte, ldx int, nb int, out *float
 // Prefetch: with pfs != 0 the kernel prefetches mp lines per step, nine
 // steps a block (one per line it reads), at w+pf, w+pf+pfs, ... (w at
 // entry), so that the caller can spread the lines of the panels it will
-// need next over the tiles of these. With pfs == 0 a second copy of the
+// need next over the tiles of these. Two-panel tiles walk that range as
+// two streams, from its start and its middle, both pfs a step: with one
+// stream a core drew only about 10 GB/s from DRAM, as if too few lines
+// were in flight (768x2048 with 16 rows on one core, weights from
+// DRAM: 142-147 -> 172-178 GMAC/s; 2048x768: 153-156 -> 167-171; a
+// stories110M Q8_0 16-branch step's products 4-5% faster; four streams
+// did no better). With pfs == 0 a second copy of the
 // loops prefetches, in tiles of two or four panels, each panel's own
 // stream q8StreamAhead bytes ahead instead, and in one-panel tiles
 // nothing.
@@ -91,6 +97,16 @@ func q8PanelTileVNNI(mp, nr int) {
 	pa, pfs := GP64(), Load(Param("pfs"), GP64())
 	Load(Param("pf"), pa)
 	ADDQ(Load(Param("w"), GP64()), pa)
+	var q reg.Register
+	if mp == 2 {
+		// The second stream's offset, half of the call's range:
+		// q = pfs * 9 * nb * nt.
+		q = GP64()
+		Load(Param("nb"), q)
+		IMULQ(pfs, q)
+		IMULQ(Load(Param("nt"), GP64()), q)
+		IMUL3Q(U8(9), q, q)
+	}
 	Label("tile")
 	wr := rowPtrs(Load(Param("w"), GP64()), loadStride("ldw", 0), mp)
 	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nr)
@@ -114,6 +130,12 @@ func q8PanelTileVNNI(mp, nr int) {
 	xb, sc := ZMM(), ZMM()
 
 	prefetch := func() {
+		if mp == 2 {
+			PREFETCHT0(Mem{Base: pa})
+			PREFETCHT0(Mem{Base: pa, Index: q, Scale: 1})
+			ADDQ(pfs, pa)
+			return
+		}
 		for i := 0; i < mp; i++ {
 			PREFETCHT0(Mem{Base: pa})
 			ADDQ(pfs, pa)
