@@ -79,7 +79,8 @@ func BenchmarkAccessors(b *testing.B) {
 	for b.Loop() {
 		for pos := range s.Len() {
 			p.WriteKV(s, 2, pos, k, v)
-			sum += p.V(s, 2, pos)[1]
+			p.ReadV(s, 2, pos, v)
+			sum += v[1]
 		}
 		for i := range p.Blocks(s) {
 			sum += p.KeyBlock(s, 2, i)[0] + p.ValueBlock(s, 2, i)[1]

@@ -70,11 +70,12 @@ func TestConcurrentForwardStep(t *testing.T) {
 		for r := range 2 {
 			wg.Go(func() {
 				var sum float32
-				key := make([]float32, kvDim)
+				key, val := make([]float32, kvDim), make([]float32, kvDim)
 				for l := range layers {
 					for pos := range root.Len() {
 						p.ReadK(root, l, pos, key)
-						sum += key[0] + p.V(root, l, pos)[kvDim-1]
+						p.ReadV(root, l, pos, val)
+						sum += key[0] + val[kvDim-1]
 					}
 				}
 				sums[branches+r] += sum

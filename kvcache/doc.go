@@ -42,11 +42,14 @@
 // elements are float32 in an F32 pool and IEEE binary16 ([]uint16) in an
 // F16 one ([Config.DType]), which halves the memory and the bytes
 // attention reads; writes round to nearest even, and the forward pass's
-// F16 kernels widen on load (kernels.ScoresTF16 and friends). The values
-// are position-major, [slot][KVDim], as attention's weighted sum wants
-// them (one broadcast probability times a row of values). The keys are
-// stored head by head, one run of HeadDim*BlockSize floats per kv head, and
-// each run is in one of two layouts:
+// F16 kernels widen on load (kernels.ScoresTF16 and friends). Keys and
+// values are stored head by head, one run of HeadDim*BlockSize floats per
+// kv head, so that attention, which goes head by head, reads contiguous
+// runs (position-major values, [slot][KVDim], put a head's rows KVDim
+// apart: a 16-branch step with 32 private positions a branch spent 5%
+// more in attention). A value run is [slot][HeadDim], as attention's
+// weighted sum wants it (one broadcast probability times a row of
+// values). A key run is in one of two layouts:
 //
 //   - staged, [slot][HeadDim]: as positions are written ([Pool.WriteKV]
 //     copies a head's key into one contiguous row);
@@ -73,7 +76,7 @@
 // must be called from one goroutine at a time (the engine calls them between
 // forward steps). During a forward step, any number of goroutines may call
 // the accessors [Pool.WriteKV], [Pool.Seal],
-// [Pool.ReadK], [Pool.ReadV], [Pool.V], [Pool.KeyBlock], [Pool.KeyBlockF16],
+// [Pool.ReadK], [Pool.ReadV], [Pool.KeyBlock], [Pool.KeyBlockF16],
 // [Pool.KeySealed], [Pool.ValueBlock], [Pool.ValueBlockF16], [Pool.BlockID],
 // [Pool.Owned], [Pool.Blocks] and
 // [Seq.Len] concurrently: they only read pool and sequence metadata (Seal

@@ -63,7 +63,7 @@ func TestF16Storage(t *testing.T) {
 		for b := range p.Blocks(s) {
 			kb, vb := p.KeyBlockF16(s, l, b), p.ValueBlockF16(s, l, b)
 			n := min(bs, s.Len()-b*bs)
-			if len(kb) != bs*kvDim || len(vb) != n*kvDim {
+			if len(kb) != bs*kvDim || len(vb) != bs*kvDim {
 				t.Fatalf("layer %d block %d: %d keys, %d values", l, b, len(kb), len(vb))
 			}
 			for slot := range n {
@@ -77,7 +77,7 @@ func TestF16Storage(t *testing.T) {
 					if got, want := kernels.HalfToFloat(kb[idx]), roundF16(val(l, pos, j, false)); got != want {
 						t.Fatalf("layer %d block %d slot %d dim %d: key %g, want %g", l, b, slot, j, got, want)
 					}
-					if got, want := kernels.HalfToFloat(vb[slot*kvDim+j]), roundF16(val(l, pos, j, true)); got != want {
+					if got, want := kernels.HalfToFloat(vb[h*hd*bs+slot*hd+d]), roundF16(val(l, pos, j, true)); got != want {
 						t.Fatalf("layer %d block %d slot %d dim %d: value %g, want %g", l, b, slot, j, got, want)
 					}
 				}
@@ -143,7 +143,6 @@ func TestDTypes(t *testing.T) {
 	grow(t, p16, s16, 2, 0)
 	mustPanic(t, "KeyBlock of an F16 pool", func() { p16.KeyBlock(s16, 0, 0) })
 	mustPanic(t, "ValueBlock of an F16 pool", func() { p16.ValueBlock(s16, 0, 0) })
-	mustPanic(t, "V of an F16 pool", func() { p16.V(s16, 0, 0) })
 	mustPanic(t, "KeyBlockF16 of an F32 pool", func() { p32.KeyBlockF16(s32, 0, 0) })
 	mustPanic(t, "ValueBlockF16 of an F32 pool", func() { p32.ValueBlockF16(s32, 0, 0) })
 	mustPanic(t, "ReadV short dst", func() { p16.ReadV(s16, 0, 0, make([]float32, 3)) })

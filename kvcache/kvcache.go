@@ -338,7 +338,7 @@ func (p *Pool) Append(s *Seq) (pos int, err error) {
 type elem interface{ float32 | uint16 }
 
 // clearSlot zeroes slot of block b (block id) in every layer: each kv
-// head's key in its layout, and the value row.
+// head's key in its layout, and its value.
 func clearSlot[E elem](p *Pool, b []E, id int32, slot int) {
 	run := p.headDim * p.blockSize
 	for l := range p.layers {
@@ -353,14 +353,16 @@ func clearSlot[E elem](p *Pool, b []E, id int32, slot int) {
 				clear(hb[slot*p.headDim:][:p.headDim])
 			}
 		}
-		clear(b[base+p.blockSize*p.kvDim+slot*p.kvDim:][:p.kvDim])
+		for h := range p.heads {
+			clear(b[base+p.blockSize*p.kvDim+h*run+slot*p.headDim:][:p.headDim])
+		}
 	}
 }
 
 // copyBlock copies into block dst what the first used slots of block src
 // hold, with src's sealing: for each layer and kv head a sealed run whole
 // (its used slots are spread over every row) or the used rows of a staged
-// one, and the used value rows.
+// one, and each head's used value rows.
 func (p *Pool) copyBlock(dst, src int32, used int) {
 	if p.dtype == F16 {
 		copyUsed(p, p.f16[dst], p.f16[src], dst, src, used)
@@ -382,8 +384,10 @@ func copyUsed[E elem](p *Pool, d, sb []E, dst, src int32, used int) {
 			copy(d[off:off+n], sb[off:off+n])
 			p.sealed[p.sealIndex(dst, l, h)] = p.sealed[i]
 		}
-		v := base + p.blockSize*p.kvDim
-		copy(d[v:v+used*p.kvDim], sb[v:v+used*p.kvDim])
+		for h := range p.heads {
+			v := base + p.blockSize*p.kvDim + h*run
+			copy(d[v:v+used*p.headDim], sb[v:v+used*p.headDim])
+		}
 	}
 }
 
@@ -470,7 +474,10 @@ func writeKV[E elem](p *Pool, b []E, id int32, l, slot int, k, v []float32, conv
 			col[i*bs] = one(f)
 		}
 	}
-	conv(b[bs*p.kvDim+slot*p.kvDim:][:p.kvDim], v)
+	vals := b[bs*p.kvDim:]
+	for h := range p.heads {
+		conv(vals[h*hd*bs+slot*hd:][:hd], v[h*hd:(h+1)*hd])
+	}
 }
 
 // ReadK copies the key (KVDim floats) of layer l at position pos of s into
@@ -513,24 +520,16 @@ func (p *Pool) ReadV(s *Seq, l, pos int, dst []float32) {
 		panic(fmt.Sprintf("kvcache: ReadV into %d floats, want KVDim = %d", len(dst), p.kvDim))
 	}
 	off, slot := p.slotOf(s, l, pos)
-	off += p.blockSize*p.kvDim + slot*p.kvDim
 	id := s.table[pos/p.blockSize]
-	if p.dtype == F16 {
-		kernels.FromHalf(dst[:p.kvDim], p.f16[id][off:off+p.kvDim])
-	} else {
-		copy(dst[:p.kvDim], p.f32[id][off:off+p.kvDim])
+	hd, run := p.headDim, p.headDim*p.blockSize
+	for h := range p.heads {
+		o := off + p.blockSize*p.kvDim + h*run + slot*hd
+		if p.dtype == F16 {
+			kernels.FromHalf(dst[h*hd:(h+1)*hd], p.f16[id][o:o+hd])
+		} else {
+			copy(dst[h*hd:(h+1)*hd], p.f32[id][o:o+hd])
+		}
 	}
-}
-
-// V returns the value vector (KVDim floats) of layer l at position pos of
-// s, which must satisfy 0 <= l < Layers and 0 <= pos < s.Len(), in an F32
-// pool (it panics in an F16 one; see [Pool.ReadV]). The slice aliases the
-// cache: writing it is allowed only when [Pool.Owned](s, pos).
-func (p *Pool) V(s *Seq, l, pos int) []float32 {
-	off, slot := p.slotOf(s, l, pos)
-	p.want(F32, "V")
-	off += p.blockSize*p.kvDim + slot*p.kvDim
-	return p.f32[s.table[pos/p.blockSize]][off : off+p.kvDim : off+p.kvDim]
 }
 
 // want panics unless the pool stores t.
@@ -650,11 +649,12 @@ func transposeInPlace[E elem](x []E, rows, cols int, scratch *sync.Pool) {
 // Scratch buffers of Seal's transposition, by element type.
 var scratch32, scratch16 sync.Pool
 
-// ValueBlock returns the values of layer l for the positions of block i of
-// s, [i*BlockSize, min((i+1)*BlockSize, s.Len())), contiguous and
-// position-major (each position KVDim floats). 0 <= i < Blocks(s) is
-// required. ValueBlock is for F32 pools (it panics in an F16 one);
-// [Pool.ValueBlockF16] is the same for F16.
+// ValueBlock returns the values of layer l in block i of s: BlockSize*KVDim
+// floats, head by head, kv head h's a run of BlockSize rows of HeadDim
+// floats at h*BlockSize*HeadDim (as the keys' staged layout); the slots
+// of positions [i*BlockSize, min((i+1)*BlockSize, s.Len())) are written.
+// 0 <= i < Blocks(s) is required. ValueBlock is for F32 pools (it panics
+// in an F16 one); [Pool.ValueBlockF16] is the same for F16.
 func (p *Pool) ValueBlock(s *Seq, l, i int) []float32 {
 	off, end := p.valueRange(s, l, i)
 	p.want(F32, "ValueBlock")
@@ -673,9 +673,8 @@ func (p *Pool) valueRange(s *Seq, l, i int) (off, end int) {
 	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) {
 		p.badIndex(s, l, i, "block")
 	}
-	n := min(p.blockSize, s.n-i*p.blockSize)
 	off = (2*l + 1) * p.blockSize * p.kvDim
-	return off, off + n*p.kvDim
+	return off, off + p.blockSize*p.kvDim
 }
 
 // Stats returns a snapshot of the pool's counters.

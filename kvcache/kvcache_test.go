@@ -424,7 +424,7 @@ func TestMisusePanics(t *testing.T) {
 	mustPanic(t, "ReadK from another pool", func() { q.ReadK(s, 0, 0, k) })
 	mustPanic(t, "ReadK past Len", func() { p.ReadK(s, 0, 5, k) })
 	mustPanic(t, "ReadK short dst", func() { p.ReadK(s, 0, 0, k[:3]) })
-	mustPanic(t, "V negative position", func() { p.V(s, 0, -1) })
+	mustPanic(t, "ReadV negative position", func() { p.ReadV(s, 0, -1, k) })
 	mustPanic(t, "ReadK bad layer", func() { p.ReadK(s, 2, 0, k) })
 	mustPanic(t, "WriteKV past Len", func() { p.WriteKV(s, 0, 5, k, k) })
 	mustPanic(t, "WriteKV short value", func() { p.WriteKV(s, 0, 4, k, k[:3]) })
@@ -470,11 +470,11 @@ func TestBlockLayout(t *testing.T) {
 	p.Seal(s, 0, 0, 1)
 	p.Seal(s, 2, 0, 1)
 	p.Seal(s, 2, 0, 1) // again: nothing happens
-	key := make([]float32, kvDim)
+	key, val := make([]float32, kvDim), make([]float32, kvDim)
 	for l := range layers {
 		for i, want := range []int{4, 2} {
 			kb, vb := p.KeyBlock(s, l, i), p.ValueBlock(s, l, i)
-			if len(kb) != bs*kvDim || cap(kb) != len(kb) || len(vb) != want*kvDim || cap(vb) != len(vb) {
+			if len(kb) != bs*kvDim || cap(kb) != len(kb) || len(vb) != bs*kvDim || cap(vb) != len(vb) {
 				t.Fatalf("layer %d block %d: key len %d cap %d, value len %d cap %d", l, i, len(kb), cap(kb), len(vb), cap(vb))
 			}
 			for h := range kvDim / hd {
@@ -501,8 +501,11 @@ func TestBlockLayout(t *testing.T) {
 				if !hasFill(p, s, pos, float32(pos)) {
 					t.Fatalf("layer %d position %d: ReadK/V differ from what was written", l, pos)
 				}
-				if !slices.Equal(vb[j*kvDim:(j+1)*kvDim], p.V(s, l, pos)) {
-					t.Fatalf("layer %d position %d: value block differs from V", l, pos)
+				p.ReadV(s, l, pos, val)
+				for h := range kvDim / hd {
+					if !slices.Equal(vb[h*hd*bs+j*hd:][:hd], val[h*hd:(h+1)*hd]) {
+						t.Fatalf("layer %d position %d head %d: value block differs from ReadV", l, pos, h)
+					}
 				}
 			}
 		}
@@ -516,9 +519,6 @@ func TestBlockLayout(t *testing.T) {
 	p.ReadK(s, 0, 3, key)
 	if key[0] != 3 {
 		t.Fatalf("neighbour of the rewritten slot: %v", key)
-	}
-	if v := p.V(s, 1, 3); cap(v) != kvDim {
-		t.Errorf("V slice has cap %d, want %d (must not reach into the next slot)", cap(v), kvDim)
 	}
 	for _, hd := range []int{-1, 4, 7} {
 		if _, err := New(Config{Layers: 1, KVDim: kvDim, HeadDim: hd, MaxBlocks: 1}); err == nil || !strings.Contains(err.Error(), "HeadDim") {
@@ -598,7 +598,7 @@ func TestAccessorsDoNotAllocate(t *testing.T) {
 					if dt == F16 {
 						sum += float32(p.KeyBlockF16(s, l, i)[0] + p.ValueBlockF16(s, l, i)[0])
 					} else {
-						sum += p.KeyBlock(s, l, i)[0] + p.ValueBlock(s, l, i)[0] + p.V(s, l, 0)[1]
+						sum += p.KeyBlock(s, l, i)[0] + p.ValueBlock(s, l, i)[0]
 					}
 				}
 				for pos := range s.Len() {

@@ -305,7 +305,7 @@ func (r *opsRun) verify() {
 			for b := range p.Blocks(m.s) {
 				kb, vb := blocksF32(p, m.s, l, b)
 				n := min(bs, m.s.Len()-b*bs)
-				if len(kb) != bs*d || len(vb) != n*d {
+				if len(kb) != bs*d || len(vb) != bs*d {
 					t.Fatalf("sequence %d block %d: key length %d, value length %d", i, b, len(kb), len(vb))
 				}
 				hd := p.headDim
@@ -320,8 +320,11 @@ func (r *opsRun) verify() {
 							key[e] = run[j*hd+dd]
 						}
 					}
-					if !slices.Equal(key, want[2*l*d:(2*l+1)*d]) ||
-						!slices.Equal(vb[j*d:(j+1)*d], want[(2*l+1)*d:(2*l+2)*d]) {
+					for e := range d {
+						h, dd := e/hd, e%hd
+						val[e] = vb[h*hd*bs+j*hd+dd] // [kv head][slot][HeadDim]
+					}
+					if !slices.Equal(key, want[2*l*d:(2*l+1)*d]) || !slices.Equal(val, want[(2*l+1)*d:(2*l+2)*d]) {
 						t.Fatalf("sequence %d layer %d block %d slot %d differs from the model", i, l, b, j)
 					}
 				}

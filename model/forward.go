@@ -580,7 +580,7 @@ func (r *Runner) attend(rows []Row, l int, ch *attnChunk, kvh, slot int) {
 // attendWith is attend for a cache of E.
 func attendWith[E float32 | uint16](r *Runner, ops *kvOps[E], rows []Row, l int, ch *attnChunk, kvh, slot int) {
 	c := &r.m.Config
-	hd, kvd, qd := c.HeadDim, c.KVDim(), c.QDim()
+	hd, qd := c.HeadDim, c.QDim()
 	hpk := c.Heads / c.KVHeads
 	h0 := kvh * hpk // first query head
 	bs := r.kv.BlockSize()
@@ -649,7 +649,7 @@ func attendWith[E float32 | uint16](r *Runner, ops *kvOps[E], rows []Row, l int,
 		} else {
 			kernels.PrefetchRows(kb[ph*phd*bs+kvh*hd-ph*phd:], gr.cnt, hd, phd)
 		}
-		kernels.PrefetchRows(ops.valueBlock(r.kv, gr.seq, l, gr.b)[kvh*hd:], gr.cnt, hd, kvd)
+		kernels.PrefetchRows(ops.valueBlock(r.kv, gr.seq, l, gr.b)[ph*phd*bs+kvh*hd-ph*phd:], gr.cnt, hd, phd)
 	}
 	prefetch(ch.g0)
 	prefetch(ch.g0 + 1)
@@ -708,7 +708,7 @@ func attendWith[E float32 | uint16](r *Runner, ops *kvOps[E], rows []Row, l int,
 
 	for g := ch.g0; g < ch.g1; g++ { // in block order within the chunk
 		gr := &r.groups[g]
-		v := ops.valueBlock(r.kv, gr.seq, l, gr.b)[kvh*hd:]
+		v := ops.valueBlock(r.kv, gr.seq, l, gr.b)[ph*phd*bs+kvh*hd-ph*phd:] // [bs][phd], as staged keys
 		w.qs, w.outs = w.qs[:0], w.outs[:0]
 		for _, i := range r.groupRows[gr.lo:gr.hi] {
 			for hh := range hpk {
@@ -716,6 +716,6 @@ func attendWith[E float32 | uint16](r *Runner, ops *kvOps[E], rows []Row, l int,
 				w.qs = append(w.qs, w.att[query(int(i), hh)][gr.b*bs:][:gr.cnt])
 			}
 		}
-		ops.axpyStridedMulti(w.outs, w.qs, v, kvd)
+		ops.axpyStridedMulti(w.outs, w.qs, v, phd)
 	}
 }
