@@ -696,12 +696,14 @@ func attendWith[E float32 | uint16](r *Runner, ops *kvOps[E], rows []Row, l int,
 		n := r.out.Pos[i] + 1
 		for hh := range hpk {
 			att := w.att[query(i, hh)]
-			kernels.Scale(att, scale)
 			if slot >= 0 && !rows[i].NoLogits {
+				kernels.Scale(att, scale)
 				off := r.out.attnOff[i*len(r.out.attnLayers)+slot] + (h0+hh)*n
 				copy(r.out.attn[off:off+n], att) // the scores
+				kernels.Softmax(att)
+			} else {
+				kernels.SoftmaxScaled(att, scale) // the same, in one call
 			}
-			kernels.Softmax(att)
 			clear(r.ao[i*qd+(h0+hh)*hd:][:hd])
 		}
 	}

@@ -108,6 +108,15 @@ func softmax(x []float32) {
 	scaleAVX512(&x[0], len(x), 1/s)
 }
 
+func softmaxScaled(x []float32, a float32) {
+	if f32Level != levelAVX512 {
+		scale(x, a)
+		softmax(x)
+		return
+	}
+	softmaxScaledAVX512(&x[0], len(x), a)
+}
+
 func scale(x []float32, a float32) {
 	if f32Level != levelAVX512 {
 		scaleGo(x, a)

@@ -30,6 +30,11 @@ func dotStrided(out, q, k []float32, stride int) { dotStridedGo(out, q, k, strid
 
 func scale(x []float32, a float32) { scaleGo(x, a) }
 
+func softmaxScaled(x []float32, a float32) {
+	scaleGo(x, a)
+	softmaxGo(x)
+}
+
 func normScale(out, x, w []float32, a float32) { normScaleGo(out, x, w, a) }
 
 // The attention kernels, for float32 and F16 keys and values.

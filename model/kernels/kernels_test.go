@@ -426,6 +426,24 @@ func TestSoftmaxSwiGLU(t *testing.T) {
 					t.Fatalf("%v: Softmax(len %d)[%d] = %g, want %g", l, n, i, p[i], w)
 				}
 			}
+			// SoftmaxScaled is Scale then Softmax, bit for bit, the tail
+			// left alone.
+			const a = 0.125
+			u := append(append([]float32(nil), x...), 42)
+			v := append([]float32(nil), x...)
+			withLevels(t, l, q8Level, func() {
+				SoftmaxScaled(u[:n], a)
+				Scale(v, a)
+				Softmax(v)
+			})
+			if u[n] != 42 {
+				t.Fatalf("%v: SoftmaxScaled(len %d) wrote past its end", l, n)
+			}
+			for i := range v {
+				if math.Float32bits(u[i]) != math.Float32bits(v[i]) {
+					t.Fatalf("%v: SoftmaxScaled(len %d)[%d] = %g, Scale+Softmax %g", l, n, i, u[i], v[i])
+				}
+			}
 
 			h := randVec(r, n)
 			for i := range h {

@@ -119,6 +119,16 @@ func Softmax(x []float32) {
 	softmax(x)
 }
 
+// SoftmaxScaled sets x[i] *= a and then x to its softmax: Scale then
+// Softmax, bit for bit, in one pass over the calls (attention's scores
+// times 1/sqrt(head size)).
+func SoftmaxScaled(x []float32, a float32) {
+	if len(x) == 0 {
+		return
+	}
+	softmaxScaled(x, a)
+}
+
 // Scale sets x[i] *= a.
 func Scale(x []float32, a float32) {
 	if len(x) == 0 {

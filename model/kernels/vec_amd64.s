@@ -403,6 +403,161 @@ reduce:
 	VZEROUPPER
 	RET
 
+// func softmaxScaledAVX512(x *float32, n int, a float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, BMI2, SSE
+TEXT ·softmaxScaledAVX512(SB), NOSPLIT, $0-20
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSS        a+16(FP), X0
+	VBROADCASTSS X0, Z1
+	MOVQ         CX, DX
+	ANDQ         $-16, DX
+	SHLQ         $0x02, DX
+	ANDQ         $0x0f, CX
+	MOVQ         $-1, BX
+	BZHIQ        CX, BX, BX
+	KMOVW        BX, K1
+	VMULSS       (AX), X0, X0
+	VBROADCASTSS X0, Z0
+	XORQ         BX, BX
+
+scale:
+	CMPQ    BX, DX
+	JAE     scaletail
+	VMULPS  (AX)(BX*1), Z1, Z2
+	VMOVUPS Z2, (AX)(BX*1)
+	VMAXPS  Z2, Z0, Z0
+	ADDQ    $0x40, BX
+	JMP     scale
+
+scaletail:
+	TESTQ     CX, CX
+	JZ        scaledone
+	VMOVUPS.Z (AX)(BX*1), K1, Z2
+	VMULPS    Z2, Z1, Z2
+	VMOVUPS   Z2, K1, (AX)(BX*1)
+	VMAXPS    Z2, Z0, K1, Z0
+
+scaledone:
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VMAXPS        X1, X0, X0
+	VSHUFPS       $0xee, X0, X0, X1
+	VMAXPS        X1, X0, X0
+	VSHUFPS       $0x55, X0, X0, X1
+	VMAXSS        X1, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVL          $0xc2cfcccd, BX
+	VPBROADCASTD  BX, Z1
+	MOVL          $0x42c80000, BX
+	VPBROADCASTD  BX, Z2
+	MOVL          $0x3fb8aa3b, BX
+	VPBROADCASTD  BX, Z3
+	MOVL          $0x3f318000, BX
+	VPBROADCASTD  BX, Z4
+	MOVL          $0xb95e8083, BX
+	VPBROADCASTD  BX, Z5
+	MOVL          $0x3f800000, BX
+	VPBROADCASTD  BX, Z6
+	MOVL          $0x3f000000, BX
+	VPBROADCASTD  BX, Z7
+	MOVL          $0x3e2aaaaa, BX
+	VPBROADCASTD  BX, Z8
+	MOVL          $0x3d2aa9c1, BX
+	VPBROADCASTD  BX, Z9
+	MOVL          $0x3c088908, BX
+	VPBROADCASTD  BX, Z10
+	MOVL          $0x3ab743ce, BX
+	VPBROADCASTD  BX, Z11
+	MOVL          $0x39506967, BX
+	VPBROADCASTD  BX, Z12
+	VXORPS        Z13, Z13, Z13
+	XORQ          BX, BX
+
+exp:
+	CMPQ         BX, DX
+	JAE          exptail
+	VMOVUPS      (AX)(BX*1), Z14
+	VSUBPS       Z0, Z14, Z14
+	VMAXPS       Z1, Z14, Z14
+	VMINPS       Z2, Z14, Z14
+	VMULPS       Z3, Z14, Z15
+	VRNDSCALEPS  $0x00, Z15, Z15
+	VFNMADD231PS Z4, Z15, Z14
+	VFNMADD231PS Z5, Z15, Z14
+	VMOVAPS      Z12, Z16
+	VFMADD213PS  Z11, Z14, Z16
+	VFMADD213PS  Z10, Z14, Z16
+	VFMADD213PS  Z9, Z14, Z16
+	VFMADD213PS  Z8, Z14, Z16
+	VFMADD213PS  Z7, Z14, Z16
+	VMULPS       Z14, Z14, Z17
+	VFMADD213PS  Z14, Z17, Z16
+	VADDPS       Z6, Z16, Z16
+	VSCALEFPS    Z15, Z16, Z16
+	VMOVUPS      Z16, (AX)(BX*1)
+	VADDPS       Z16, Z13, Z13
+	ADDQ         $0x40, BX
+	JMP          exp
+
+exptail:
+	TESTQ        CX, CX
+	JZ           expdone
+	VMOVUPS.Z    (AX)(BX*1), K1, Z14
+	VSUBPS       Z0, Z14, Z14
+	VMAXPS       Z1, Z14, Z14
+	VMINPS       Z2, Z14, Z14
+	VMULPS       Z3, Z14, Z0
+	VRNDSCALEPS  $0x00, Z0, Z0
+	VFNMADD231PS Z4, Z0, Z14
+	VFNMADD231PS Z5, Z0, Z14
+	VMOVAPS      Z12, Z1
+	VFMADD213PS  Z11, Z14, Z1
+	VFMADD213PS  Z10, Z14, Z1
+	VFMADD213PS  Z9, Z14, Z1
+	VFMADD213PS  Z8, Z14, Z1
+	VFMADD213PS  Z7, Z14, Z1
+	VMULPS       Z14, Z14, Z2
+	VFMADD213PS  Z14, Z2, Z1
+	VADDPS       Z6, Z1, Z1
+	VSCALEFPS    Z0, Z1, Z1
+	VMOVUPS      Z1, K1, (AX)(BX*1)
+	VADDPS       Z1, Z13, K1, Z13
+
+expdone:
+	VEXTRACTF64X4 $0x01, Z13, Y0
+	VADDPS        Y0, Y13, Y13
+	VEXTRACTF32X4 $0x01, Y13, X0
+	VADDPS        X0, X13, X13
+	VSHUFPS       $0xee, X13, X13, X0
+	VADDPS        X0, X13, X13
+	VSHUFPS       $0x55, X13, X13, X0
+	VADDSS        X0, X13, X13
+	VMOVAPS       X6, X0
+	VDIVSS        X13, X0, X0
+	VBROADCASTSS  X0, Z0
+	XORQ          BX, BX
+
+norm:
+	CMPQ    BX, DX
+	JAE     normtail
+	VMULPS  (AX)(BX*1), Z0, Z1
+	VMOVUPS Z1, (AX)(BX*1)
+	ADDQ    $0x40, BX
+	JMP     norm
+
+normtail:
+	TESTQ     CX, CX
+	JZ        normdone
+	VMOVUPS.Z (AX)(BX*1), K1, Z1
+	VMULPS    Z1, Z0, Z1
+	VMOVUPS   Z1, K1, (AX)(BX*1)
+
+normdone:
+	VZEROUPPER
+	RET
+
 // func scaleAVX512(x *float32, n int, a float32)
 // Requires: AVX, AVX512F, BMI2, SSE
 TEXT ·scaleAVX512(SB), NOSPLIT, $0-20

@@ -34,6 +34,11 @@ func maxAVX512(x *float32, n int) float32
 //go:noescape
 func expSubSumAVX512(x *float32, n int, m float32) float32
 
+// softmaxScaledAVX512 sets x[i] *= a for i < n, n >= 1, then x to its softmax.
+//
+//go:noescape
+func softmaxScaledAVX512(x *float32, n int, a float32)
+
 // scaleAVX512 sets x[i] *= a for i < n.
 //
 //go:noescape

@@ -16,6 +16,7 @@ func genVec() {
 	}
 	maxAVX512()
 	expSubSumAVX512()
+	softmaxScaledAVX512()
 	scaleAVX512()
 	normScaleAVX512()
 	siluMulAVX512()
@@ -491,6 +492,112 @@ func expSubSumAVX512() {
 	Label("reduce")
 	s := hsum(isaAVX512, sum)
 	Store(s, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// softmaxScaledAVX512 generates softmaxScaledAVX512(x *float32, n int,
+// a float32): x[i] *= a, then the softmax of x in place, in one call and
+// bit for bit what scaleAVX512, maxAVX512, expSubSumAVX512 and scaleAVX512
+// by 1/sum do in turn (the same operations in the same order; attention
+// ran those four calls per head and row, most of a softmax's time for a
+// few hundred scores).
+func softmaxScaledAVX512() {
+	TEXT("softmaxScaledAVX512", NOSPLIT, "func(x *float32, n int, a float32)")
+	Pragma("noescape")
+	Doc("softmaxScaledAVX512 sets x[i] *= a for i < n, n >= 1, then x to its softmax.")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	as := Load(Param("a"), XMM())
+	av := ZMM()
+	VBROADCASTSS(as, av)
+	end := GP64()
+	MOVQ(n, end)
+	ANDQ(I32(-16), end)
+	SHLQ(U8(2), end)
+	rem := GP64()
+	MOVQ(n, rem)
+	ANDQ(U8(15), rem)
+	k := tailMask(rem)
+	off := GP64()
+	// loop runs body over the whole vectors, then masked over the tail.
+	loop := func(name string, body func(m Mem, tail bool)) {
+		XORQ(off, off)
+		Label(name)
+		CMPQ(off, end)
+		JAE(LabelRef(name + "tail"))
+		body(Mem{Base: x, Index: off, Scale: 1}, false)
+		ADDQ(U8(64), off)
+		JMP(LabelRef(name))
+		Label(name + "tail")
+		TESTQ(rem, rem)
+		JZ(LabelRef(name + "done"))
+		body(Mem{Base: x, Index: off, Scale: 1}, true)
+		Label(name + "done")
+	}
+
+	// x *= a and the max, from x[0]*a as maxAVX512 starts from x[0].
+	acc := ZMM()
+	x0 := XMM()
+	VMULSS(Mem{Base: x}, as, x0)
+	VBROADCASTSS(x0, acc)
+	loop("scale", func(m Mem, tail bool) {
+		v := ZMM()
+		if tail {
+			VMOVUPS_Z(m, k, v)
+			VMULPS(v, av, v)
+			VMOVUPS(v, k, m)
+			VMAXPS(v, acc, k, acc) // merge: other lanes keep acc
+			return
+		}
+		VMULPS(m, av, v)
+		VMOVUPS(v, m)
+		VMAXPS(v, acc, acc)
+	})
+	maxToLane0(acc)
+	mv := ZMM()
+	VBROADCASTSS(acc.AsX(), mv)
+
+	// x = e^(x - max), summed.
+	c := newExpConsts()
+	sum := ZMM()
+	VXORPS(sum, sum, sum)
+	loop("exp", func(m Mem, tail bool) {
+		v := ZMM()
+		if tail {
+			VMOVUPS_Z(m, k, v)
+		} else {
+			VMOVUPS(m, v)
+		}
+		VSUBPS(mv, v, v)
+		e := exp16(c, v)
+		if tail {
+			VMOVUPS(e, k, m)
+			VADDPS(e, sum, k, sum)
+			return
+		}
+		VMOVUPS(e, m)
+		VADDPS(e, sum, sum)
+	})
+	total := hsum(isaAVX512, sum)
+
+	// x *= 1/sum.
+	inv := XMM()
+	VMOVAPS(c.one.AsX(), inv)
+	VDIVSS(total, inv, inv)
+	iv := ZMM()
+	VBROADCASTSS(inv, iv)
+	loop("norm", func(m Mem, tail bool) {
+		v := ZMM()
+		if tail {
+			VMOVUPS_Z(m, k, v)
+			VMULPS(v, iv, v)
+			VMOVUPS(v, k, m)
+			return
+		}
+		VMULPS(m, iv, v)
+		VMOVUPS(v, m)
+	})
 	VZEROUPPER()
 	RET()
 }
