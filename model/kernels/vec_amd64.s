@@ -413,29 +413,30 @@ TEXT ·softmaxScaledAVX512(SB), NOSPLIT, $0-20
 	MOVQ         CX, DX
 	ANDQ         $-16, DX
 	SHLQ         $0x02, DX
-	ANDQ         $0x0f, CX
-	MOVQ         $-1, BX
-	BZHIQ        CX, BX, BX
-	KMOVW        BX, K1
+	MOVQ         CX, BX
+	ANDQ         $0x0f, BX
+	MOVQ         $-1, CX
+	BZHIQ        BX, CX, CX
+	KMOVW        CX, K1
 	VMULSS       (AX), X0, X0
 	VBROADCASTSS X0, Z0
-	XORQ         BX, BX
+	XORQ         CX, CX
 
 scale:
-	CMPQ    BX, DX
+	CMPQ    CX, DX
 	JAE     scaletail
-	VMULPS  (AX)(BX*1), Z1, Z2
-	VMOVUPS Z2, (AX)(BX*1)
+	VMULPS  (AX)(CX*1), Z1, Z2
+	VMOVUPS Z2, (AX)(CX*1)
 	VMAXPS  Z2, Z0, Z0
-	ADDQ    $0x40, BX
+	ADDQ    $0x40, CX
 	JMP     scale
 
 scaletail:
-	TESTQ     CX, CX
+	TESTQ     BX, BX
 	JZ        scaledone
-	VMOVUPS.Z (AX)(BX*1), K1, Z2
+	VMOVUPS.Z (AX)(CX*1), K1, Z2
 	VMULPS    Z2, Z1, Z2
-	VMOVUPS   Z2, K1, (AX)(BX*1)
+	VMOVUPS   Z2, K1, (AX)(CX*1)
 	VMAXPS    Z2, Z0, K1, Z0
 
 scaledone:
@@ -448,37 +449,37 @@ scaledone:
 	VSHUFPS       $0x55, X0, X0, X1
 	VMAXSS        X1, X0, X0
 	VBROADCASTSS  X0, Z0
-	MOVL          $0xc2cfcccd, BX
-	VPBROADCASTD  BX, Z1
-	MOVL          $0x42c80000, BX
-	VPBROADCASTD  BX, Z2
-	MOVL          $0x3fb8aa3b, BX
-	VPBROADCASTD  BX, Z3
-	MOVL          $0x3f318000, BX
-	VPBROADCASTD  BX, Z4
-	MOVL          $0xb95e8083, BX
-	VPBROADCASTD  BX, Z5
-	MOVL          $0x3f800000, BX
-	VPBROADCASTD  BX, Z6
-	MOVL          $0x3f000000, BX
-	VPBROADCASTD  BX, Z7
-	MOVL          $0x3e2aaaaa, BX
-	VPBROADCASTD  BX, Z8
-	MOVL          $0x3d2aa9c1, BX
-	VPBROADCASTD  BX, Z9
-	MOVL          $0x3c088908, BX
-	VPBROADCASTD  BX, Z10
-	MOVL          $0x3ab743ce, BX
-	VPBROADCASTD  BX, Z11
-	MOVL          $0x39506967, BX
-	VPBROADCASTD  BX, Z12
+	MOVL          $0xc2cfcccd, CX
+	VPBROADCASTD  CX, Z1
+	MOVL          $0x42c80000, CX
+	VPBROADCASTD  CX, Z2
+	MOVL          $0x3fb8aa3b, CX
+	VPBROADCASTD  CX, Z3
+	MOVL          $0x3f318000, CX
+	VPBROADCASTD  CX, Z4
+	MOVL          $0xb95e8083, CX
+	VPBROADCASTD  CX, Z5
+	MOVL          $0x3f800000, CX
+	VPBROADCASTD  CX, Z6
+	MOVL          $0x3f000000, CX
+	VPBROADCASTD  CX, Z7
+	MOVL          $0x3e2aaaaa, CX
+	VPBROADCASTD  CX, Z8
+	MOVL          $0x3d2aa9c1, CX
+	VPBROADCASTD  CX, Z9
+	MOVL          $0x3c088908, CX
+	VPBROADCASTD  CX, Z10
+	MOVL          $0x3ab743ce, CX
+	VPBROADCASTD  CX, Z11
+	MOVL          $0x39506967, CX
+	VPBROADCASTD  CX, Z12
 	VXORPS        Z13, Z13, Z13
-	XORQ          BX, BX
+	XORQ          CX, CX
 
 exp:
-	CMPQ         BX, DX
+	CMPQ         CX, DX
 	JAE          exptail
-	VMOVUPS      (AX)(BX*1), Z14
+	VMOVUPS      (AX)(CX*1), Z14
 	VSUBPS       Z0, Z14, Z14
 	VMAXPS       Z1, Z14, Z14
 	VMINPS       Z2, Z14, Z14
@@ -496,15 +497,15 @@ exp:
 	VFMADD213PS  Z14, Z17, Z16
 	VADDPS       Z6, Z16, Z16
 	VSCALEFPS    Z15, Z16, Z16
-	VMOVUPS      Z16, (AX)(BX*1)
+	VMOVUPS      Z16, (AX)(CX*1)
 	VADDPS       Z16, Z13, Z13
-	ADDQ         $0x40, BX
+	ADDQ         $0x40, CX
 	JMP          exp
 
 exptail:
-	TESTQ        CX, CX
+	TESTQ        BX, BX
 	JZ           expdone
-	VMOVUPS.Z    (AX)(BX*1), K1, Z14
+	VMOVUPS.Z    (AX)(CX*1), K1, Z14
 	VSUBPS       Z0, Z14, Z14
 	VMAXPS       Z1, Z14, Z14
 	VMINPS       Z2, Z14, Z14
@@ -522,7 +523,7 @@ exptail:
 	VFMADD213PS  Z14, Z2, Z1
 	VADDPS       Z6, Z1, Z1
 	VSCALEFPS    Z0, Z1, Z1
-	VMOVUPS      Z1, K1, (AX)(BX*1)
+	VMOVUPS      Z1, K1, (AX)(CX*1)
 	VADDPS       Z1, Z13, K1, Z13
 
 expdone:
@@ -537,22 +538,22 @@ expdone:
 	VMOVAPS       X6, X0
 	VDIVSS        X13, X0, X0
 	VBROADCASTSS  X0, Z0
-	XORQ          BX, BX
+	XORQ          CX, CX
 
 norm:
-	CMPQ    BX, DX
+	CMPQ    CX, DX
 	JAE     normtail
-	VMULPS  (AX)(BX*1), Z0, Z1
-	VMOVUPS Z1, (AX)(BX*1)
-	ADDQ    $0x40, BX
+	VMULPS  (AX)(CX*1), Z0, Z1
+	VMOVUPS Z1, (AX)(CX*1)
+	ADDQ    $0x40, CX
 	JMP     norm
 
 normtail:
-	TESTQ     CX, CX
+	TESTQ     BX, BX
 	JZ        normdone
-	VMOVUPS.Z (AX)(BX*1), K1, Z1
+	VMOVUPS.Z (AX)(CX*1), K1, Z1
 	VMULPS    Z1, Z0, Z1
-	VMOVUPS   Z1, K1, (AX)(BX*1)
+	VMOVUPS   Z1, K1, (AX)(CX*1)
 
 normdone:
 	VZEROUPPER
@@ -565,30 +566,32 @@ TEXT ·scaleAVX512(SB), NOSPLIT, $0-20
 	MOVQ         n+8(FP), CX
 	MOVSS        a+16(FP), X0
 	VBROADCASTSS X0, Z0
-	XORQ         DX, DX
+	MOVQ         CX, DX
+	ANDQ         $-16, DX
+	SHLQ         $0x02, DX
 	MOVQ         CX, BX
-	ANDQ         $-16, BX
-	SHLQ         $0x02, BX
+	ANDQ         $0x0f, BX
+	MOVQ         $-1, CX
+	BZHIQ        BX, CX, CX
+	KMOVW        CX, K1
+	XORQ         CX, CX
 
 loop:
-	CMPQ    DX, BX
-	JAE     tail
-	VMULPS  (AX)(DX*1), Z0, Z1
-	VMOVUPS Z1, (AX)(DX*1)
-	ADDQ    $0x40, DX
+	CMPQ    CX, DX
+	JAE     looptail
+	VMULPS  (AX)(CX*1), Z0, Z1
+	VMOVUPS Z1, (AX)(CX*1)
+	ADDQ    $0x40, CX
 	JMP     loop
 
-tail:
-	ANDQ      $0x0f, CX
-	JZ        done
-	MOVQ      $-1, BX
-	BZHIQ     CX, BX, BX
-	KMOVW     BX, K1
-	VMOVUPS.Z (AX)(DX*1), K1, Z1
+looptail:
+	TESTQ     BX, BX
+	JZ        loopdone
+	VMOVUPS.Z (AX)(CX*1), K1, Z1
 	VMULPS    Z1, Z0, Z1
-	VMOVUPS   Z1, K1, (AX)(DX*1)
+	VMOVUPS   Z1, K1, (AX)(CX*1)
 
-done:
+loopdone:
 	VZEROUPPER
 	RET
 
@@ -601,33 +604,35 @@ TEXT ·normScaleAVX512(SB), NOSPLIT, $0-36
 	MOVQ         n+24(FP), BX
 	MOVSS        a+32(FP), X0
 	VBROADCASTSS X0, Z0
-	XORQ         SI, SI
+	MOVQ         BX, SI
+	ANDQ         $-16, SI
+	SHLQ         $0x02, SI
 	MOVQ         BX, DI
-	ANDQ         $-16, DI
-	SHLQ         $0x02, DI
+	ANDQ         $0x0f, DI
+	MOVQ         $-1, BX
+	BZHIQ        DI, BX, BX
+	KMOVW        BX, K1
+	XORQ         BX, BX
 
 loop:
-	CMPQ    SI, DI
-	JAE     tail
-	VMULPS  (CX)(SI*1), Z0, Z1
-	VMULPS  (DX)(SI*1), Z1, Z1
-	VMOVUPS Z1, (AX)(SI*1)
-	ADDQ    $0x40, SI
+	CMPQ    BX, SI
+	JAE     looptail
+	VMULPS  (CX)(BX*1), Z0, Z1
+	VMULPS  (DX)(BX*1), Z1, Z1
+	VMOVUPS Z1, (AX)(BX*1)
+	ADDQ    $0x40, BX
 	JMP     loop
 
-tail:
-	ANDQ      $0x0f, BX
-	JZ        done
-	MOVQ      $-1, DI
-	BZHIQ     BX, DI, DI
-	KMOVW     DI, K1
-	VMOVUPS.Z (CX)(SI*1), K1, Z1
-	VMOVUPS.Z (DX)(SI*1), K1, Z2
+looptail:
+	TESTQ     DI, DI
+	JZ        loopdone
+	VMOVUPS.Z (CX)(BX*1), K1, Z1
+	VMOVUPS.Z (DX)(BX*1), K1, Z2
 	VMULPS    Z1, Z0, Z1
 	VMULPS    Z2, Z1, Z1
-	VMOVUPS   Z1, K1, (AX)(SI*1)
+	VMOVUPS   Z1, K1, (AX)(BX*1)
 
-done:
+loopdone:
 	VZEROUPPER
 	RET
 

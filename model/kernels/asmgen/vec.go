@@ -496,6 +496,45 @@ func expSubSumAVX512() {
 	RET()
 }
 
+// floatRange walks n float32s 64 bytes (16 lanes) at a time: whole vectors,
+// then the tail of n%16 under the mask k. Its registers are set up once,
+// so that several loops can walk the same range.
+type floatRange struct {
+	off, end, rem reg.Register
+	k             reg.OpmaskVirtual
+}
+
+func newFloatRange(n reg.Register) floatRange {
+	r := floatRange{off: GP64(), end: GP64(), rem: GP64()}
+	MOVQ(n, r.end)
+	ANDQ(I32(-16), r.end)
+	SHLQ(U8(2), r.end) // bytes of the whole vectors
+	MOVQ(n, r.rem)
+	ANDQ(U8(15), r.rem)
+	r.k = tailMask(r.rem)
+	return r
+}
+
+// at is element off/4 of the array at base.
+func (r floatRange) at(base reg.Register) Mem { return Mem{Base: base, Index: r.off, Scale: 1} }
+
+// loop emits body(false) for each whole vector, then body(true) for the
+// tail (mask r.k) if there is one; labels start with name.
+func (r floatRange) loop(name string, body func(tail bool)) {
+	XORQ(r.off, r.off)
+	Label(name)
+	CMPQ(r.off, r.end)
+	JAE(LabelRef(name + "tail"))
+	body(false)
+	ADDQ(U8(64), r.off)
+	JMP(LabelRef(name))
+	Label(name + "tail")
+	TESTQ(r.rem, r.rem)
+	JZ(LabelRef(name + "done"))
+	body(true)
+	Label(name + "done")
+}
+
 // softmaxScaledAVX512 generates softmaxScaledAVX512(x *float32, n int,
 // a float32): x[i] *= a, then the softmax of x in place, in one call and
 // bit for bit what scaleAVX512, maxAVX512, expSubSumAVX512 and scaleAVX512
@@ -511,38 +550,16 @@ func softmaxScaledAVX512() {
 	as := Load(Param("a"), XMM())
 	av := ZMM()
 	VBROADCASTSS(as, av)
-	end := GP64()
-	MOVQ(n, end)
-	ANDQ(I32(-16), end)
-	SHLQ(U8(2), end)
-	rem := GP64()
-	MOVQ(n, rem)
-	ANDQ(U8(15), rem)
-	k := tailMask(rem)
-	off := GP64()
-	// loop runs body over the whole vectors, then masked over the tail.
-	loop := func(name string, body func(m Mem, tail bool)) {
-		XORQ(off, off)
-		Label(name)
-		CMPQ(off, end)
-		JAE(LabelRef(name + "tail"))
-		body(Mem{Base: x, Index: off, Scale: 1}, false)
-		ADDQ(U8(64), off)
-		JMP(LabelRef(name))
-		Label(name + "tail")
-		TESTQ(rem, rem)
-		JZ(LabelRef(name + "done"))
-		body(Mem{Base: x, Index: off, Scale: 1}, true)
-		Label(name + "done")
-	}
+	r := newFloatRange(n)
+	k := r.k
 
 	// x *= a and the max, from x[0]*a as maxAVX512 starts from x[0].
 	acc := ZMM()
 	x0 := XMM()
 	VMULSS(Mem{Base: x}, as, x0)
 	VBROADCASTSS(x0, acc)
-	loop("scale", func(m Mem, tail bool) {
-		v := ZMM()
+	r.loop("scale", func(tail bool) {
+		m, v := r.at(x), ZMM()
 		if tail {
 			VMOVUPS_Z(m, k, v)
 			VMULPS(v, av, v)
@@ -562,8 +579,8 @@ func softmaxScaledAVX512() {
 	c := newExpConsts()
 	sum := ZMM()
 	VXORPS(sum, sum, sum)
-	loop("exp", func(m Mem, tail bool) {
-		v := ZMM()
+	r.loop("exp", func(tail bool) {
+		m, v := r.at(x), ZMM()
 		if tail {
 			VMOVUPS_Z(m, k, v)
 		} else {
@@ -587,8 +604,8 @@ func softmaxScaledAVX512() {
 	VDIVSS(total, inv, inv)
 	iv := ZMM()
 	VBROADCASTSS(inv, iv)
-	loop("norm", func(m Mem, tail bool) {
-		v := ZMM()
+	r.loop("norm", func(tail bool) {
+		m, v := r.at(x), ZMM()
 		if tail {
 			VMOVUPS_Z(m, k, v)
 			VMULPS(v, iv, v)
@@ -612,31 +629,18 @@ func scaleAVX512() {
 	as := Load(Param("a"), XMM())
 	av := ZMM()
 	VBROADCASTSS(as, av)
-	off := GP64()
-	XORQ(off, off)
-	end := GP64()
-	MOVQ(n, end)
-	ANDQ(I32(-16), end)
-	SHLQ(U8(2), end)
-	Label("loop")
-	CMPQ(off, end)
-	JAE(LabelRef("tail"))
-	v := ZMM()
-	VMULPS(Mem{Base: x, Index: off, Scale: 1}, av, v)
-	VMOVUPS(v, Mem{Base: x, Index: off, Scale: 1})
-	ADDQ(U8(64), off)
-	JMP(LabelRef("loop"))
-	Label("tail")
-	rem := GP64()
-	MOVQ(n, rem)
-	ANDQ(U8(15), rem)
-	JZ(LabelRef("done"))
-	k := tailMask(rem)
-	v = ZMM()
-	VMOVUPS_Z(Mem{Base: x, Index: off, Scale: 1}, k, v)
-	VMULPS(v, av, v)
-	VMOVUPS(v, k, Mem{Base: x, Index: off, Scale: 1})
-	Label("done")
+	r := newFloatRange(n)
+	r.loop("loop", func(tail bool) {
+		v := ZMM()
+		if tail {
+			VMOVUPS_Z(r.at(x), r.k, v)
+			VMULPS(v, av, v)
+			VMOVUPS(v, r.k, r.at(x))
+			return
+		}
+		VMULPS(r.at(x), av, v)
+		VMOVUPS(v, r.at(x))
+	})
 	VZEROUPPER()
 	RET()
 }
@@ -655,34 +659,22 @@ func normScaleAVX512() {
 	as := Load(Param("a"), XMM())
 	av := ZMM()
 	VBROADCASTSS(as, av)
-	off := GP64()
-	XORQ(off, off)
-	end := GP64()
-	MOVQ(n, end)
-	ANDQ(I32(-16), end)
-	SHLQ(U8(2), end)
-	Label("loop")
-	CMPQ(off, end)
-	JAE(LabelRef("tail"))
-	v := ZMM()
-	VMULPS(Mem{Base: x, Index: off, Scale: 1}, av, v)
-	VMULPS(Mem{Base: w, Index: off, Scale: 1}, v, v)
-	VMOVUPS(v, Mem{Base: out, Index: off, Scale: 1})
-	ADDQ(U8(64), off)
-	JMP(LabelRef("loop"))
-	Label("tail")
-	rem := GP64()
-	MOVQ(n, rem)
-	ANDQ(U8(15), rem)
-	JZ(LabelRef("done"))
-	k := tailMask(rem)
-	v, wv := ZMM(), ZMM()
-	VMOVUPS_Z(Mem{Base: x, Index: off, Scale: 1}, k, v)
-	VMOVUPS_Z(Mem{Base: w, Index: off, Scale: 1}, k, wv)
-	VMULPS(v, av, v)
-	VMULPS(wv, v, v)
-	VMOVUPS(v, k, Mem{Base: out, Index: off, Scale: 1})
-	Label("done")
+	r := newFloatRange(n)
+	r.loop("loop", func(tail bool) {
+		v := ZMM()
+		if tail {
+			wv := ZMM()
+			VMOVUPS_Z(r.at(x), r.k, v)
+			VMOVUPS_Z(r.at(w), r.k, wv)
+			VMULPS(v, av, v)
+			VMULPS(wv, v, v)
+			VMOVUPS(v, r.k, r.at(out))
+			return
+		}
+		VMULPS(r.at(x), av, v)
+		VMULPS(r.at(w), v, v)
+		VMOVUPS(v, r.at(out))
+	})
 	VZEROUPPER()
 	RET()
 }
