@@ -627,9 +627,9 @@ looptail:
 	TESTQ     DI, DI
 	JZ        loopdone
 	VMOVUPS.Z (CX)(BX*1), K1, Z1
-	VMOVUPS.Z (DX)(BX*1), K1, Z2
 	VMULPS    Z1, Z0, Z1
-	VMULPS    Z2, Z1, Z1
+	VMOVUPS.Z (DX)(BX*1), K1, Z0
+	VMULPS    Z0, Z1, Z1
 	VMOVUPS   Z1, K1, (AX)(BX*1)
 
 loopdone:

@@ -620,60 +620,55 @@ func softmaxScaledAVX512() {
 }
 
 // scaleAVX512 generates scaleAVX512(x *float32, n int, a float32): x[i] *= a.
-func scaleAVX512() {
-	TEXT("scaleAVX512", NOSPLIT, "func(x *float32, n int, a float32)")
-	Pragma("noescape")
-	Doc("scaleAVX512 sets x[i] *= a for i < n.")
-	x := Load(Param("x"), GP64())
-	n := Load(Param("n"), GP64())
-	as := Load(Param("a"), XMM())
-	av := ZMM()
-	VBROADCASTSS(as, av)
-	r := newFloatRange(n)
-	r.loop("loop", func(tail bool) {
-		v := ZMM()
-		if tail {
-			VMOVUPS_Z(r.at(x), r.k, v)
-			VMULPS(v, av, v)
-			VMOVUPS(v, r.k, r.at(x))
-			return
-		}
-		VMULPS(r.at(x), av, v)
-		VMOVUPS(v, r.at(x))
-	})
-	VZEROUPPER()
-	RET()
-}
+func scaleAVX512() { scaledAVX512("scaleAVX512", false) }
 
 // normScaleAVX512 generates normScaleAVX512(out, x, w *float32, n int,
 // a float32): out[i] = w[i] * (a * x[i]), RMSNorm's second pass, in the
 // order of operations of the Go loop.
-func normScaleAVX512() {
-	TEXT("normScaleAVX512", NOSPLIT, "func(out, x, w *float32, n int, a float32)")
+func normScaleAVX512() { scaledAVX512("normScaleAVX512", true) }
+
+// scaledAVX512 generates a*x[i], in place, or (withW) times w[i] into out.
+func scaledAVX512(name string, withW bool) {
+	if withW {
+		TEXT(name, NOSPLIT, "func(out, x, w *float32, n int, a float32)")
+		Doc(name + " sets out[i] = w[i] * (a * x[i]) for i < n.")
+	} else {
+		TEXT(name, NOSPLIT, "func(x *float32, n int, a float32)")
+		Doc(name + " sets x[i] *= a for i < n.")
+	}
 	Pragma("noescape")
-	Doc("normScaleAVX512 sets out[i] = w[i] * (a * x[i]) for i < n.")
-	out := Load(Param("out"), GP64())
+	var out, w reg.Register
+	if withW {
+		out = Load(Param("out"), GP64())
+	}
 	x := Load(Param("x"), GP64())
-	w := Load(Param("w"), GP64())
+	if withW {
+		w = Load(Param("w"), GP64())
+	} else {
+		out = x
+	}
 	n := Load(Param("n"), GP64())
-	as := Load(Param("a"), XMM())
 	av := ZMM()
-	VBROADCASTSS(as, av)
+	VBROADCASTSS(Load(Param("a"), XMM()), av)
 	r := newFloatRange(n)
 	r.loop("loop", func(tail bool) {
 		v := ZMM()
-		if tail {
-			wv := ZMM()
-			VMOVUPS_Z(r.at(x), r.k, v)
-			VMOVUPS_Z(r.at(w), r.k, wv)
-			VMULPS(v, av, v)
-			VMULPS(wv, v, v)
-			VMOVUPS(v, r.k, r.at(out))
+		if !tail {
+			VMULPS(r.at(x), av, v)
+			if withW {
+				VMULPS(r.at(w), v, v)
+			}
+			VMOVUPS(v, r.at(out))
 			return
 		}
-		VMULPS(r.at(x), av, v)
-		VMULPS(r.at(w), v, v)
-		VMOVUPS(v, r.at(out))
+		VMOVUPS_Z(r.at(x), r.k, v)
+		VMULPS(v, av, v)
+		if withW {
+			wv := ZMM()
+			VMOVUPS_Z(r.at(w), r.k, wv)
+			VMULPS(wv, v, v)
+		}
+		VMOVUPS(v, r.k, r.at(out))
 	})
 	VZEROUPPER()
 	RET()
