@@ -46,6 +46,8 @@ type Mat struct {
 	q8q      []uint8
 	q8Panels int
 	q8Stride int // bytes per panel
+
+	mem *weightChunk // the memory q8q lies in (weightmem.go)
 }
 
 // NewF32Mat wraps row-major float32 weights (not copied).

@@ -62,7 +62,7 @@ func q8QuantOff(l, e int) int { return e/4*64 + 4*l + e%4 }
 func newQ8Mat(rows, cols int) *Mat {
 	nb := cols / Q8BlockSize
 	m := &Mat{Type: Q8_0, Rows: rows, Cols: cols, q8Panels: (rows + q8PanelRows - 1) / q8PanelRows, q8Stride: q8PanelBytes(nb)}
-	m.q8q = alignedBytes(m.q8Panels * m.q8Stride)
+	m.q8q, m.mem = weightBytes(m.q8Panels * m.q8Stride)
 	for p := 0; p < m.q8Panels; p++ {
 		q := m.q8q[p*m.q8Stride:][:nb*q8PanelBlock]
 		for i := range q {

@@ -1,0 +1,25 @@
+package kernels
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// mapWeightChunk maps size bytes (a multiple of hugePage) of anonymous
+// memory aligned to a huge page and advises them for huge pages before
+// anything touches them; the mapping goes when the chunk is unreachable.
+// It returns nil if the mapping fails. The advice may fail (no THP in
+// this kernel): the memory is then ordinary pages.
+func mapWeightChunk(size int) *weightChunk {
+	m, err := unix.Mmap(-1, 0, size+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil
+	}
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(m))) & (hugePage - 1))
+	c := &weightChunk{mem: m[off : off+size : off+size]}
+	_ = unix.Madvise(c.mem, unix.MADV_HUGEPAGE)
+	runtime.AddCleanup(c, func(m []byte) { _ = unix.Munmap(m) }, m)
+	return c
+}
