@@ -451,3 +451,18 @@ func BenchmarkRoPE(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTranspose seals a stories110M kv head's keys of a block of 16
+// positions (16 x 64 halves), on every level.
+func BenchmarkTranspose(b *testing.B) {
+	src, dst := make([]uint16, 16*64), make([]uint16, 16*64)
+	for _, l := range f32Levels() {
+		b.Run(l.String(), func(b *testing.B) {
+			withLevels(b, l, q8Level, func() {
+				for b.Loop() {
+					Transpose(dst, src, 16, 64)
+				}
+			})
+		})
+	}
+}

@@ -581,6 +581,20 @@ func (k *q8Kernels) partialPanel(out []float32, m *Mat, xq []byte, p, b0, b1 int
 	}
 }
 
+// transpose gathers a column a step in assembly (AVX-512) for 16 rows,
+// with an even number of columns for halves (a gather reads two).
+func transpose[E float32 | uint16](dst, src []E, rows, cols int) {
+	if f32Level != levelAVX512 || rows != 16 || isHalf[E]() && cols%2 != 0 {
+		transposeGo(dst, src, rows, cols)
+		return
+	}
+	if isHalf[E]() {
+		transpose16F16AVX512((*uint16)(unsafe.Pointer(&dst[0])), (*uint16)(unsafe.Pointer(&src[0])), cols)
+		return
+	}
+	transpose16AVX512((*float32)(unsafe.Pointer(&dst[0])), (*float32)(unsafe.Pointer(&src[0])), cols)
+}
+
 func prefetch(p unsafe.Pointer, rows, rowBytes, stride int) {
 	prefetchRows((*byte)(p), rows, rowBytes, stride)
 }

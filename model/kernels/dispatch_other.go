@@ -63,4 +63,6 @@ func axpyStridedMulti[E float32 | uint16](y, a [][]float32, v []E, stride int) {
 
 func prefetch(p unsafe.Pointer, rows, rowBytes, stride int) {}
 
+func transpose[E float32 | uint16](dst, src []E, rows, cols int) { transposeGo(dst, src, rows, cols) }
+
 func rope(x, cos, sin []float32, interleaved bool) bool { return false }

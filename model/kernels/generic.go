@@ -169,3 +169,12 @@ func axpyStridedMultiEach[E float32 | uint16](y, a [][]float32, v []E, stride in
 		axpyStrided(y[i], a[i], v, stride)
 	}
 }
+
+func transposeGo[E float32 | uint16](dst, src []E, rows, cols int) {
+	for r := range rows {
+		row := src[r*cols : (r+1)*cols]
+		for c, v := range row {
+			dst[c*rows+r] = v
+		}
+	}
+}

@@ -903,3 +903,46 @@ func TestRoPE(t *testing.T) {
 		}
 	}
 }
+
+// TestTranspose checks every level against the definition, for both
+// element types, with the 16 rows the assembly takes (odd columns of
+// halves go to Go) and other row counts; the elements past rows*cols in
+// dst are left alone.
+func TestTranspose(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, rc := range [][2]int{{16, 64}, {16, 128}, {16, 1}, {16, 2}, {16, 7}, {16, 96}, {1, 64}, {15, 64}, {17, 3}, {32, 64}, {0, 5}, {16, 0}} {
+		rows, cols := rc[0], rc[1]
+		src32 := randVec(r, rows*cols)
+		src16 := make([]uint16, rows*cols)
+		for i := range src16 {
+			src16[i] = uint16(r.Uint32())
+		}
+		for _, l := range f32Levels() {
+			got32 := make([]float32, rows*cols+3)
+			got16 := make([]uint16, rows*cols+3)
+			withLevels(t, l, q8Level, func() {
+				Transpose(got32, src32, rows, cols)
+				Transpose(got16, src16, rows, cols)
+			})
+			for rr := range rows {
+				for c := range cols {
+					if got32[c*rows+rr] != src32[rr*cols+c] || got16[c*rows+rr] != src16[rr*cols+c] {
+						t.Fatalf("%v %dx%d: element (%d, %d) is %g / %#x, want %g / %#x", l, rows, cols, rr, c,
+							got32[c*rows+rr], got16[c*rows+rr], src32[rr*cols+c], src16[rr*cols+c])
+					}
+				}
+			}
+			for i := rows * cols; i < len(got32); i++ {
+				if got32[i] != 0 || got16[i] != 0 {
+					t.Fatalf("%v %dx%d: element %d past the transpose written", l, rows, cols, i)
+				}
+			}
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Transpose into a short dst did not panic")
+		}
+	}()
+	Transpose(make([]float32, 10), make([]float32, 16), 4, 4)
+}

@@ -267,6 +267,21 @@ func axpyStridedChecked[E float32 | uint16](fn string, y, a []float32, v []E, st
 	axpyStrided(y, a, v, stride)
 }
 
+// Transpose sets dst (cols rows of rows elements) to the transpose of src
+// (rows rows of cols elements): dst[c*rows+r] = src[r*cols+c]. dst and src
+// must not overlap. It moves the elements as they are (halves stay
+// halves). Sixteen rows, a KV block's slots, go through assembly where
+// there is some: a gather per column.
+func Transpose[E float32 | uint16](dst, src []E, rows, cols int) {
+	if rows < 0 || cols < 0 || len(src) < rows*cols || len(dst) < rows*cols {
+		panic(fmt.Sprintf("kernels: Transpose of %dx%d with %d and %d elements", rows, cols, len(src), len(dst)))
+	}
+	if rows*cols == 0 {
+		return
+	}
+	transpose(dst[:rows*cols], src[:rows*cols], rows, cols)
+}
+
 // PrefetchRows asks the CPU to bring rows rows of rowLen elements of x,
 // stride elements apart (clipped to x), into its caches ahead of use: for
 // keys and values that the weights streamed through the caches since

@@ -5711,3 +5711,76 @@ hlloop:
 hldone:
 	VZEROUPPER
 	RET
+
+// func transpose16AVX512(dst *float32, src *float32, cols int)
+// Requires: AVX, AVX512F
+TEXT ·transpose16AVX512(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         cols+16(FP), DX
+	MOVQ         DX, BX
+	SHLQ         $0x02, BX
+	VPBROADCASTD BX, Z0
+	VPMULLD      transposeiota<>+0(SB), Z0, Z0
+
+transpose16AVX512col:
+	TESTQ      DX, DX
+	JZ         transpose16AVX512done
+	KXNORW     K1, K1, K1
+	VPGATHERDD (CX)(Z0*1), K1, Z1
+	VMOVDQU32  Z1, (AX)
+	ADDQ       $0x40, AX
+	ADDQ       $0x04, CX
+	DECQ       DX
+	JMP        transpose16AVX512col
+
+transpose16AVX512done:
+	VZEROUPPER
+	RET
+
+DATA transposeiota<>+0(SB)/4, $0x00000000
+DATA transposeiota<>+4(SB)/4, $0x00000001
+DATA transposeiota<>+8(SB)/4, $0x00000002
+DATA transposeiota<>+12(SB)/4, $0x00000003
+DATA transposeiota<>+16(SB)/4, $0x00000004
+DATA transposeiota<>+20(SB)/4, $0x00000005
+DATA transposeiota<>+24(SB)/4, $0x00000006
+DATA transposeiota<>+28(SB)/4, $0x00000007
+DATA transposeiota<>+32(SB)/4, $0x00000008
+DATA transposeiota<>+36(SB)/4, $0x00000009
+DATA transposeiota<>+40(SB)/4, $0x0000000a
+DATA transposeiota<>+44(SB)/4, $0x0000000b
+DATA transposeiota<>+48(SB)/4, $0x0000000c
+DATA transposeiota<>+52(SB)/4, $0x0000000d
+DATA transposeiota<>+56(SB)/4, $0x0000000e
+DATA transposeiota<>+60(SB)/4, $0x0000000f
+GLOBL transposeiota<>(SB), RODATA|NOPTR, $64
+
+// func transpose16F16AVX512(dst *uint16, src *uint16, cols int)
+// Requires: AVX, AVX512F
+TEXT ·transpose16F16AVX512(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         cols+16(FP), DX
+	MOVQ         DX, BX
+	SHLQ         $0x01, BX
+	VPBROADCASTD BX, Z0
+	VPMULLD      transposeiota<>+0(SB), Z0, Z0
+	SHRQ         $0x01, DX
+
+transpose16F16AVX512col:
+	TESTQ      DX, DX
+	JZ         transpose16F16AVX512done
+	KXNORW     K1, K1, K1
+	VPGATHERDD (CX)(Z0*1), K1, Z1
+	VPMOVDW    Z1, (AX)
+	VPSRLD     $0x10, Z1, Z1
+	VPMOVDW    Z1, 32(AX)
+	ADDQ       $0x40, AX
+	ADDQ       $0x04, CX
+	DECQ       DX
+	JMP        transpose16F16AVX512col
+
+transpose16F16AVX512done:
+	VZEROUPPER
+	RET

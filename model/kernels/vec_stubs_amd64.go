@@ -243,3 +243,13 @@ func ropeInterleavedAVX512(x *float32, cos *float32, sin *float32, half int)
 //
 //go:noescape
 func ropeHalfAVX512(x *float32, cos *float32, sin *float32, half int)
+
+// transpose16AVX512 sets dst[c*16+r] = src[r*cols+c] for r < 16, c < cols.
+//
+//go:noescape
+func transpose16AVX512(dst *float32, src *float32, cols int)
+
+// transpose16F16AVX512 sets dst[c*16+r] = src[r*cols+c] for r < 16, c < cols (dst and src halves).
+//
+//go:noescape
+func transpose16F16AVX512(dst *uint16, src *uint16, cols int)

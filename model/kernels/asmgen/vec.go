@@ -26,6 +26,8 @@ func genVec() {
 	genF16()
 	prefetchRows()
 	ropeAVX512()
+	transpose16AVX512(elemF32)
+	transpose16AVX512(elemF16)
 }
 
 // ropeAVX512 generates the two RoPE kernels.
