@@ -287,7 +287,7 @@ func TestScoresF16(t *testing.T) {
 	for _, l := range f32Levels() {
 		for _, dim := range []int{0, 1, 2, 3, 4, 5, 7, 8, 15, 17, 33, 64, 65, 128} {
 			for _, bs := range []int{1, 3, 8, 15, 16, 17, 31, 32, 33, 48} {
-				for _, n := range []int{1, 2, bs / 2, bs - 1, bs} {
+				for _, n := range []int{1, 2, 5, 6, 9, bs / 2, bs - 1, bs} {
 					if n < 1 || n > bs {
 						continue
 					}
