@@ -493,6 +493,17 @@ func (r *Runner) plan(rows []Row) {
 	c := &r.m.Config
 	n, bs := len(rows), r.kv.BlockSize()
 	nchunks := (n + maxChunkRows - 1) / maxChunkRows
+	// From 8 rows a thread, a whole number of chunks per thread: the
+	// pool hands each thread a contiguous part of the work items, (chunk,
+	// kv head) in order, so that a thread attends for the rows whose keys,
+	// values and queries it has just prepared (the prepare phase splits
+	// the rows the same way) instead of reading half of them from the
+	// other core's cache. For 16 rows on 2 threads: 2 chunks of 8, not
+	// one of 16; the 16-branch stories110M Q8_0 step took 3.3-3.6% less
+	// time (two sets of 12 interleaved pairs of runs).
+	if t := kernels.Threads(); n >= 8*t {
+		nchunks = t * ((n + t*maxChunkRows - 1) / (t * maxChunkRows))
+	}
 	// Enough work items for the threads even with few kv heads.
 	want := (2*kernels.Threads() + c.KVHeads - 1) / c.KVHeads
 	nchunks = min(n, max(nchunks, want))
