@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -945,4 +946,61 @@ func TestTranspose(t *testing.T) {
 		}
 	}()
 	Transpose(make([]float32, 10), make([]float32, 16), 4, 4)
+}
+
+// TestMatMulQ8Acts checks that products of rows quantized ahead, each on
+// its own goroutine, are bit for bit MatMulMany's on every level, and that
+// a mismatched batch panics.
+func TestMatMulQ8Acts(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	const cols = 96
+	a1, _ := QuantizeQ8(40, cols, randVec(r, 40*cols))
+	a2, _ := QuantizeQ8(17, cols, randVec(r, 17*cols))
+	for _, n := range []int{0, 1, 5, 16} {
+		x := randVec(r, n*cols)
+		for _, l := range q8Levels() {
+			want := [][]float32{make([]float32, n*40), make([]float32, n*17)}
+			got := [][]float32{make([]float32, n*40), make([]float32, n*17)}
+			var acts Q8Acts
+			withLevels(t, f32Level, l, func() {
+				MatMulMany([]*Mat{a1, a2}, want, x, n)
+				acts.Reset(n, cols)
+				var wg sync.WaitGroup
+				for i := range n {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						acts.Quantize(i, x[i*cols:(i+1)*cols])
+					}()
+				}
+				wg.Wait()
+				MatMulQ8Acts([]*Mat{a1, a2}, got, &acts)
+			})
+			for i := range got {
+				if !bitsEqual(got[i], want[i]) {
+					t.Fatalf("%v n=%d: matrix %d: MatMulQ8Acts = %v, MatMulMany %v", l, n, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	f, _ := NewF32Mat(2, cols, make([]float32, 2*cols))
+	var acts Q8Acts
+	acts.Reset(1, cols)
+	for name, fn := range map[string]func(){
+		"F32 matrix":    func() { MatMulQ8Acts([]*Mat{f}, [][]float32{make([]float32, 2)}, &acts) },
+		"other width":   func() { acts.Reset(1, 64); MatMulQ8Acts([]*Mat{a1}, [][]float32{make([]float32, 40)}, &acts) },
+		"row past n":    func() { acts.Reset(1, cols); acts.Quantize(1, make([]float32, cols)) },
+		"short row":     func() { acts.Reset(1, cols); acts.Quantize(0, make([]float32, cols-1)) },
+		"odd columns":   func() { acts.Reset(1, 33) },
+		"short outputs": func() { acts.Reset(2, cols); MatMulQ8Acts([]*Mat{a1}, [][]float32{make([]float32, 40)}, &acts) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			fn()
+		}()
+	}
 }

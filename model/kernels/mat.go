@@ -170,38 +170,104 @@ const MaxMany = 3
 // threads, not three. The matrices must have the same type and Cols; at
 // most MaxMany.
 func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
-	if len(mats) == 0 || len(mats) > MaxMany || len(outs) != len(mats) {
-		panic(fmt.Sprintf("kernels: MatMulMany with %d matrices and %d outputs", len(mats), len(outs)))
-	}
-	j := matMulJob{x: x, n: n, nm: len(mats)}
-	m0 := mats[0]
-	for i, m := range mats {
-		if n < 0 || len(x) < n*m.Cols || len(outs[i]) < n*m.Rows {
-			panic(fmt.Sprintf("kernels: MatMul %dx%d with %d rows: x has %d, out has %d", m.Rows, m.Cols, n, len(x), len(outs[i])))
+	j := newMatMulJob("MatMulMany", mats, outs, n)
+	for _, m := range mats {
+		if len(x) < n*m.Cols {
+			panic(fmt.Sprintf("kernels: MatMul %dx%d with %d rows: x has %d", m.Rows, m.Cols, n, len(x)))
 		}
-		if m.Type != m0.Type || m.Cols != m0.Cols {
-			panic(fmt.Sprintf("kernels: MatMulMany of %v %dx%d and %v %dx%d", m0.Type, m0.Rows, m0.Cols, m.Type, m.Rows, m.Cols))
-		}
-		rb := m.rowBlock()
-		j.m[i], j.out[i] = m, outs[i]
-		j.start[i+1] = j.start[i] + (m.Rows+rb-1)/rb
-		j.work += m.Rows * m.Cols * n
 	}
+	j.x = x
 	if n == 0 {
 		return
 	}
-	switch m0.Type {
+	switch mats[0].Type {
 	case F32:
 		DefaultPool().matMul(j)
 	case Q8_0:
-		s := getQ8Scratch(n * q8XBytes(m0.Cols))
-		s.quantize(x, n, m0.Cols)
+		cols := mats[0].Cols
+		s := getQ8Scratch(n * q8XBytes(cols))
+		s.quantize(x, n, cols)
 		j.xq = s.buf
 		j.work /= 4
 		DefaultPool().matMul(j)
 		j.xq = nil
 		putQ8Scratch(s)
 	}
+}
+
+// Q8Acts is a batch of activation rows quantized, as MatMul quantizes
+// them, for products with Q8_0 matrices of Cols columns: rows quantized
+// where they are made (a norm, an activation function), by the thread
+// that made them, and read by one MatMulQ8Acts. Quantizing in MatMul
+// costs a hand-off to the threads of its own, and reads the rows from the
+// cache of whichever core wrote them.
+type Q8Acts struct {
+	cols, n int
+	buf     []byte
+}
+
+// Reset sizes a for n rows of cols columns (a multiple of 32); the rows'
+// contents are undefined until quantized.
+func (a *Q8Acts) Reset(n, cols int) {
+	if n < 0 || cols <= 0 || cols%Q8BlockSize != 0 {
+		panic(fmt.Sprintf("kernels: Q8Acts of %d rows of %d columns", n, cols))
+	}
+	a.cols, a.n = cols, n
+	size := n * q8XBytes(cols)
+	if cap(a.buf) < size {
+		a.buf = alignedBytes(size)
+	}
+	a.buf = a.buf[:size]
+}
+
+// Quantize sets row i to x (Cols values), quantized. Distinct rows may be
+// quantized concurrently.
+func (a *Q8Acts) Quantize(i int, x []float32) {
+	if uint(i) >= uint(a.n) || len(x) != a.cols {
+		panic(fmt.Sprintf("kernels: Q8Acts.Quantize of row %d of %d, %d values for %d columns", i, a.n, len(x), a.cols))
+	}
+	rb := q8XBytes(a.cols)
+	quantizeQ8Rows(a.buf[i*rb:(i+1)*rb], x, 1, a.cols)
+}
+
+// MatMulQ8Acts is MatMulMany with the rows already quantized: for each i,
+// outs[i] = mats[i] times the a.N rows, bit for bit what MatMulMany
+// computes from the rows a's were quantized from. The matrices must be
+// Q8_0, of a's Cols columns.
+func MatMulQ8Acts(mats []*Mat, outs [][]float32, a *Q8Acts) {
+	j := newMatMulJob("MatMulQ8Acts", mats, outs, a.n)
+	if mats[0].Type != Q8_0 || mats[0].Cols != a.cols {
+		panic(fmt.Sprintf("kernels: MatMulQ8Acts of %v %dx%d with rows of %d columns", mats[0].Type, mats[0].Rows, mats[0].Cols, a.cols))
+	}
+	if a.n == 0 {
+		return
+	}
+	j.xq = a.buf
+	j.work /= 4
+	DefaultPool().matMul(j)
+}
+
+// newMatMulJob checks the matrices and outputs of a product of n
+// activation rows and sets up its job (without the activations).
+func newMatMulJob(fn string, mats []*Mat, outs [][]float32, n int) matMulJob {
+	if len(mats) == 0 || len(mats) > MaxMany || len(outs) != len(mats) {
+		panic(fmt.Sprintf("kernels: %s with %d matrices and %d outputs", fn, len(mats), len(outs)))
+	}
+	j := matMulJob{n: n, nm: len(mats)}
+	m0 := mats[0]
+	for i, m := range mats {
+		if n < 0 || len(outs[i]) < n*m.Rows {
+			panic(fmt.Sprintf("kernels: MatMul %dx%d with %d rows: out has %d", m.Rows, m.Cols, n, len(outs[i])))
+		}
+		if m.Type != m0.Type || m.Cols != m0.Cols {
+			panic(fmt.Sprintf("kernels: %s of %v %dx%d and %v %dx%d", fn, m0.Type, m0.Rows, m0.Cols, m.Type, m.Rows, m.Cols))
+		}
+		rb := m.rowBlock()
+		j.m[i], j.out[i] = m, outs[i]
+		j.start[i+1] = j.start[i] + (m.Rows+rb-1)/rb
+		j.work += m.Rows * m.Cols * n
+	}
+	return j
 }
 
 // rowBlock is the number of weight rows the micro-kernels handle per pass
