@@ -314,8 +314,16 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 	}
 
 	// The last residual, final norm and classifier, only for rows that
-	// want logits. Row nl <= i of r.xb is free by the time row i's norm
-	// goes there.
+	// want logits: when all do (a decoding step), as the layers' norms
+	// do, on the threads; else row by row here, compacting: row nl <= i
+	// of r.xb is free by the time row i's norm goes there.
+	if len(out.logits) == n*c.Vocab {
+		head := []*kernels.Mat{w.Output}
+		xq := r.quantFor(&r.xq, head, n)
+		r.rowWork(rowTask{r: r, norm: w.OutputNorm, residual: true, quant: xq}, n)
+		matMuls(head, [][]float32{out.logits}, r.xb, n, xq)
+		return out, nil
+	}
 	nl := 0
 	for i, row := range rows {
 		if row.NoLogits {
