@@ -7604,7 +7604,7 @@ done:
 
 // func quantQ8VNNI(x *float32, nb int, dst *byte)
 // Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL
-TEXT ·quantQ8VNNI(SB), NOSPLIT, $0-24
+TEXT ·quantQ8VNNI(SB), NOSPLIT, $32-24
 	MOVQ         x+0(FP), AX
 	MOVQ         dst+16(FP), CX
 	MOVL         $0x7fffffff, DX
@@ -7615,7 +7615,123 @@ TEXT ·quantQ8VNNI(SB), NOSPLIT, $0-24
 	MOVL         $0x3f800000, DX
 	VMOVD        DX, X3
 	MOVQ         nb+8(FP), DX
+	VBROADCASTSS X2, X4
+	VBROADCASTSS X3, X5
+	VMOVDQU32    quantlane0<>+0(SB), Z6
 
+four:
+	CMPQ         DX, $0x04
+	JB           fourdone
+	VMOVUPS      (AX), Z7
+	VMOVUPS      64(AX), Z8
+	VANDPS       Z0, Z7, Z9
+	VANDPS       Z0, Z8, Z10
+	VMAXPS       Z10, Z9, Z9
+	VMOVUPS      128(AX), Z10
+	VMOVUPS      192(AX), Z11
+	VANDPS       Z0, Z10, Z12
+	VANDPS       Z0, Z11, Z13
+	VMAXPS       Z13, Z12, Z12
+	VMOVUPS      256(AX), Z13
+	VMOVUPS      320(AX), Z14
+	VANDPS       Z0, Z13, Z15
+	VANDPS       Z0, Z14, Z16
+	VMAXPS       Z16, Z15, Z15
+	VMOVUPS      384(AX), Z16
+	VMOVUPS      448(AX), Z17
+	VANDPS       Z0, Z16, Z18
+	VANDPS       Z0, Z17, Z19
+	VMAXPS       Z19, Z18, Z18
+	VSHUFF32X4   $0x44, Z12, Z9, Z19
+	VSHUFF32X4   $0xee, Z12, Z9, Z9
+	VMAXPS       Z9, Z19, Z19
+	VSHUFF32X4   $0x44, Z18, Z15, Z9
+	VSHUFF32X4   $0xee, Z18, Z15, Z12
+	VMAXPS       Z12, Z9, Z9
+	VSHUFF32X4   $0x88, Z9, Z19, Z12
+	VSHUFF32X4   $0xdd, Z9, Z19, Z9
+	VMAXPS       Z9, Z12, Z12
+	VPERMILPS    $0x4e, Z12, Z9
+	VMAXPS       Z9, Z12, Z12
+	VPERMILPS    $0xb1, Z12, Z9
+	VMAXPS       Z9, Z12, Z12
+	VPERMD       Z12, Z6, Z12
+	VDIVPS       X4, X12, X9
+	VCMPPS       $0x04, X1, X9, K1
+	VDIVPS.Z     X9, X5, K1, X12
+	VMOVUPS      X9, (SP)
+	VMOVUPS      X12, 16(SP)
+	MOVL         (SP), BX
+	MOVL         BX, 32(CX)
+	MOVL         4(SP), BX
+	MOVL         BX, 72(CX)
+	MOVL         8(SP), BX
+	MOVL         BX, 112(CX)
+	MOVL         12(SP), BX
+	MOVL         BX, 152(CX)
+	VBROADCASTSS 16(SP), Z9
+	VMULPS       Z9, Z7, Z7
+	VMULPS       Z9, Z8, Z8
+	VCVTPS2DQ    Z7, Z7
+	VCVTPS2DQ    Z8, Z8
+	VPMOVDB      Z7, (CX)
+	VPMOVDB      Z8, 16(CX)
+	VPADDD       Z8, Z7, Z7
+	VBROADCASTSS 20(SP), Z8
+	VMULPS       Z8, Z10, Z10
+	VMULPS       Z8, Z11, Z11
+	VCVTPS2DQ    Z10, Z10
+	VCVTPS2DQ    Z11, Z11
+	VPMOVDB      Z10, 40(CX)
+	VPMOVDB      Z11, 56(CX)
+	VPADDD       Z11, Z10, Z10
+	VBROADCASTSS 24(SP), Z8
+	VMULPS       Z8, Z13, Z13
+	VMULPS       Z8, Z14, Z14
+	VCVTPS2DQ    Z13, Z13
+	VCVTPS2DQ    Z14, Z14
+	VPMOVDB      Z13, 80(CX)
+	VPMOVDB      Z14, 96(CX)
+	VPADDD       Z14, Z13, Z13
+	VBROADCASTSS 28(SP), Z8
+	VMULPS       Z8, Z16, Z16
+	VMULPS       Z8, Z17, Z17
+	VCVTPS2DQ    Z16, Z16
+	VCVTPS2DQ    Z17, Z17
+	VPMOVDB      Z16, 120(CX)
+	VPMOVDB      Z17, 136(CX)
+	VPADDD       Z17, Z16, Z16
+	VSHUFF32X4   $0x44, Z10, Z7, Z8
+	VSHUFF32X4   $0xee, Z10, Z7, Z7
+	VPADDD       Z7, Z8, Z8
+	VSHUFF32X4   $0x44, Z16, Z13, Z7
+	VSHUFF32X4   $0xee, Z16, Z13, Z9
+	VPADDD       Z9, Z7, Z7
+	VSHUFF32X4   $0x88, Z7, Z8, Z9
+	VSHUFF32X4   $0xdd, Z7, Z8, Z7
+	VPADDD       Z7, Z9, Z9
+	VPSHUFD      $0x4e, Z9, Z7
+	VPADDD       Z7, Z9, Z9
+	VPSHUFD      $0xb1, Z9, Z7
+	VPADDD       Z7, Z9, Z9
+	VPERMD       Z9, Z6, Z9
+	VPSLLD       $0x07, X9, X9
+	VPSUBD       X9, X1, X9
+	VMOVDQU      X9, (SP)
+	MOVL         (SP), BX
+	MOVL         BX, 36(CX)
+	MOVL         4(SP), BX
+	MOVL         BX, 76(CX)
+	MOVL         8(SP), BX
+	MOVL         BX, 116(CX)
+	MOVL         12(SP), BX
+	MOVL         BX, 156(CX)
+	ADDQ         $0x00000200, AX
+	ADDQ         $0x000000a0, CX
+	SUBQ         $0x04, DX
+	JMP          four
+
+fourdone:
 blkloop:
 	TESTQ         DX, DX
 	JZ            blkdone
@@ -7663,3 +7779,21 @@ blkloop:
 blkdone:
 	VZEROUPPER
 	RET
+
+DATA quantlane0<>+0(SB)/4, $0x00000000
+DATA quantlane0<>+4(SB)/4, $0x00000004
+DATA quantlane0<>+8(SB)/4, $0x00000008
+DATA quantlane0<>+12(SB)/4, $0x0000000c
+DATA quantlane0<>+16(SB)/4, $0x00000000
+DATA quantlane0<>+20(SB)/4, $0x00000004
+DATA quantlane0<>+24(SB)/4, $0x00000008
+DATA quantlane0<>+28(SB)/4, $0x0000000c
+DATA quantlane0<>+32(SB)/4, $0x00000000
+DATA quantlane0<>+36(SB)/4, $0x00000004
+DATA quantlane0<>+40(SB)/4, $0x00000008
+DATA quantlane0<>+44(SB)/4, $0x0000000c
+DATA quantlane0<>+48(SB)/4, $0x00000000
+DATA quantlane0<>+52(SB)/4, $0x00000004
+DATA quantlane0<>+56(SB)/4, $0x00000008
+DATA quantlane0<>+60(SB)/4, $0x0000000c
+GLOBL quantlane0<>(SB), RODATA|NOPTR, $64

@@ -323,7 +323,8 @@ func q8PanelTileAVX2(nr int) {
 // quantQ8VNNI generates quantQ8VNNI(x *float32, nb int, dst *byte): it
 // quantizes a row of nb blocks of 32 floats into the activation layout:
 // scale d = max|x|/127, quants round-half-even(x * (1/d)) and the
-// correction -128 * sum of the quants.
+// correction -128 * sum of the quants. Four blocks at a time
+// (quantQ8Four), then one.
 func quantQ8VNNI() {
 	name := "quantQ8VNNI"
 	TEXT(name, NOSPLIT, "func(x *float32, nb int, dst *byte)")
@@ -343,6 +344,7 @@ func quantQ8VNNI() {
 	VMOVD(g, one)
 
 	n := Load(Param("nb"), GP64())
+	quantQ8Four(x, dst, n, absMask, zero, c127, one)
 	countLoop("blk", n, func() {
 		v0, v1 := ZMM(), ZMM()
 		VMOVUPS(Mem{Base: x}, v0)
@@ -385,6 +387,118 @@ func quantQ8VNNI() {
 	})
 	VZEROUPPER()
 	RET()
+}
+
+// quantQ8Four emits quantQ8VNNI's loop over four blocks at a time, while
+// n (blocks left) is at least 4; it moves x, dst and n on. The one-block
+// loop spends most of its time in horizontal reductions (a maximum and a
+// sum, four shuffles each) and in two scalar divisions a block; here the
+// four blocks' reductions share their shuffles (VSHUFF32X4 across two
+// blocks' halves, then within 128-bit lanes: two shuffles a block for
+// each reduction) and one VDIVPS divides for all four. The results are
+// bit for bit the same: a maximum and an integer sum do not depend on
+// the order, and each block's scale and its inverse come from the same
+// single-precision divisions. BenchmarkQuantizeQ8/1x768: 204 -> 139 ns.
+func quantQ8Four(x, dst, n reg.Register, absMask, zero, c127, one reg.VecVirtual) {
+	idx := GLOBL("quantlane0", RODATA|NOPTR) // VPERMD: lane 0 of each 128-bit lane
+	for i := 0; i < 16; i++ {
+		DATA(4*i, U32(uint32(4*(i%4))))
+	}
+	tmp := AllocLocal(32) // the four scales, then the four corrections
+	c127v, onev := XMM(), XMM()
+	VBROADCASTSS(c127, c127v)
+	VBROADCASTSS(one, onev)
+
+	// reduce4 leaves in each 128-bit lane i of the result the reduction
+	// (op) of all 16 lanes of v[i], in all four of its elements.
+	reduce4 := func(v [4]reg.VecVirtual, op func(a, b, dst reg.VecVirtual), integer bool) reg.VecVirtual {
+		pair := func(a, b reg.VecVirtual) reg.VecVirtual {
+			lo, hi := ZMM(), ZMM()
+			VSHUFF32X4(U8(0x44), b, a, lo) // a.l0 a.l1 b.l0 b.l1
+			VSHUFF32X4(U8(0xEE), b, a, hi) // a.l2 a.l3 b.l2 b.l3
+			op(lo, hi, lo)
+			return lo
+		}
+		ab, cd := pair(v[0], v[1]), pair(v[2], v[3])
+		lo, hi := ZMM(), ZMM()
+		VSHUFF32X4(U8(0x88), cd, ab, lo) // ab.l0 ab.l2 cd.l0 cd.l2
+		VSHUFF32X4(U8(0xDD), cd, ab, hi) // ab.l1 ab.l3 cd.l1 cd.l3
+		op(lo, hi, lo)
+		t := ZMM()
+		if integer {
+			VPSHUFD(U8(0x4E), lo, t)
+		} else {
+			VPERMILPS(U8(0x4E), lo, t)
+		}
+		op(lo, t, lo)
+		if integer {
+			VPSHUFD(U8(0xB1), lo, t)
+		} else {
+			VPERMILPS(U8(0xB1), lo, t)
+		}
+		op(lo, t, lo)
+		return lo
+	}
+
+	lane0 := ZMM()
+	VMOVDQU32(idx, lane0)
+	Label("four")
+	CMPQ(n, U8(4))
+	JB(LabelRef("fourdone"))
+	var v [4][2]reg.VecVirtual
+	var m [4]reg.VecVirtual
+	for b := range 4 {
+		v[b] = [2]reg.VecVirtual{ZMM(), ZMM()}
+		VMOVUPS(Mem{Base: x, Disp: 128 * b}, v[b][0])
+		VMOVUPS(Mem{Base: x, Disp: 128*b + 64}, v[b][1])
+		m[b] = ZMM()
+		a1 := ZMM()
+		VANDPS(absMask, v[b][0], m[b])
+		VANDPS(absMask, v[b][1], a1)
+		VMAXPS(a1, m[b], m[b])
+	}
+	mx := reduce4(m, func(a, b, d reg.VecVirtual) { VMAXPS(b, a, d) }, false)
+	d := XMM()
+	VPERMD(mx, lane0, mx)      // the four maxima in lanes 0-3
+	VDIVPS(c127v, mx.AsX(), d) // d = amax/127
+	k := K()
+	VCMPPS(U8(4), zero.AsX(), d, k) // d != 0 (or NaN)
+	id := XMM()
+	VDIVPS_Z(d, onev, k, id) // 1/d, or 0
+	VMOVUPS(d, tmp)
+	VMOVUPS(id, tmp.Offset(16))
+	g := GP32()
+	for b := range 4 { // the scales
+		MOVL(tmp.Offset(4*b), g)
+		MOVL(g, Mem{Base: dst, Disp: xBlockBytes*b + xScaleOffset})
+	}
+	var s [4]reg.VecVirtual
+	for b := range 4 {
+		idv := ZMM()
+		VBROADCASTSS(tmp.Offset(16+4*b), idv)
+		VMULPS(idv, v[b][0], v[b][0])
+		VMULPS(idv, v[b][1], v[b][1])
+		VCVTPS2DQ(v[b][0], v[b][0]) // round half to even (MXCSR default)
+		VCVTPS2DQ(v[b][1], v[b][1])
+		VPMOVDB(v[b][0], Mem{Base: dst, Disp: xBlockBytes * b})
+		VPMOVDB(v[b][1], Mem{Base: dst, Disp: xBlockBytes*b + 16})
+		s[b] = v[b][0]
+		VPADDD(v[b][1], s[b], s[b])
+	}
+	sum := reduce4(s, func(a, b, d reg.VecVirtual) { VPADDD(b, a, d) }, true)
+	VPERMD(sum, lane0, sum)
+	VPSLLD(U8(7), sum.AsX(), sum.AsX()) // -128 times the sums
+	VPSUBD(sum.AsX(), zero.AsX(), sum.AsX())
+	VMOVDQU(sum.AsX(), tmp) // over the scales, stored already
+	for b := range 4 {
+		MOVL(tmp.Offset(4*b), g)
+		MOVL(g, Mem{Base: dst, Disp: xBlockBytes*b + xCorrOffset})
+	}
+	ADDQ(U32(4*128), x)
+	ADDQ(U32(4*xBlockBytes), dst)
+	SUBQ(U8(4), n)
+	JMP(LabelRef("four"))
+	Label("fourdone")
 }
 
 // nextTile ends a tile kernel that does nt tiles of nr activation rows:
