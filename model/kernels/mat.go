@@ -196,7 +196,7 @@ func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
 }
 
 // Q8Acts is a batch of activation rows quantized, as MatMul quantizes
-// them, for products with Q8_0 matrices of Cols columns: rows quantized
+// them, for products with Q8_0 matrices as wide as the rows: rows quantized
 // where they are made (a norm, an activation function), by the thread
 // that made them, and read by one MatMulQ8Acts. Quantizing in MatMul
 // costs a hand-off to the threads of its own, and reads the rows from the
@@ -220,8 +220,8 @@ func (a *Q8Acts) Reset(n, cols int) {
 	a.buf = a.buf[:size]
 }
 
-// Quantize sets row i to x (Cols values), quantized. Distinct rows may be
-// quantized concurrently.
+// Quantize sets row i to x (as many values as a row has columns),
+// quantized. Distinct rows may be quantized concurrently.
 func (a *Q8Acts) Quantize(i int, x []float32) {
 	if uint(i) >= uint(a.n) || len(x) != a.cols {
 		panic(fmt.Sprintf("kernels: Q8Acts.Quantize of row %d of %d, %d values for %d columns", i, a.n, len(x), a.cols))
@@ -231,9 +231,9 @@ func (a *Q8Acts) Quantize(i int, x []float32) {
 }
 
 // MatMulQ8Acts is MatMulMany with the rows already quantized: for each i,
-// outs[i] = mats[i] times the a.N rows, bit for bit what MatMulMany
-// computes from the rows a's were quantized from. The matrices must be
-// Q8_0, of a's Cols columns.
+// outs[i] = mats[i] times the rows of a, bit for bit what MatMulMany
+// computes from the rows they were quantized from. The matrices must be
+// Q8_0, with as many columns as a's rows.
 func MatMulQ8Acts(mats []*Mat, outs [][]float32, a *Q8Acts) {
 	j := newMatMulJob("MatMulQ8Acts", mats, outs, a.n)
 	if mats[0].Type != Q8_0 || mats[0].Cols != a.cols {
