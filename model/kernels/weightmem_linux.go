@@ -2,10 +2,22 @@ package kernels
 
 import (
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// mappedSinceGC counts the bytes mapped since mapWeightChunk last ran a
+// collection.
+var mappedSinceGC atomic.Int64
+
+// gcEveryMapped is how many bytes of chunks may be mapped between forced
+// collections. The collector paces itself by the Go heap, which the
+// mappings are not part of: a process that loads and drops models would
+// otherwise keep dead chunks mapped, and resident, for as long as its
+// heap stays small.
+const gcEveryMapped = 1 << 30
 
 // mapWeightChunk maps size bytes (a multiple of hugePage) of anonymous
 // memory aligned to a huge page and advises them for huge pages before
@@ -13,6 +25,10 @@ import (
 // It returns nil if the mapping fails. The advice may fail (no THP in
 // this kernel): the memory is then ordinary pages.
 func mapWeightChunk(size int) *weightChunk {
+	if mappedSinceGC.Add(int64(size)) > gcEveryMapped {
+		mappedSinceGC.Store(0)
+		runtime.GC() // dead chunks' cleanups unmap them
+	}
 	m, err := unix.Mmap(-1, 0, size+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil

@@ -1,0 +1,44 @@
+package kernels
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// vmSize is the process's mapped memory (VmSize of /proc/self/status).
+func vmSize(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmSize:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Skip("no VmSize")
+	return 0
+}
+
+// TestWeightChunksUnmapped maps and drops 6 GiB of weight chunks, a
+// quarter of a GiB at a time: the collections forced every gcEveryMapped
+// bytes let the cleanups unmap the dead ones, so the process's mapped
+// memory stays bounded although its Go heap does not grow.
+func TestWeightChunksUnmapped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("maps 6 GiB over time")
+	}
+	before := vmSize(t)
+	for range 24 {
+		c := newWeightChunk(256 << 20)
+		c.mem[0], c.mem[len(c.mem)-1] = 1, 1 // touch two pages
+	}
+	time.Sleep(50 * time.Millisecond) // cleanups run on their own goroutine
+	if grew := vmSize(t) - before; grew > 3<<30 {
+		t.Errorf("mapped memory grew by %d MiB after dropping 6 GiB of chunks", grew>>20)
+	}
+}
