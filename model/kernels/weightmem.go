@@ -23,15 +23,15 @@ import (
 // every chunk); a large matrix gets a chunk of its own. A matrix holds its
 // chunk (Mat.mem), and a chunk is unmapped when the garbage collector
 // finds it unreachable: with the last matrix in it, once the allocator has
-// moved on to another; as the collector paces itself by the Go heap,
-// which mapped chunks are not part of, mapping forces a collection every
-// GiB mapped (weightmem_linux.go). The collector does not count mapped
-// memory either way, so
-// chunks under weightMapMin bytes stay Go memory: a huge page is resident
-// as soon as one byte of it is touched, and a process that loads many tiny
-// models (the loaders' fuzz tests) would otherwise hold 2 MB a model until
-// a collection happened to run. Where no mapping can be had, a chunk is Go
-// memory too.
+// moved on to another.
+//
+// The collector paces itself by the Go heap, which mapped chunks are not
+// part of. So mapping forces a collection every GiB mapped
+// (weightmem_linux.go), and chunks under weightMapMin bytes stay Go
+// memory: a huge page is resident as soon as one byte of it is touched,
+// and a process that loads many tiny models (the loaders' fuzz tests)
+// would otherwise hold 2 MB a model until a collection happened to run.
+// Where no mapping can be had, a chunk is Go memory too.
 
 const (
 	hugePage       = 2 << 20
