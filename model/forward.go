@@ -280,7 +280,7 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 		// Attention: the previous layer's residual, norm, q/k/v
 		// projections, RoPE, cache write.
 		qkv := []*kernels.Mat{lw.Wq, lw.Wk, lw.Wv}
-		xq := r.quantFor(&r.xq, qkv, n)
+		xq := quantFor(&r.xq, qkv, n)
 		r.rowWork(rowTask{r: r, norm: lw.AttnNorm, residual: l > 0, quant: xq}, n)
 		matMuls(qkv, [][]float32{r.q, r.k, r.v}, r.xb, n, xq)
 		// Bias, RoPE and the cache write of every row; then the sealing
@@ -304,11 +304,11 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 		// Output projection; its residual and the SwiGLU feed-forward.
 		lw.Wo.MatMul(r.xb, r.ao, n)
 		ffn := []*kernels.Mat{lw.W1, lw.W3}
-		xq = r.quantFor(&r.xq, ffn, n)
+		xq = quantFor(&r.xq, ffn, n)
 		r.rowWork(rowTask{r: r, norm: lw.FFNNorm, residual: true, quant: xq}, n)
 		matMuls(ffn, [][]float32{r.hb, r.hb2}, r.xb, n, xq)
 		down := []*kernels.Mat{lw.W2}
-		hq := r.quantFor(&r.hq, down, n)
+		hq := quantFor(&r.hq, down, n)
 		r.rowWork(rowTask{r: r, quant: hq}, n)        // SwiGLU
 		matMuls(down, [][]float32{r.xb}, r.hb, n, hq) // its residual goes with the next norm
 	}
@@ -319,7 +319,7 @@ func (r *Runner) Forward(rows []Row, attnLayers ...int) (*Output, error) {
 	// of r.xb is free by the time row i's norm goes there.
 	if len(out.logits) == n*c.Vocab {
 		head := []*kernels.Mat{w.Output}
-		xq := r.quantFor(&r.xq, head, n)
+		xq := quantFor(&r.xq, head, n)
 		r.rowWork(rowTask{r: r, norm: w.OutputNorm, residual: true, quant: xq}, n)
 		matMuls(head, [][]float32{out.logits}, r.xb, n, xq)
 		return out, nil
@@ -449,7 +449,7 @@ func (r *Runner) rowWork(t rowTask, n int) {
 // product a hand-off to the threads (three a layer; with them, a
 // 16-branch stories110M Q8_0 step took some 1-2% longer). Otherwise nil:
 // the product takes float rows.
-func (r *Runner) quantFor(a *kernels.Q8Acts, mats []*kernels.Mat, n int) *kernels.Q8Acts {
+func quantFor(a *kernels.Q8Acts, mats []*kernels.Mat, n int) *kernels.Q8Acts {
 	for _, m := range mats {
 		if m.Type != kernels.Q8_0 {
 			return nil
