@@ -14,8 +14,10 @@
 // block table holds it. [Pool.Fork] copies the parent's block table and adds
 // one reference to each block; no K/V data is copied and no block is
 // allocated, so a fork never fails. [Pool.Free] and [Pool.Truncate] drop
-// references, and a block whose count reaches zero goes to a free list from
-// which later allocations are served. Block storage is allocated lazily, one
+// references, and a block whose count reaches zero has the slots it used
+// zeroed and goes to a free list from which later allocations are served
+// (so a new position reads as zero without a write on the decoding
+// path). Block storage is allocated lazily, one
 // block at a time, up to the configured cap ([Config.MaxBlocks] or
 // [Config.MaxBytes]); when the cap is reached and the free list is empty,
 // [Pool.Append] reports [ErrCacheFull] and leaves the sequence unchanged, so

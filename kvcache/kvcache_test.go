@@ -58,6 +58,18 @@ func checkInvariants(t testing.TB, p *Pool, live []*Seq) {
 		if p.ref[id] != 0 {
 			t.Fatalf("block %d on the free list has reference count %d", id, p.ref[id])
 		}
+		if p.dirty[id] != 0 {
+			t.Fatalf("block %d on the free list has %d dirty slots", id, p.dirty[id])
+		}
+	}
+	// Every slot from a block's dirty mark on is zero, in every layer and
+	// layout: the next Append there may rely on it.
+	for id := range p.ref {
+		for slot := int(p.dirty[id]); slot < p.blockSize; slot++ {
+			if !slotZero(p, int32(id), slot) {
+				t.Fatalf("block %d: slot %d, past the dirty mark %d, is not zero", id, slot, p.dirty[id])
+			}
+		}
 	}
 	st := p.Stats()
 	if inUse+len(p.free) != allocated || allocated > p.capBlocks || len(p.ref) != allocated {
@@ -67,6 +79,34 @@ func checkInvariants(t testing.TB, p *Pool, live []*Seq) {
 		st.FreeBlocks != p.capBlocks-inUse || st.BytesInUse != int64(inUse)*st.BytesPerBlock {
 		t.Fatalf("Stats %+v, want in use %d, shared %d, logical %d", st, inUse, shared, logical)
 	}
+}
+
+// slotZero reports whether slot of block id holds zero keys and values in
+// every layer, whatever its runs' layout.
+func slotZero(p *Pool, id int32, slot int) bool {
+	if p.dtype == F16 {
+		return slotZeroIn(p, p.f16[id], id, slot)
+	}
+	return slotZeroIn(p, p.f32[id], id, slot)
+}
+
+func slotZeroIn[E elem](p *Pool, b []E, id int32, slot int) bool {
+	run := p.headDim * p.blockSize
+	for l := range p.layers {
+		base := 2 * l * p.blockSize * p.kvDim
+		for h := range p.heads {
+			for d := range p.headDim {
+				k := base + h*run + slot*p.headDim + d // staged
+				if p.sealed[p.sealIndex(id, l, h)] {
+					k = base + h*run + d*p.blockSize + slot
+				}
+				if b[k] != 0 || b[base+p.blockSize*p.kvDim+h*run+slot*p.headDim+d] != 0 {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // fill writes recognizable values into every layer of position pos of s.
