@@ -82,10 +82,6 @@ func (m *Model) Close() error {
 	return errors.Join(errs...)
 }
 
-// NewCache returns a KV cache pool for this model holding at most maxTokens
-// token positions (over all sequences, counted in whole blocks), storing
-// keys and values as dtype: kvcache.F32 exactly, or kvcache.F16 in half
-// the memory and attention traffic (llama.cpp's default).
 // DefaultKVType is the KV cache type for this model when the user names
 // none: F16 when its layers' weights are quantized (llama.cpp's default
 // cache; it halves the cache's memory and the attention's traffic, which
@@ -123,6 +119,10 @@ func (m *Model) KVType(name string) (kvcache.DType, error) {
 	return t, err
 }
 
+// NewCache returns a KV cache pool for this model holding at most maxTokens
+// token positions (over all sequences, counted in whole blocks), storing
+// keys and values as dtype: kvcache.F32 exactly, or kvcache.F16 in half
+// the memory and attention traffic (llama.cpp's default).
 func (m *Model) NewCache(maxTokens, blockSize int, dtype kvcache.DType) (*kvcache.Pool, error) {
 	if blockSize <= 0 {
 		blockSize = 16
