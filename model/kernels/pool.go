@@ -97,9 +97,9 @@ const spinTime = 100 * time.Microsecond
 // (runtime.Gosched): about a microsecond of loads. Yielding at every poll,
 // as the pool first did, passed through the scheduler (and its locks)
 // between two reads, and a hand-off waited for that: with the polls a
-// stories110M Q8_0 step took 1.9% less time with 1 branch (61 loops) and
-// 1.4% less with 16 (122 loops), in 12 interleaved pairs of runs; ten
-// times as many polls did the same.
+// stories110M Q8_0 step took 1.3-3.6% less time with 1 branch (61 loops)
+// and 0.5-1.4% less with 16 (122 loops), in three sets of 10-12
+// interleaved pairs of runs; ten times as many polls did the same.
 const spinPolls = 2000
 
 // pollWhile re-reads s up to spinPolls times while it holds v, and
