@@ -203,31 +203,9 @@ func Generate(shape Shape, dtype kernels.DType, seed uint64) (*model.Model, erro
 	for _, t := range ts {
 		byName[t.name] = t
 	}
-	m := func(name string) *kernels.Mat { return byName[name+".weight"].mat }
-	v := func(name string) []float32 { return byName[name+".weight"].f32 }
-	w := &model.Weights{
-		TokenEmbd:  m("token_embd"),
-		OutputNorm: v("output_norm"),
-		Layers:     make([]model.Layer, shape.Layers),
-	}
-	w.Output = w.TokenEmbd
-	if !shape.Tied {
-		w.Output = m("output")
-	}
-	for l := range w.Layers {
-		p := fmt.Sprintf("blk.%d.", l)
-		w.Layers[l] = model.Layer{
-			AttnNorm: v(p + "attn_norm"),
-			Wq:       m(p + "attn_q"),
-			Wk:       m(p + "attn_k"),
-			Wv:       m(p + "attn_v"),
-			Wo:       m(p + "attn_output"),
-			FFNNorm:  v(p + "ffn_norm"),
-			W1:       m(p + "ffn_gate"),
-			W2:       m(p + "ffn_down"),
-			W3:       m(p + "ffn_up"),
-		}
-	}
+	w := weights(shape,
+		func(name string) *kernels.Mat { return byName[name+".weight"].mat },
+		func(name string) []float32 { return byName[name+".weight"].f32 })
 	vocab, err := SyntheticVocab(shape.Vocab)
 	if err != nil {
 		return nil, err
