@@ -12,10 +12,10 @@ import (
 
 // Search continues a prompt with the product's mode, beam-adaptive, within
 // a budget of 40 new tokens and 80 forward rows. (The example runs on the
-// shared stories260K model, which CI always has next to the repository.)
+// stories260K GGUF bundled with the repository, bench/models; a llama2.c
+// checkpoint loads as model.Load("stories260K.bin", "tok512.bin").)
 func ExampleEngine_Search() {
-	dir := modeltest.SharedDir()
-	m, err := model.Load(dir+"/models/stories260K/stories260K.bin", dir+"/models/stories260K/tok512.bin")
+	m, err := model.Load(modeltest.BundledStories260K(), "")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -18,9 +16,11 @@ import (
 	"github.com/entropix-search/entropix-search/tree"
 )
 
+// loadStories loads stories260K: the shared llama2.c checkpoint, or the
+// bundled GGUF (the same logits) when ../shared is absent.
 func loadStories(t testing.TB) *model.Model {
 	t.Helper()
-	m, err := model.Load(modeltest.Path(t, modeltest.Stories260KBin), modeltest.Path(t, modeltest.Tok512))
+	m, err := model.Load(modeltest.Stories260K(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,28 +332,18 @@ func TestSearchBadInput(t *testing.T) {
 }
 
 // Regression: when the last exploring branch of a fork is lost (HEHV), it
-// must go on with a token, not become a trunk with nothing to run.
+// must go on with a token, not become a trunk with nothing to run. The
+// prompt is the second question of the GSM8K test set (MIT licence; see
+// ../shared/data/gsm8k), which first showed it.
 func TestLastBranchLost(t *testing.T) {
 	m := loadStories(t)
-	f, err := os.Open(modeltest.Path(t, modeltest.GSM8K))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	var item struct{ Question string }
-	for i := 0; i < 2 && sc.Scan(); i++ {
-		if err := json.Unmarshal(sc.Bytes(), &item); err != nil {
-			t.Fatal(err)
-		}
-	}
+	const question = "A robe takes 2 bolts of blue fiber and half that much white fiber.  How many bolts in total does it take?"
 	th, ok := policy.Preset("entropix-main")
 	if !ok {
 		t.Fatal("no entropix-main preset")
 	}
 	e := newEngine(t, m, WithMode(BeamAdaptive), WithThresholds(th), WithSeed(2))
-	res := runSearch(t, e, "Q: "+item.Question+"\nA:", Budget{MaxTokens: 8, MaxRows: 24, MaxWidth: 3})
+	res := runSearch(t, e, "Q: "+question+"\nA:", Budget{MaxTokens: 8, MaxRows: 24, MaxWidth: 3})
 	if len(res.Tokens) == 0 {
 		t.Fatalf("no tokens (stopped %q)", res.Stopped)
 	}

@@ -14,7 +14,7 @@ import (
 //
 //	go test ./model -run X -bench Greedy256
 func BenchmarkStories260KGreedy256(b *testing.B) {
-	m, err := model.Load(modeltest.Path(b, modeltest.Stories260KBin), modeltest.Path(b, modeltest.Tok512))
+	m, err := model.Load(modeltest.Stories260K(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -180,7 +181,8 @@ func forkTree(t *testing.T, m *model.Model, dt kvcache.DType, blockSize int, see
 }
 
 // forkModels returns the models the fork tests run on: synthetic
-// stories260K-shape models in F32 and Q8_0, and the real stories260K.
+// stories260K-shape models in F32 and Q8_0, and the real stories260K (the
+// shared llama2.c checkpoint, or the bundled GGUF without ../shared).
 func forkModels(t *testing.T) map[string]*model.Model {
 	t.Helper()
 	ms := map[string]*model.Model{}
@@ -191,11 +193,8 @@ func forkModels(t *testing.T) map[string]*model.Model {
 		}
 		ms["synth-stories260K-"+dt.String()] = m
 	}
-	if dir := modeltest.SharedDir(); dir != "" {
-		ms["stories260K.bin"] = load(t, modeltest.Path(t, modeltest.Stories260KBin), modeltest.Path(t, modeltest.Tok512))
-	} else {
-		t.Log("../shared is absent: the real stories260K is not tested")
-	}
+	path, tok := modeltest.Stories260K(t)
+	ms[filepath.Base(path)] = load(t, path, tok)
 	return ms
 }
 

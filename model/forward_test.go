@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"testing"
@@ -50,6 +51,14 @@ func load(t *testing.T, path, tok string) *model.Model {
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// loadStories loads stories260K: the shared llama2.c checkpoint, or the
+// bundled GGUF when ../shared is absent.
+func loadStories(t *testing.T) *model.Model {
+	t.Helper()
+	path, tok := modeltest.Stories260K(t)
+	return load(t, path, tok)
 }
 
 // greedy runs run.c's loop: feed the prompt one token at a time, then the
@@ -127,11 +136,12 @@ func TestStories260KGGUFGreedy(t *testing.T) {
 }
 
 // A prompt run as one causal batch gives the same logits as one token at a
-// time.
+// time. The prompt is 40 tokens of the model's own greedy story (the
+// oracle's sequence, which TestStories260KMatchesRunC checks).
 func TestPrefillBatchMatchesSequential(t *testing.T) {
-	o := loadOracle(t)
-	m := load(t, modeltest.Path(t, modeltest.Stories260KBin), modeltest.Path(t, modeltest.Tok512))
-	toks := o.SequenceTokens[:40]
+	m := loadStories(t)
+	story, _ := greedy(t, m, m.Tokenizer.Encode("Once upon a time", true), 40)
+	toks := story[:40]
 	_, seqLogits := greedy(t, m, toks, len(toks))
 
 	kv, err := m.NewCache(64, 16, kvcache.F32)
@@ -190,4 +200,51 @@ func maxDiff(a, b []float32) float64 {
 		d = max(d, math.Abs(float64(a[i]-b[i])))
 	}
 	return d
+}
+
+// The bundled GGUF (bench/models) is the shared llama2.c checkpoint in
+// another format: the same configuration, vocabulary and special tokens,
+// the same tokens for a prompt, and the same logits bit for bit, so tests
+// may fall back to it when ../shared is absent.
+func TestBundledGGUFMatchesCheckpoint(t *testing.T) {
+	bin := load(t, modeltest.Path(t, modeltest.Stories260KBin), modeltest.Path(t, modeltest.Tok512))
+	gg := load(t, modeltest.BundledStories260K(), "")
+	a, b := bin.Config, gg.Config
+	// The GGUF declares llama.cpp's context of 2048 and stores the
+	// classifier as a tensor of its own.
+	b.ContextLen, b.Tied = a.ContextLen, a.Tied
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("config\n checkpoint %+v\n GGUF       %+v", bin.Config, gg.Config)
+	}
+	if gg.Config.ContextLen < bin.Config.ContextLen {
+		t.Errorf("GGUF context %d, checkpoint %d", gg.Config.ContextLen, bin.Config.ContextLen)
+	}
+	ta, tb := bin.Tokenizer, gg.Tokenizer
+	if ta.VocabSize() != tb.VocabSize() || ta.BOS() != tb.BOS() || ta.EOS() != tb.EOS() {
+		t.Fatalf("tokenizers: vocab %d/%d, BOS %d/%d, EOS %d/%d", ta.VocabSize(), tb.VocabSize(), ta.BOS(), tb.BOS(), ta.EOS(), tb.EOS())
+	}
+	if ta.AddBOS() != tb.AddBOS() || ta.AddSpacePrefix() != tb.AddSpacePrefix() {
+		t.Fatalf("tokenizers: AddBOS %v/%v, AddSpacePrefix %v/%v", ta.AddBOS(), tb.AddBOS(), ta.AddSpacePrefix(), tb.AddSpacePrefix())
+	}
+	for i := range ta.VocabSize() {
+		if ta.Piece(i) != tb.Piece(i) || ta.IsControl(i) != tb.IsControl(i) {
+			t.Fatalf("token %d: %q (control %v) in tok512.bin, %q (control %v) in the GGUF", i, ta.Piece(i), ta.IsControl(i), tb.Piece(i), tb.IsControl(i))
+		}
+	}
+	for _, text := range []string{"Once upon a time", "Lily wanted to", " a  b\n\tc", "Héllo, wörld! 17*23=391 ✓", "<s></s>"} {
+		if x, y := ta.Encode(text, true), tb.Encode(text, true); !equal(x, y) {
+			t.Errorf("%q: tokens %v from tok512.bin, %v from the GGUF", text, x, y)
+		}
+	}
+	prompt := ta.Encode("Once upon a time", true)
+	toksA, logitsA := greedy(t, bin, prompt, 200)
+	toksB, logitsB := greedy(t, gg, prompt, 200)
+	if !equal(toksA, toksB) {
+		t.Fatalf("greedy tokens differ:\n checkpoint %v\n GGUF       %v", toksA, toksB)
+	}
+	for p := range logitsA {
+		if d := maxDiff(logitsA[p], logitsB[p]); d != 0 {
+			t.Fatalf("position %d: logits differ by %g", p, d)
+		}
+	}
 }

@@ -28,7 +28,7 @@ func writeFile(t *testing.T, name string, data []byte) string {
 // metadata and tensors.
 func rewriteGGUF(t *testing.T, edit func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor)) []byte {
 	t.Helper()
-	f, err := gguf.Open(modeltest.Path(t, modeltest.Stories260KGGUF))
+	f, err := gguf.Open(modeltest.Stories260KGGUFPath(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,18 +47,33 @@ func rewriteGGUF(t *testing.T, edit func(kv []gguf.KV, ts []gguf.WriteTensor) ([
 	return buf.Bytes()
 }
 
-func TestLoadBadInput(t *testing.T) {
-	bin, err := os.ReadFile(modeltest.Path(t, modeltest.Stories260KBin))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ggufData, err := os.ReadFile(modeltest.Path(t, modeltest.Stories260KGGUF))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok512 := modeltest.Path(t, modeltest.Tok512)
-	llama2Tok := modeltest.Path(t, modeltest.Llama2Tokenizer)
+type badLoad struct {
+	name, path, tok, want string
+}
 
+func checkBadLoads(t *testing.T, cases []badLoad) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := model.Load(c.path, c.tok)
+			if err == nil {
+				m.Close()
+				t.Fatalf("Load succeeded, want an error containing %q", c.want)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q does not mention %q", err, c.want)
+			}
+		})
+	}
+}
+
+// Bad GGUF files (made from the stories260K GGUF, shared or bundled) and
+// files in no known format are refused with a clear error.
+func TestLoadBadInput(t *testing.T) {
+	ggufData, err := os.ReadFile(modeltest.Stories260KGGUFPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	setArch := func(arch string) func([]gguf.KV, []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
 		return func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
 			for i := range kv {
@@ -81,40 +96,41 @@ func TestLoadBadInput(t *testing.T) {
 		}
 		return kv, ts
 	}
-
-	cases := []struct {
-		name, path, tok, want string
-	}{
+	checkBadLoads(t, []badLoad{
 		{"missing file", filepath.Join(t.TempDir(), "nope.gguf"), "", "no such file"},
-		{"empty file", writeFile(t, "empty.bin", nil), tok512, "too short"},
-		{"wrong magic", writeFile(t, "junk.bin", []byte("not a model at all, just some text\n")), tok512, "out of range"},
-		{"truncated llama2.c", writeFile(t, "trunc.bin", bin[:len(bin)/2]), tok512, "truncated"},
+		{"empty file", writeFile(t, "empty.bin", nil), "", "too short"},
+		{"wrong magic", writeFile(t, "junk.bin", []byte("not a model at all, just some text\n")), "", "out of range"},
 		{"truncated GGUF", writeFile(t, "trunc.gguf", ggufData[:len(ggufData)-100]), "", "gguf"},
 		{"GGUF header only", writeFile(t, "head.gguf", ggufData[:24]), "", "gguf"},
-		{"wrong tokenizer", modeltest.Path(t, modeltest.Stories260KBin), llama2Tok, "512"},
-		{"no tokenizer", writeFile(t, "alone.bin", bin), "", "tokenizer"},
 		{"unknown architecture", writeFile(t, "neox.gguf", rewriteGGUF(t, setArch("gptneox"))), "", `architecture "gptneox" is not supported`},
 		{"missing tensor", writeFile(t, "missing.gguf", rewriteGGUF(t, dropTensor)), "", "missing tensor"},
 		{"unsupported tensor type", writeFile(t, "iq4.gguf", rewriteGGUF(t, q8Norm)), "", "IQ4_NL is not supported"},
+	})
+}
+
+// Bad llama2.c checkpoints and tokenizers (made from the shared
+// stories260K.bin, tok512.bin and Llama 2 tokenizer) are refused with a
+// clear error.
+func TestLoadBadInputLlama2C(t *testing.T) {
+	bin, err := os.ReadFile(modeltest.Path(t, modeltest.Stories260KBin))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			m, err := model.Load(c.path, c.tok)
-			if err == nil {
-				m.Close()
-				t.Fatalf("Load succeeded, want an error containing %q", c.want)
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %q does not mention %q", err, c.want)
-			}
-		})
-	}
+	tok512 := modeltest.Path(t, modeltest.Tok512)
+	llama2Tok := modeltest.Path(t, modeltest.Llama2Tokenizer)
+	checkBadLoads(t, []badLoad{
+		{"empty file, a tokenizer", writeFile(t, "empty.bin", nil), tok512, "too short"},
+		{"wrong magic, a tokenizer", writeFile(t, "junk.bin", []byte("not a model at all, just some text\n")), tok512, "out of range"},
+		{"truncated llama2.c", writeFile(t, "trunc.bin", bin[:len(bin)/2]), tok512, "truncated"},
+		{"wrong tokenizer", modeltest.Path(t, modeltest.Stories260KBin), llama2Tok, "512"},
+		{"no tokenizer", writeFile(t, "alone.bin", bin), "", "tokenizer"},
+	})
 }
 
 // Forward refuses bad rows without touching the cache, and a context
 // overflow is a typed error.
 func TestForwardBadRows(t *testing.T) {
-	m := load(t, modeltest.Path(t, modeltest.Stories260KBin), modeltest.Path(t, modeltest.Tok512))
+	m := loadStories(t)
 	kv, err := m.NewCache(4096, 16, kvcache.F32)
 	if err != nil {
 		t.Fatal(err)

@@ -8,14 +8,14 @@ import (
 	"github.com/entropix-search/entropix-search/policy"
 )
 
-// stories260KForward, when set, runs the stories260K forward pass
-// (models/stories260K/stories260K.bin with tok512.bin): it encodes prompt
-// (BOS first), feeds positions 0..steps-1, appends after the prompt the
-// token next picks from each row, and returns the logits row of every
-// position. It is nil here because policy must not import the model; a
+// stories260KForward, when set, runs the stories260K forward pass (on the
+// files modeltest.Stories260K names, skipping tb when there are none): it
+// encodes prompt (BOS first), feeds positions 0..steps-1, appends after the
+// prompt the token next picks from each row, and returns the logits row of
+// every position. It is nil here because policy must not import the model; a
 // test file of package policy_test, which may import model/, sets it in an
 // init function.
-var stories260KForward func(prompt string, steps int, next func(logits []float32) int) ([][]float32, error)
+var stories260KForward func(tb testing.TB, prompt string, steps int, next func(logits []float32) int) ([][]float32, error)
 
 func measureRows(t *testing.T, rows [][]float32) []policy.Metrics {
 	t.Helper()
@@ -97,7 +97,7 @@ func TestCalibrateStories260K(t *testing.T) {
 				tr.Accept(d.Token)
 				return d.Token
 			}
-			rows, err := stories260KForward(p, steps, next)
+			rows, err := stories260KForward(t, p, steps, next)
 			if err != nil {
 				t.Fatalf("forward pass on %q: %v", p, err)
 			}

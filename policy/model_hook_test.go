@@ -1,21 +1,19 @@
 package policy_test
 
 import (
-	"path/filepath"
+	"testing"
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
-// Hook the real stories260K forward pass into the calibration test.
+// Hook the real stories260K forward pass into the calibration test: the
+// shared llama2.c checkpoint, or the bundled GGUF (the same logits) when
+// ../shared is absent.
 func init() {
-	dir := modeltest.SharedDir()
-	if dir == "" {
-		return
-	}
-	stories260KForward = func(prompt string, steps int, next func(logits []float32) int) ([][]float32, error) {
-		m, err := model.Load(filepath.Join(dir, modeltest.Stories260KBin), filepath.Join(dir, modeltest.Tok512))
+	stories260KForward = func(tb testing.TB, prompt string, steps int, next func(logits []float32) int) ([][]float32, error) {
+		m, err := model.Load(modeltest.Stories260K(tb))
 		if err != nil {
 			return nil, err
 		}

@@ -33,7 +33,7 @@ type config struct {
 	threads                            int
 	kvType                             string
 	logLevel, logFormat                string
-	quiet, version                     bool
+	quiet, version, noEscape           bool
 }
 
 const usageHeader = `entropix-search: continue a prompt with entropy-guided tree search.
@@ -70,8 +70,9 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	}
 	str(&c.model, "m", "model", "", "model file: GGUF or llama2.c `.bin`")
 	str(&c.tokenizer, "z", "tokenizer", "", "llama2.c tokenizer.bin for a .bin checkpoint")
-	str(&c.prompt, "p", "prompt", "", "prompt text (or -f FILE, or standard input)")
-	str(&c.promptFile, "f", "file", "", "read the prompt from this file")
+	str(&c.prompt, "p", "prompt", "", `prompt text (or -f FILE, or standard input); the escapes \n \r \t \' \" \\ and \xHH in it become the characters they stand for, unless --no-escape`)
+	str(&c.promptFile, "f", "file", "", "read the prompt from this file, as it is (no escapes)")
+	fs.BoolVar(&c.noEscape, "no-escape", false, "take the -p prompt as it is, backslashes included (-f and standard input always are)")
 	integer(&c.maxTokens, "n", "max-tokens", 256, "maximum new tokens")
 	fs.Uint64Var(&c.seed, "seed", 42, "seed of every random draw")
 	fs.Float64Var(&c.temp, "temp", 0.8, "temperature (--sample)")
@@ -114,7 +115,67 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	if c.version {
 		return c, nil
 	}
+	if !c.noEscape {
+		c.prompt = unescape(c.prompt)
+	}
 	return c, c.check()
+}
+
+// unescape turns the escape sequences of a -p prompt into the characters
+// they stand for, as llama.cpp does with its prompt: \n (newline), \r, \t,
+// \', \", \\ (one backslash) and \xHH (the byte of two hex digits). Any
+// other backslash, a trailing one included, stays as it is, with the
+// character after it: "\q" is a backslash and a q.
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch e := s[i+1]; e {
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case '\'', '"', '\\':
+			b.WriteByte(e)
+		case 'x':
+			if i+3 < len(s) {
+				if hi, lo := unhex(s[i+2]), unhex(s[i+3]); hi >= 0 && lo >= 0 {
+					b.WriteByte(byte(hi<<4 | lo))
+					i += 3
+					continue
+				}
+			}
+			b.WriteByte('\\')
+			continue // the x and what follows are plain text
+		default:
+			b.WriteByte('\\')
+			continue // so is the character after the backslash
+		}
+		i++ // the escape's second character is consumed
+	}
+	return b.String()
+}
+
+// unhex returns the value of the hex digit c, or -1.
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }
 
 // check validates values and picks the mode.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,54 +25,225 @@ func runCLI(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// stories returns the -m (and -z) arguments that load stories260K: the
+// shared llama2.c checkpoint and tok512.bin, or the bundled GGUF when
+// ../shared is absent (the same logits).
+func stories(t *testing.T) []string {
+	t.Helper()
+	path, tok := modeltest.Stories260K(t)
+	if tok == "" {
+		return []string{"-m", path}
+	}
+	return []string{"-m", path, "-z", tok}
+}
+
+// cli runs the command with args after the model's.
+func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return runCLI(append(stories(t), args...)...)
+}
+
 // run.c's text for 60 greedy tokens after "Once upon a time".
 const runCText = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.\nLily\n"
 
 func TestGreedyMatchesRunC(t *testing.T) {
-	bin := modeltest.Path(t, modeltest.Stories260KBin)
-	tok := modeltest.Path(t, modeltest.Tok512)
-	code, out, errs := runCLI("-m", bin, "-z", tok, "-p", "Once upon a time", "-n", "60", "--greedy", "--quiet")
-	if code != 0 || out != runCText {
-		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errs)
-	}
-	gg := modeltest.Path(t, modeltest.Stories260KGGUF)
-	if code, out, errs := runCLI("--model", gg, "--prompt", "Once upon a time", "--max-tokens", "60", "--greedy"); code != 0 || out != runCText {
-		t.Fatalf("GGUF: exit %d, stdout %q, stderr %s", code, out, errs)
-	}
+	t.Run("llama2.c", func(t *testing.T) {
+		bin := modeltest.Path(t, modeltest.Stories260KBin)
+		tok := modeltest.Path(t, modeltest.Tok512)
+		code, out, errs := runCLI("-m", bin, "-z", tok, "-p", "Once upon a time", "-n", "60", "--greedy", "--quiet")
+		if code != 0 || out != runCText {
+			t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errs)
+		}
+	})
+	t.Run("GGUF", func(t *testing.T) {
+		gg := modeltest.Stories260KGGUFPath(t)
+		if code, out, errs := runCLI("--model", gg, "--prompt", "Once upon a time", "--max-tokens", "60", "--greedy"); code != 0 || out != runCText {
+			t.Fatalf("GGUF: exit %d, stdout %q, stderr %s", code, out, errs)
+		}
+	})
 }
 
-func TestUsageErrors(t *testing.T) {
-	bin := modeltest.Path(t, modeltest.Stories260KBin)
-	tok := modeltest.Path(t, modeltest.Tok512)
-	gg := modeltest.Path(t, modeltest.Stories260KGGUF)
-	junk := filepath.Join(t.TempDir(), "junk.gguf")
-	os.WriteFile(junk, []byte("GGUF\x03\x00\x00\x00garbage"), 0o644)
-	cases := []struct {
-		args []string
-		want string
-	}{
-		{[]string{"-p", "hi"}, "no model"},
-		{[]string{"-m", "/nonexistent/model.gguf", "-p", "hi"}, "no such file"},
-		{[]string{"-m", junk, "-p", "hi"}, "gguf"},
-		{[]string{"-m", bin, "-p", "hi"}, "tokenizer"},
-		{[]string{"-m", bin, "-z", modeltest.Path(t, modeltest.Llama2Tokenizer), "-p", "hi"}, "32000"},
-		{[]string{"-m", bin, "-z", tok}, "empty prompt"},
-		{[]string{"-m", bin, "-z", tok, "-p", "hi", "-n", "0"}, "must be positive"},
-		{[]string{"-m", bin, "-z", tok, "-p", "hi", "--greedy", "--beam", "4"}, "choose one mode"},
-		{[]string{"-m", bin, "-z", tok, "-p", "hi", "--beam", "100"}, "1..64"},
-		{[]string{"-m", bin, "-z", tok, "-p", "hi", "--thresholds", "no-such-preset"}, "neither a preset"},
-		{[]string{"-m", bin, "-z", tok, "-p", "hi", "--log-format", "xml"}, "log-format"},
-		{[]string{"-m", bin, "-z", tok, "-p", "hi", "--kv-type", "q4"}, "kv-type"},
-		{[]string{"-m", gg, "-p", "hi", "--chat"}, "no chat template"},
-		{[]string{"-m", bin, "-z", tok, "-p", "hi", "-f", "x.txt"}, "not both"},
-		{[]string{"--no-such-flag"}, "no-such-flag"},
-		{[]string{"-m", bin, "stray"}, "unexpected argument"},
-	}
+func checkUsageErrors(t *testing.T, cases []usageCase) {
+	t.Helper()
 	for _, c := range cases {
 		code, _, errs := runCLI(c.args...)
 		if code != exitUsage || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errs, exitUsage, c.want)
 		}
+	}
+}
+
+type usageCase struct {
+	args []string
+	want string
+}
+
+func TestUsageErrors(t *testing.T) {
+	m := stories(t)
+	gg := modeltest.Stories260KGGUFPath(t)
+	junk := filepath.Join(t.TempDir(), "junk.gguf")
+	os.WriteFile(junk, []byte("GGUF\x03\x00\x00\x00garbage"), 0o644)
+	with := func(args ...string) []string { return append(slices.Clone(m), args...) }
+	checkUsageErrors(t, []usageCase{
+		{[]string{"-p", "hi"}, "no model"},
+		{[]string{"-m", "/nonexistent/model.gguf", "-p", "hi"}, "no such file"},
+		{[]string{"-m", junk, "-p", "hi"}, "gguf"},
+		{with(), "empty prompt"},
+		{with("-p", "hi", "-n", "0"), "must be positive"},
+		{with("-p", "hi", "--greedy", "--beam", "4"), "choose one mode"},
+		{with("-p", "hi", "--beam", "100"), "1..64"},
+		{with("-p", "hi", "--thresholds", "no-such-preset"), "neither a preset"},
+		{with("-p", "hi", "--log-format", "xml"), "log-format"},
+		{with("-p", "hi", "--kv-type", "q4"), "kv-type"},
+		{[]string{"-m", gg, "-p", "hi", "--chat"}, "no chat template"},
+		{with("-p", "hi", "-f", "x.txt"), "not both"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{with("stray"), "unexpected argument"},
+	})
+}
+
+// Greedy decoding stops at end of text: the committed path ends with the
+// stop token (stories260K ends a story with BOS, as llama2.c's run.c
+// expects), which is neither printed nor in the result's tokens, and
+// nothing is printed after it but the closing newline.
+func TestGreedyStopsAtEndOfText(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.json")
+	const prompt = "Once upon a time"
+	code, out, errs := cli(t, "-p", prompt, "-n", "500", "--greedy", "--quiet", "--json", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Result struct {
+			Text    string `json:"text"`
+			Tokens  []int  `json:"tokens"`
+			Stopped string `json:"stopped"`
+			Tree    struct {
+				Nodes []struct {
+					ID        int    `json:"id"`
+					Token     int    `json:"token"`
+					Text      string `json:"text"`
+					Depth     int    `json:"depth"`
+					Reason    string `json:"reason"`
+					Committed bool   `json:"committed"`
+				} `json:"nodes"`
+			} `json:"tree"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	res := r.Result
+	if res.Stopped != "eos" || len(res.Tokens) >= 500 {
+		t.Fatalf("stopped %q after %d tokens; want end of text before the limit", res.Stopped, len(res.Tokens))
+	}
+	if want := prompt + res.Text + "\n"; out != want {
+		t.Fatalf("stdout %q, want the prompt, the text and a newline %q", out, want)
+	}
+	if !strings.HasSuffix(res.Text, `friend."`) {
+		t.Errorf("text ends %q", res.Text[max(len(res.Text)-40, 0):])
+	}
+	var text string
+	deepest, last := -1, 0
+	for i, n := range res.Tree.Nodes {
+		if n.Committed && n.ID != 0 && n.Depth > deepest {
+			deepest, last = n.Depth, i
+		}
+	}
+	for _, n := range res.Tree.Nodes {
+		if n.Committed && n.ID != 0 && n.Depth < deepest {
+			text += n.Text
+		}
+	}
+	end := res.Tree.Nodes[last]
+	if end.Reason != "eos" || slices.Contains(res.Tokens, end.Token) || deepest != len(res.Tokens)+1 {
+		t.Fatalf("the committed path ends at depth %d with token %d (reason %q); %d tokens %v",
+			deepest, end.Token, end.Reason, len(res.Tokens), res.Tokens[max(len(res.Tokens)-5, 0):])
+	}
+	if text != res.Text {
+		t.Fatalf("the committed path before the stop token reads %q, the result %q", text, res.Text)
+	}
+}
+
+// A llama2.c checkpoint without its tokenizer, or with the wrong one.
+func TestUsageErrorsLlama2C(t *testing.T) {
+	bin := modeltest.Path(t, modeltest.Stories260KBin)
+	checkUsageErrors(t, []usageCase{
+		{[]string{"-m", bin, "-p", "hi"}, "tokenizer"},
+		{[]string{"-m", bin, "-z", modeltest.Path(t, modeltest.Llama2Tokenizer), "-p", "hi"}, "32000"},
+	})
+}
+
+func TestUnescape(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"plain text", "plain text"},
+		{`a\nb`, "a\nb"},
+		{`a\r\nb`, "a\r\nb"},
+		{`col1\tcol2`, "col1\tcol2"},
+		{`say \"hi\" and \'bye\'`, `say "hi" and 'bye'`},
+		{`back\\slash`, `back\slash`},
+		{`\\n`, `\n`},        // an escaped backslash, then a plain n
+		{`\\\n`, "\\\n"},     // an escaped backslash, then a newline
+		{`\x41\x62c`, "Abc"}, // hex bytes, at the end too
+		{`\x0a`, "\n"},
+		{`\xe2\x9c\x93`, "✓"}, // the UTF-8 bytes of one character
+		{`\xZZ`, `\xZZ`},      // not hex: literal
+		{`\x4`, `\x4`},        // one digit: literal
+		{`\x`, `\x`},
+		{`\x\n`, "\\x\n"},          // a bad \x, then a newline
+		{`C:\path\q`, `C:\path\q`}, // unknown escapes stay
+		{`ends with \`, `ends with \`},
+		{`\`, `\`},
+		{"ü\\nß", "ü\nß"},
+	} {
+		if got := unescape(c.in); got != c.want {
+			t.Errorf("unescape(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// -p "a\nb" reaches the engine with a newline, as the same prompt read
+// from a file does; --no-escape keeps the backslash.
+func TestPromptEscapes(t *testing.T) {
+	dir := t.TempDir()
+	run := func(prompt []string) (string, tinyReport) {
+		t.Helper()
+		path := filepath.Join(dir, "r.json")
+		args := append(prompt, "-n", "12", "--greedy", "--quiet", "--json", path)
+		code, out, errs := cli(t, args...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", prompt, code, errs)
+		}
+		return out, readReport(t, path)
+	}
+	const text = "Once upon a time\nthere was"
+	file := filepath.Join(dir, "prompt.txt")
+	if err := os.WriteFile(file, []byte(text+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fromFile, rf := run([]string{"-f", file})
+	escaped, re := run([]string{"-p", `Once upon a time\nthere was`})
+	if re.Prompt != text || !strings.HasPrefix(escaped, text) {
+		t.Fatalf(`-p with \n: prompt %q, stdout %q; want a newline`, re.Prompt, escaped)
+	}
+	if escaped != fromFile || re.Result.Text != rf.Result.Text {
+		t.Errorf("-p with \\n continues as %q, the same prompt from -f as %q", escaped, fromFile)
+	}
+	literal, rl := run([]string{"-p", `Once upon a time\nthere was`, "--no-escape"})
+	if rl.Prompt != `Once upon a time\nthere was` || !strings.HasPrefix(literal, `Once upon a time\nthere was`) {
+		t.Fatalf("--no-escape: prompt %q, stdout %q; want the backslash kept", rl.Prompt, literal)
+	}
+	// -f is read as it is: a backslash in the file stays.
+	if err := os.WriteFile(file, []byte(`Once upon a time\nthere was`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, r := run([]string{"-f", file}); r.Prompt != `Once upon a time\nthere was` {
+		t.Errorf("-f: prompt %q, want the file's backslash kept", r.Prompt)
 	}
 }
 
@@ -154,14 +326,13 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := modeltest.Path(t, modeltest.Stories260KBin)
-	tok := modeltest.Path(t, modeltest.Tok512)
+	m := stories(t)
 	exe := buildCLI(t)
 	dir := t.TempDir()
 	for _, mode := range [][]string{{"--greedy"}, {"--sample"}, {"--entropix"}, {"--beam", "3"}, {"--cot-decoding", "3"}, {"--beam-adaptive"}, {}} {
 		name := strings.Join(mode, "")
 		dotPath, jsonPath := filepath.Join(dir, name+".dot"), filepath.Join(dir, name+".json")
-		args := append([]string{"-m", bin, "-z", tok, "-p", "Once upon a time", "-n", "40", "--dot", dotPath, "--json", jsonPath}, mode...)
+		args := append(slices.Concat(m, []string{"-p", "Once upon a time", "-n", "40", "--dot", dotPath, "--json", jsonPath}), mode...)
 		cmd := exec.Command(exe, args...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -190,7 +361,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("missing model: %v, want exit %d", err, exitUsage)
 	}
 	// The prompt from standard input.
-	cmd = exec.Command(exe, "-m", bin, "-z", tok, "-n", "5", "--greedy", "--quiet")
+	cmd = exec.Command(exe, append(m, "-n", "5", "--greedy", "--quiet")...)
 	cmd.Stdin = strings.NewReader("Once upon a time\n")
 	if out, err := cmd.Output(); err != nil || !strings.HasPrefix(string(out), "Once upon a time, there") {
 		t.Errorf("prompt on stdin: %q %v", out, err)
@@ -203,14 +374,13 @@ func TestInterrupt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := modeltest.Path(t, modeltest.Stories260KBin)
-	tok := modeltest.Path(t, modeltest.Tok512)
+	m := stories(t)
 	exe := buildCLI(t)
 	dir := t.TempDir()
 	dotPath, jsonPath := filepath.Join(dir, "t.dot"), filepath.Join(dir, "t.json")
 	// Beam search of width 64 over 450 tokens streams nothing until the
 	// end and takes seconds: interrupt it midway.
-	cmd := exec.Command(exe, "-m", bin, "-z", tok, "-p", "Once upon a time", "-n", "450", "--beam", "64", "--dot", dotPath, "--json", jsonPath)
+	cmd := exec.Command(exe, append(m, "-p", "Once upon a time", "-n", "450", "--beam", "64", "--dot", dotPath, "--json", jsonPath)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -233,12 +403,10 @@ func TestInterrupt(t *testing.T) {
 // --calibrate prints thresholds fitted to the model; --thresholds reads
 // them back.
 func TestCalibrateThenUse(t *testing.T) {
-	bin := modeltest.Path(t, modeltest.Stories260KBin)
-	tok := modeltest.Path(t, modeltest.Tok512)
 	dir := t.TempDir()
 	prompts := filepath.Join(dir, "prompts.txt")
 	os.WriteFile(prompts, []byte("Once upon a time\nThe little dog\n\nLily wanted to\nTom and his mom\n"), 0o644)
-	code, out, errs := runCLI("-m", bin, "-z", tok, "--calibrate", prompts, "-n", "128")
+	code, out, errs := cli(t, "--calibrate", prompts, "-n", "128")
 	if code != 0 {
 		t.Fatalf("--calibrate: exit %d: %s", code, errs)
 	}
@@ -251,11 +419,11 @@ func TestCalibrateThenUse(t *testing.T) {
 	}
 	path := filepath.Join(dir, "th.json")
 	os.WriteFile(path, []byte(out), 0o644)
-	code, out, errs = runCLI("-m", bin, "-z", tok, "-p", "Once upon a time", "-n", "20", "--thresholds", path, "--quiet")
+	code, out, errs = cli(t, "-p", "Once upon a time", "-n", "20", "--thresholds", path, "--quiet")
 	if code != 0 || !strings.HasPrefix(out, "Once upon a time") {
 		t.Fatalf("--thresholds %s: exit %d, %q, %s", path, code, out, errs)
 	}
-	if code, _, errs := runCLI("-m", bin, "-z", tok, "-p", "x", "--thresholds", prompts); code != exitUsage {
+	if code, _, errs := cli(t, "-p", "x", "--thresholds", prompts); code != exitUsage {
 		t.Errorf("--thresholds with a non-JSON file: exit %d, %s", code, errs)
 	}
 }
