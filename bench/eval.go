@@ -175,6 +175,10 @@ type TaskReport struct {
 	Checked   bool   `json:"checked"` // the items have checks: accuracy is reported
 	MaxTokens int    `json:"max_tokens"`
 	Budgets   []int  `json:"budgets"`
+	// Groups are the groups of the items (Item.Group) in order, when the
+	// task is checked and its items have groups; ModeResult.Groups
+	// follows this order.
+	Groups []string `json:"groups,omitempty"`
 	// Results holds one entry per budget and mode, budget-major, in the
 	// order of the config.
 	Results []ModeResult `json:"results"`
@@ -200,9 +204,15 @@ type ModeResult struct {
 	LoopShare float64 `json:"loop_share"`
 	Distinct2 float64 `json:"distinct2"`
 	// Correct counts the outputs whose check passed; Accuracy is their
-	// share (both 0 for a task without checks).
-	Correct  int     `json:"correct"`
-	Accuracy float64 `json:"accuracy"`
+	// share (both 0 for a task without checks), AccuracyLow and
+	// AccuracyHigh its 95 % Wilson score interval (Wilson95).
+	Correct      int     `json:"correct"`
+	Accuracy     float64 `json:"accuracy"`
+	AccuracyLow  float64 `json:"accuracy_low"`
+	AccuracyHigh float64 `json:"accuracy_high"`
+	// Groups is the accuracy per group of items, in the order of
+	// TaskReport.Groups (none for a task without groups).
+	Groups []GroupResult `json:"groups,omitempty"`
 
 	Tokens float64 `json:"tokens"` // generated, committed path
 	Rows   float64 `json:"rows"`   // forward rows spent after the prompt
@@ -213,11 +223,25 @@ type ModeResult struct {
 	Cut     float64       `json:"cut_share"`
 	Wall    time.Duration `json:"wall_ns"`    // per item, search only
 	Forward time.Duration `json:"forward_ns"` // the part in forward passes
+	// WallTotal is the search time of all items together.
+	WallTotal time.Duration `json:"wall_total_ns"`
+}
+
+// GroupResult is the accuracy of one mode at one budget over the items of
+// one group, with its 95 % Wilson score interval.
+type GroupResult struct {
+	Group    string  `json:"group"`
+	Items    int     `json:"items"`
+	Correct  int     `json:"correct"`
+	Accuracy float64 `json:"accuracy"`
+	Low      float64 `json:"accuracy_low"`
+	High     float64 `json:"accuracy_high"`
 }
 
 // Output is one completion.
 type Output struct {
 	Item    string       `json:"item"`
+	Group   string       `json:"group,omitempty"`
 	Budget  int          `json:"budget_rows"`
 	Mode    engine.Mode  `json:"mode"`
 	Text    string       `json:"text"`
@@ -268,12 +292,15 @@ func Eval(ctx context.Context, m *model.Model, task Task, cfg EvalConfig) (*Task
 			maxTokens: min(cfg.MaxTokens, room), scores: map[string]float64{}}
 		rep.Checked = rep.Checked || it.Check != nil
 	}
+	if rep.Checked {
+		rep.Groups = itemGroups(ev.items)
+	}
 	start := time.Now()
 	total := len(cfg.Budgets) * len(cfg.Modes)
 	for _, budget := range cfg.Budgets {
 		for _, mode := range cfg.Modes {
 			t0 := time.Now()
-			var acc modeAcc
+			acc := modeAcc{checked: rep.Checked, groups: rep.Groups}
 			for i := range ev.items {
 				o, err := ev.run(ctx, &ev.items[i], mode, budget)
 				if err != nil {
@@ -299,6 +326,34 @@ type evaluator struct {
 	cfg    *EvalConfig
 	scorer *Scorer
 	items  []evalItem
+}
+
+// otherGroup holds the items without a group in a task whose other items
+// have one.
+const otherGroup = "other"
+
+// itemGroups returns the groups of the items in order (SortGroups), nil
+// when no item has one; items without a group are then in otherGroup.
+func itemGroups(items []evalItem) []string {
+	var gs []string
+	for i := range items {
+		if g := items[i].Group; g != "" && !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	if len(gs) == 0 {
+		return nil
+	}
+	for i := range items {
+		if items[i].Group == "" {
+			items[i].Group = otherGroup
+			if !slices.Contains(gs, otherGroup) {
+				gs = append(gs, otherGroup)
+			}
+		}
+	}
+	SortGroups(gs)
+	return gs
 }
 
 // evalItem is an item ready to run: its tokens and seed, and the
@@ -335,13 +390,17 @@ func (ev *evaluator) run(ctx context.Context, it *evalItem, mode engine.Mode, bu
 		}
 		it.scores[key] = ll
 	}
-	return Output{Item: it.ID, Budget: budget, Mode: mode, Text: res.Text, Tokens: res.Tokens, LogLik: ll,
+	return Output{Item: it.ID, Group: it.Group, Budget: budget, Mode: mode, Text: res.Text, Tokens: res.Tokens, LogLik: ll,
 		Loop: ev.cfg.Loop.Loops(res.Tokens), Correct: it.Check != nil && it.Check(res.Text),
 		Stopped: res.Stopped, Cut: res.BudgetExhausted, Stats: res.Stats}, nil
 }
 
 // modeAcc sums the outputs of one mode at one budget.
 type modeAcc struct {
+	checked bool     // the task has checks: the accuracy has an interval
+	groups  []string // the task's groups, in order
+	// byGroup counts the outputs and the correct ones per group.
+	byGroup                map[string][2]int
 	n, loops, correct, cut int
 	llSum                  float64
 	llTokens               int
@@ -363,6 +422,17 @@ func (a *modeAcc) add(o *Output) {
 	if o.Cut {
 		a.cut++
 	}
+	if len(a.groups) > 0 {
+		if a.byGroup == nil {
+			a.byGroup = map[string][2]int{}
+		}
+		c := a.byGroup[o.Group]
+		c[0]++
+		if o.Correct {
+			c[1]++
+		}
+		a.byGroup[o.Group] = c
+	}
 	st := &o.Stats
 	a.st.Generated += st.Generated
 	a.st.Rows += st.Rows
@@ -379,9 +449,21 @@ func (a *modeAcc) result(mode engine.Mode, budget, width int) ModeResult {
 		Correct: a.correct, Accuracy: float64(a.correct) / n,
 		Tokens: float64(a.st.Generated) / n, Rows: float64(a.st.Rows) / n,
 		Forks: float64(a.st.Forks) / n, Prunes: float64(a.st.Prunes) / n, Cut: float64(a.cut) / n,
-		Wall: a.st.Wall / time.Duration(a.n), Forward: a.st.ForwardTime / time.Duration(a.n)}
+		Wall: a.st.Wall / time.Duration(a.n), Forward: a.st.ForwardTime / time.Duration(a.n), WallTotal: a.st.Wall}
 	if a.llTokens > 0 {
 		r.LogLik = a.llSum / float64(a.llTokens)
+	}
+	if a.checked {
+		r.AccuracyLow, r.AccuracyHigh = Wilson95(a.correct, a.n)
+	}
+	for _, g := range a.groups {
+		c := a.byGroup[g]
+		gr := GroupResult{Group: g, Items: c[0], Correct: c[1]}
+		if c[0] > 0 {
+			gr.Accuracy = float64(c[1]) / float64(c[0])
+		}
+		gr.Low, gr.High = Wilson95(c[1], c[0])
+		r.Groups = append(r.Groups, gr)
 	}
 	return r
 }

@@ -16,9 +16,13 @@ import (
 // GSM8KProblem is one line of the GSM8K JSONL format (openai/grade-school-
 // math): a word problem and its worked solution, whose last line is
 // "#### <number>".
+//
+// Steps, when the file has it (the arith task's files do), is the number
+// of operations the solution takes; it groups the accuracy in reports.
 type GSM8KProblem struct {
 	Question string `json:"question"`
 	Answer   string `json:"answer"`
+	Steps    int    `json:"steps,omitempty"`
 }
 
 // Gold returns the problem's final answer: the number after the last
@@ -79,10 +83,14 @@ const DefaultGSM8KTemplate = "Question: {{.Question}}\nAnswer: Let's think step 
 
 // GSM8K is the grade-school math task: each problem is rendered through a
 // text/template (whose data has a Question field), and a completion is
-// correct when ExtractAnswer finds the gold number in it.
+// correct when ExtractAnswer finds the gold number in it. NewArith makes
+// the arith task of the same format, judged more strictly.
 type GSM8K struct {
+	name string
 	path string
 	tmpl *template.Template
+	// check judges a completion against the gold number.
+	check func(completion, gold string) bool
 }
 
 // NewGSM8K returns the task over the JSONL file at path, with the given
@@ -101,7 +109,13 @@ func NewGSM8K(path, tmpl string) (*GSM8K, error) {
 	if err := t.Execute(io.Discard, gsm8kData{Question: "?"}); err != nil {
 		return nil, fmt.Errorf("gsm8k: prompt template: %w", err)
 	}
-	return &GSM8K{path: path, tmpl: t}, nil
+	return &GSM8K{name: "gsm8k", path: path, tmpl: t, check: gsm8kCorrect}, nil
+}
+
+// gsm8kCorrect is the GSM8K check: ExtractAnswer finds the gold number.
+func gsm8kCorrect(completion, gold string) bool {
+	got, ok := ExtractAnswer(completion)
+	return ok && SameNumber(got, gold)
 }
 
 // gsm8kData is what the prompt template sees.
@@ -109,39 +123,62 @@ type gsm8kData struct {
 	Question string
 }
 
-// Name returns "gsm8k".
-func (g *GSM8K) Name() string { return "gsm8k" }
+// Name returns "gsm8k" (or "arith" for NewArith's task).
+func (g *GSM8K) Name() string { return g.name }
 
-// Items reads the first limit problems (all when limit <= 0).
-func (g *GSM8K) Items(limit int) ([]Item, error) {
+// Path returns the file the task reads.
+func (g *GSM8K) Path() string { return g.path }
+
+// Problems reads the first limit problems of the file (all when limit <=
+// 0).
+func (g *GSM8K) Problems(limit int) ([]GSM8KProblem, error) {
 	f, err := os.Open(g.path)
 	if err != nil {
-		return nil, fmt.Errorf("gsm8k: %w", err)
+		return nil, fmt.Errorf("%s: %w", g.name, err)
 	}
 	defer f.Close()
 	ps, err := ReadGSM8K(f, limit)
 	if err != nil {
-		return nil, fmt.Errorf("gsm8k: %s: %w", g.path, err)
+		return nil, fmt.Errorf("%s: %s: %w", g.name, g.path, err)
+	}
+	return ps, nil
+}
+
+// Items reads the first limit problems (all when limit <= 0). A problem
+// with a step count is in the group "<n> steps".
+func (g *GSM8K) Items(limit int) ([]Item, error) {
+	ps, err := g.Problems(limit)
+	if err != nil {
+		return nil, err
 	}
 	items := make([]Item, len(ps))
 	var b strings.Builder
 	for i, p := range ps {
 		b.Reset()
 		if err := g.tmpl.Execute(&b, gsm8kData{Question: p.Question}); err != nil {
-			return nil, fmt.Errorf("gsm8k: problem %d: prompt template: %w", i+1, err)
+			return nil, fmt.Errorf("%s: problem %d: prompt template: %w", g.name, i+1, err)
 		}
 		gold, _ := p.Gold() // checked by ReadGSM8K
+		check := g.check
 		items[i] = Item{
-			ID:     fmt.Sprintf("gsm8k-%04d", i+1),
+			ID:     fmt.Sprintf("%s-%04d", g.name, i+1),
 			Prompt: b.String(),
 			Answer: gold,
-			Check: func(c string) bool {
-				got, ok := ExtractAnswer(c)
-				return ok && SameNumber(got, gold)
-			},
+			Check:  func(c string) bool { return check(c, gold) },
+		}
+		if p.Steps > 0 {
+			items[i].Group = StepsGroup(p.Steps)
 		}
 	}
 	return items, nil
+}
+
+// StepsGroup is the group label of a problem of n steps: "n steps".
+func StepsGroup(n int) string {
+	if n == 1 {
+		return "1 step"
+	}
+	return fmt.Sprintf("%d steps", n)
 }
 
 // ExtractAnswer finds the final answer of a math completion. The text is

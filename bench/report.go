@@ -199,8 +199,23 @@ func (m metric) cell(v, best float64) string {
 
 func (t *TaskReport) markdown(b *strings.Builder, o MarkdownOptions) {
 	fmt.Fprintf(b, "## Task: %s\n\n%d items, up to %d new tokens each; budgets of %s rows per item.\n\n", t.Task, t.Items, t.MaxTokens, joinInts(t.budgets()))
+	if t.Checked {
+		b.WriteString("Accuracy is the share of items answered correctly, with its 95% Wilson score interval in brackets (percent).")
+		if len(t.Groups) > 0 {
+			fmt.Fprintf(b, " It is then broken down by group (%s). rows/problem and tokens/problem are means per item, the rows being the forward rows the mode really spent, not the budget", strings.Join(t.Groups, ", "))
+			if !o.NoTimings {
+				b.WriteString("; wall s is the search time of all items together")
+			}
+			b.WriteString(".")
+		}
+		b.WriteString("\n\n")
+	}
 	ms := t.metrics()
 	for _, budget := range t.budgets() {
+		if len(t.Groups) > 0 {
+			t.accuracyTable(b, budget, o)
+			continue
+		}
 		rs := t.at(budget)
 		fmt.Fprintf(b, "### %d rows per item\n\n| mode | K |", budget)
 		for _, m := range ms {
@@ -228,7 +243,7 @@ func (t *TaskReport) markdown(b *strings.Builder, o MarkdownOptions) {
 			for i, m := range ms {
 				c := m.cell(m.value(r), bests[i])
 				if m.name == "accuracy" {
-					c = fmt.Sprintf("%s (%d/%d)", c, r.Correct, t.Items)
+					c = fmt.Sprintf("%s [%.0f, %.0f] (%d/%d)", c, 100*r.AccuracyLow, 100*r.AccuracyHigh, r.Correct, t.Items)
 				}
 				fmt.Fprintf(b, " %s |", c)
 			}
@@ -239,6 +254,9 @@ func (t *TaskReport) markdown(b *strings.Builder, o MarkdownOptions) {
 			b.WriteString("\n")
 		}
 		b.WriteString("\n")
+	}
+	if t.Checked {
+		t.rowsSpentTable(b)
 	}
 	b.WriteString("### Findings\n\n")
 	for _, f := range t.Findings() {
@@ -495,7 +513,8 @@ func (s *SpeedSection) markdown(b *strings.Builder) error {
 
 // csvHeader names the columns of WriteCSV.
 var csvHeader = []string{"task", "budget_rows", "mode", "width", "items", "loglik_per_token", "loop_share", "distinct2",
-	"correct", "accuracy", "tokens", "rows", "forks", "prunes", "cut_share", "wall_ms", "forward_ms"}
+	"correct", "accuracy", "tokens", "rows", "forks", "prunes", "cut_share", "wall_ms", "forward_ms",
+	"accuracy_low", "accuracy_high", "wall_total_s"}
 
 // WriteCSV writes one line per task, budget and mode.
 func (r *Report) WriteCSV(w io.Writer) error {
@@ -505,13 +524,14 @@ func (r *Report) WriteCSV(w io.Writer) error {
 	ms := func(d time.Duration) string { return f(float64(d) / float64(time.Millisecond)) }
 	for _, t := range r.Tasks {
 		for _, x := range t.Results {
-			acc := ""
+			acc, lo, hi := "", "", ""
 			if t.Checked {
-				acc = f(x.Accuracy)
+				acc, lo, hi = f(x.Accuracy), f(x.AccuracyLow), f(x.AccuracyHigh)
 			}
 			cw.Write([]string{t.Task, strconv.Itoa(x.Budget), x.Mode.String(), strconv.Itoa(x.Width), strconv.Itoa(t.Items),
 				f(x.LogLik), f(x.LoopShare), f(x.Distinct2), strconv.Itoa(x.Correct), acc,
-				f(x.Tokens), f(x.Rows), f(x.Forks), f(x.Prunes), f(x.Cut), ms(x.Wall), ms(x.Forward)})
+				f(x.Tokens), f(x.Rows), f(x.Forks), f(x.Prunes), f(x.Cut), ms(x.Wall), ms(x.Forward),
+				lo, hi, f(x.WallTotal.Seconds())})
 		}
 	}
 	cw.Flush()
@@ -539,13 +559,14 @@ func (m ModeResult) MarshalJSON() ([]byte, error) {
 
 // WriteSVG draws the first task's log-likelihood per token and loop share
 // against the rows spent, one line per mode through its budgets, as an
-// SVG image of two panels.
+// SVG image of two panels; for a checked task, a first panel draws the
+// accuracy against the rows spent, with its 95 % interval as error bars.
 func (r *Report) WriteSVG(w io.Writer) error {
 	row, err := r.plots()
 	if err != nil {
 		return err
 	}
-	c := vgsvg.New(13*vg.Inch, 5*vg.Inch)
+	c := vgsvg.New(vg.Length(len(row))*6.5*vg.Inch, 5*vg.Inch)
 	drawRow(draw.New(c), row)
 	if _, err := c.WriteTo(w); err != nil {
 		return fmt.Errorf("bench: svg: %w", err)
@@ -569,6 +590,14 @@ func (r *Report) plots() ([]*plot.Plot, error) {
 		return nil, errors.New("bench: svg: the report has no task")
 	}
 	t := r.Tasks[0]
+	var row []*plot.Plot
+	if t.Checked {
+		p, err := r.accuracyPlot(t)
+		if err != nil {
+			return nil, err
+		}
+		row = append(row, p)
+	}
 	panels := []struct {
 		title, y string
 		value    func(ModeResult) float64
@@ -576,21 +605,16 @@ func (r *Report) plots() ([]*plot.Plot, error) {
 		{"log-likelihood per token vs compute", "loglik/token (nats, higher = more probable)", func(m ModeResult) float64 { return m.LogLik }},
 		{"repetition loops vs compute", "share of outputs in a loop", func(m ModeResult) float64 { return m.LoopShare }},
 	}
-	var row []*plot.Plot
 	for _, pn := range panels {
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("%s: %s", t.Task, pn.title)
 		p.X.Label.Text = "forward rows spent per item (log scale)"
 		p.Y.Label.Text = pn.y
 		p.X.Scale = plot.LogScale{}
-		var ticks []plot.Tick
-		for _, b := range t.budgets() {
-			ticks = append(ticks, plot.Tick{Value: float64(b), Label: strconv.Itoa(b)})
-		}
-		p.X.Tick.Marker = plot.ConstantTicks(ticks)
+		p.X.Tick.Marker = budgetTicks(t)
 		p.Legend.Top = true
 		p.Add(plotter.NewGrid())
-		for i, mode := range r.Config.Modes {
+		for i, mode := range r.plotModes(t) {
 			var xys plotter.XYs
 			for _, x := range t.Results {
 				if v := pn.value(x); x.Mode == mode && !math.IsNaN(v) && x.Rows > 0 {
@@ -611,13 +635,42 @@ func (r *Report) plots() ([]*plot.Plot, error) {
 			p.Add(l, pts)
 			p.Legend.Add(mode.String(), l, pts)
 		}
-		if bs := t.budgets(); len(bs) > 0 {
-			p.X.Min = min(p.X.Min, float64(slices.Min(bs))) / 1.1
-			p.X.Max = max(p.X.Max, float64(slices.Max(bs))) * 1.1
-		}
+		setBudgetRange(p, t)
 		// Room above the lines for the legend.
 		p.Y.Max += 0.5*(p.Y.Max-p.Y.Min) + 0.02
 		row = append(row, p)
 	}
 	return row, nil
+}
+
+// plotModes are the modes drawn, one line each: the config's, or those
+// of the task's results when the config names none.
+func (r *Report) plotModes(t *TaskReport) []engine.Mode {
+	if len(r.Config.Modes) > 0 {
+		return r.Config.Modes
+	}
+	var ms []engine.Mode
+	for _, x := range t.Results {
+		if !slices.Contains(ms, x.Mode) {
+			ms = append(ms, x.Mode)
+		}
+	}
+	return ms
+}
+
+// budgetTicks marks the task's budgets on the rows axis.
+func budgetTicks(t *TaskReport) plot.Ticker {
+	var ticks []plot.Tick
+	for _, b := range t.budgets() {
+		ticks = append(ticks, plot.Tick{Value: float64(b), Label: strconv.Itoa(b)})
+	}
+	return plot.ConstantTicks(ticks)
+}
+
+// setBudgetRange widens the rows axis to take in every budget.
+func setBudgetRange(p *plot.Plot, t *TaskReport) {
+	if bs := t.budgets(); len(bs) > 0 {
+		p.X.Min = min(p.X.Min, float64(slices.Min(bs))) / 1.1
+		p.X.Max = max(p.X.Max, float64(slices.Max(bs))) * 1.1
+	}
 }

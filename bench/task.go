@@ -29,6 +29,9 @@ type Item struct {
 	// the prompt) is correct; nil for items judged by quality metrics
 	// only.
 	Check func(completion string) bool
+	// Group labels the item's kind ("3 steps"); the evaluation breaks a
+	// checked task's accuracy down by group when its items have one.
+	Group string
 }
 
 // NewTask returns a task over a fixed list of items: the simplest way to

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,16 +23,19 @@ func init() {
 	register("eval", "quality versus compute of every mode at equal forward-row budgets, and speed", runEval)
 }
 
-const evalArgs = "[-m model] [-z tokenizer] [-quick] [-task stories,name-recall,gsm8k] [-budgets 1x,2x,4x,8x] [-csv F] [-json F] [-svg F]"
+const evalArgs = "[-m model] [-z tokenizer] [-quick] [-task stories,name-recall,gsm8k,arith] [-data F] [-budgets 1x,2x,4x,8x] [-csv F] [-json F] [-svg F]"
 
 // Shared files, relative to ../shared.
 const (
 	sharedModel     = "models/stories260K/stories260K.bin"
 	sharedTokenizer = "models/stories260K/tok512.bin"
 	sharedGSM8K     = "data/gsm8k/test.jsonl"
+	sharedArith     = "data/arith/test.jsonl"
 )
 
-// evalTask says how a built-in task runs by default.
+// evalTask says how a built-in task runs by default. A token limit of 0
+// is the task's own (arith: bench.GSM8K.AnswerTokenLimit, room for its
+// longest worked answer in the model's tokens).
 type evalTask struct {
 	maxTokens, quickMaxTokens int
 	limit, quickLimit         int
@@ -41,27 +45,32 @@ var evalTasks = map[string]evalTask{
 	"stories":     {maxTokens: 128, quickMaxTokens: 64, limit: 0, quickLimit: 16},
 	"name-recall": {maxTokens: 32, quickMaxTokens: 24, limit: 0, quickLimit: 16},
 	"gsm8k":       {maxTokens: 256, quickMaxTokens: 128, limit: 200, quickLimit: 20},
+	"arith":       {maxTokens: 0, quickMaxTokens: 0, limit: 500, quickLimit: 100},
 }
+
+// taskNames lists the built-in tasks for messages.
+const taskNames = "stories, name-recall, gsm8k, arith"
 
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("eval", evalArgs, stderr)
 	modelPath := fs.String("m", "", "model file, GGUF or llama2.c checkpoint (default: ../shared stories260K.bin)")
 	tokPath := fs.String("z", "", "llama2.c tokenizer.bin for a llama2.c checkpoint (default: tok512.bin for the default model, else tokenizer.bin beside the model)")
-	quick := fs.Bool("quick", false, "a reduced run (16 items a task, shorter outputs, budgets 1x and 4x): under a minute on stories260K")
-	taskList := fs.String("task", "stories,name-recall", "comma-separated tasks: stories, name-recall, gsm8k")
+	quick := fs.Bool("quick", false, "a reduced run (16 items a task, 20 GSM8K and 100 arith problems, shorter outputs but for arith, budgets 1x and 4x): under a minute for the default tasks on stories260K")
+	taskList := fs.String("task", "stories,name-recall", "comma-separated tasks: "+taskNames)
 	modeList := fs.String("modes", "", "comma-separated modes (default: all)")
 	budgetList := fs.String("budgets", "", "comma-separated forward-row budgets per item: rows, or multiples of the token limit such as 4x (default: 1x,2x,4x,8x; -quick: 1x,4x)")
-	maxTokens := fs.Int("max-tokens", 0, "new tokens per item (default: stories 128, name-recall 32, gsm8k 256; halved or so with -quick)")
-	limit := fs.Int("limit", 0, "items per task (default: all stories and name-recall items, 200 GSM8K problems; 16, 16 and 20 with -quick)")
+	maxTokens := fs.Int("max-tokens", 0, "new tokens per item (default: stories 128, name-recall 32, gsm8k 256, halved or so with -quick; arith: room for the longest worked answer of the -data file, plus a quarter, in the model's tokens)")
+	limit := fs.Int("limit", 0, "items per task (default: all stories and name-recall items, 200 GSM8K and 500 arith problems; 16, 16, 20 and 100 with -quick)")
 	maxWidth := fs.Int("max-width", 8, "largest width K a budget gives beam, cot-decoding and beam-adaptive")
 	seed := fs.Uint64("seed", 1, "seed; item i runs with seed+i")
 	thresholds := fs.String("thresholds", "", "quadrant thresholds: a preset ("+strings.Join(policy.PresetNames(), ", ")+") or a JSON file (default: the engine's)")
 	gsmPath := fs.String("gsm8k", "", "GSM8K JSONL file (default: ../shared "+sharedGSM8K+")")
 	tmpl := fs.String("template", bench.DefaultGSM8KTemplate, "GSM8K prompt, a Go text/template with {{.Question}}")
+	dataPath := fs.String("data", "", "arith problems, JSONL of the GSM8K format with \"steps\" (default: ../shared "+sharedArith+")")
 	chat := fs.Bool("chat", false, "wrap prompts in the model's chat template (GGUF models that carry one)")
 	csvPath := fs.String("csv", "", "also write the results as CSV to this `file`")
 	jsonPath := fs.String("json", "", "also write the report, every output included, as JSON to this `file`")
-	svgPath := fs.String("svg", "", "also plot loglik/token and loop share versus rows spent (first task) as SVG to this `file`")
+	svgPath := fs.String("svg", "", "also plot versus rows spent (first task): accuracy with its 95% interval when the task has answers, loglik/token and loop share; as SVG to this `file`")
 	noTimings := fs.Bool("no-timings", false, "leave timings out of the markdown (to compare runs)")
 	noSpeed := fs.Bool("no-speed", false, "skip the speed section")
 	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
@@ -76,7 +85,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			"speed on the same model file.\n\n"+
 			"GSM8K accuracy per mode with a capable model (the published entropix comparison: the first\n"+
 			"200 problems, Llama-3.2-1B-Instruct, no chat template, sampling 6%% against entropix 13%%):\n\n"+
-			"  entropix-bench eval -m Llama-3.2-1B-Instruct-Q8_0.gguf -task gsm8k -limit 200 -budgets 1x,4x\n\n", evalArgs)
+			"  entropix-bench eval -m Llama-3.2-1B-Instruct-Q8_0.gguf -task gsm8k -limit 200 -budgets 1x,4x\n\n"+
+			"The arith task (multi-step arithmetic word problems, prompt \"Question: Q\\nAnswer:\", correct when\n"+
+			"the number after \"####\" is the gold) reports accuracy with a 95%% Wilson interval, by step count,\n"+
+			"and against the rows each mode really spent (-svg plots it):\n\n"+
+			"  entropix-bench eval -m bench/models/arith.gguf -task arith -no-speed -svg arith.svg\n\n", evalArgs)
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -123,7 +136,18 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		kernels.SetThreads(*threads)
 	}
 
+	if *dataPath != "" && !slices.Contains(tasks, "arith") {
+		return usagef("-data is the arith task's file: add -task arith")
+	}
 	shared := findShared()
+	// The tasks are made before the model loads, so that a missing file
+	// or a bad template fails at once.
+	taskOf := map[string]bench.Task{}
+	for _, name := range tasks {
+		if taskOf[name], err = newTask(name, shared, *gsmPath, *tmpl, *dataPath); err != nil {
+			return err
+		}
+	}
 	mp, tp := *modelPath, *tokPath
 	if mp == "" {
 		if shared == "" {
@@ -161,13 +185,20 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *limit > 0 {
 			cfg.Limit = *limit
 		}
+		task := taskOf[name]
+		if cfg.MaxTokens == 0 {
+			g, ok := task.(*bench.GSM8K)
+			if !ok {
+				return fmt.Errorf("task %s has no token limit", name)
+			}
+			if cfg.MaxTokens, err = g.AnswerTokenLimit(m); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "%s: %d new tokens per problem (room for the longest worked answer of %s)\n", name, cfg.MaxTokens, g.Path())
+		}
 		cfg.Budgets = budgetSpec.rows(cfg.MaxTokens)
 		cfg.Progress = func(p bench.EvalProgress) {
 			fmt.Fprintf(stderr, "[%d/%d] %s, %d rows, %s: %d items in %s\n", p.Done, p.Total, p.Task, p.Budget, p.Mode, p.Items, p.Wall.Round(time.Millisecond))
-		}
-		task, err := newTask(name, shared, *gsmPath, *tmpl)
-		if err != nil {
-			return err
 		}
 		tr, err := bench.Eval(ctx, m, task, cfg)
 		if err != nil {
@@ -199,21 +230,40 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// writeFile writes a file through write, removing it on failure.
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+// writeFile writes a file through write atomically: into a temporary file
+// in the same directory, renamed over path once complete. On failure the
+// temporary file is removed and whatever was at path is left as it was.
+// The file gets the mode of the one it replaces, or 0644.
+func writeFile(path string, write func(io.Writer) error) (err error) {
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(path); err == nil {
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", path)
+		}
+		mode = st.Mode().Perm()
 	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			os.Remove(tmp)
+			err = fmt.Errorf("%s: %w", path, err)
+		}
+	}()
 	err = write(f)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(path)
-		return fmt.Errorf("%s: %w", path, err)
+		return err
 	}
-	return nil
+	return os.Rename(tmp, path)
 }
 
 func parseModes(s string) ([]engine.Mode, error) {
@@ -236,7 +286,7 @@ func parseTasks(s string) ([]string, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if _, ok := evalTasks[f]; !ok {
-			return nil, usagef("-task %q: want stories, name-recall or gsm8k", f)
+			return nil, usagef("-task %q: want one of %s", f, taskNames)
 		}
 		tasks = append(tasks, f)
 	}
@@ -279,24 +329,52 @@ func (s budgetSpec) rows(maxTokens int) []int {
 	return rs
 }
 
-func newTask(name, shared, gsmPath, tmpl string) (bench.Task, error) {
+// newTask returns the built-in task name, with its data file: for gsm8k
+// gsmPath, for arith dataPath, or the default file under shared.
+func newTask(name, shared, gsmPath, tmpl, dataPath string) (bench.Task, error) {
 	switch name {
 	case "stories":
 		return bench.Stories(), nil
 	case "name-recall":
 		return bench.NameRecall(), nil
-	}
-	if gsmPath == "" {
-		if shared == "" {
-			return nil, usagef("-task gsm8k: no -gsm8k file given and ../shared is absent")
+	case "arith":
+		path, err := dataFile("arith", "-data", dataPath, shared, sharedArith)
+		if err != nil {
+			return nil, err
 		}
-		gsmPath = filepath.Join(shared, filepath.FromSlash(sharedGSM8K))
+		return bench.NewArith(path), nil
 	}
-	t, err := bench.NewGSM8K(gsmPath, tmpl)
+	path, err := dataFile("gsm8k", "-gsm8k", gsmPath, shared, sharedGSM8K)
+	if err != nil {
+		return nil, err
+	}
+	t, err := bench.NewGSM8K(path, tmpl)
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
 	return t, nil
+}
+
+// dataFile returns the data file of a task: the one given with flag, else
+// rel under the shared directory; a usage error when it is not a file.
+func dataFile(task, flag, given, shared, rel string) (string, error) {
+	path := given
+	if path == "" {
+		if shared == "" {
+			return "", usagef("-task %s: no %s file given and ../shared (with %s) is absent; set ENTROPIX_SHARED or pass %s", task, flag, rel, flag)
+		}
+		path = filepath.Join(shared, filepath.FromSlash(rel))
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err != nil && given == "":
+		return "", usagef("-task %s: no %s file given and the default %s is absent: %v", task, flag, path, err)
+	case err != nil:
+		return "", usagef("-task %s: %s: %v", task, flag, err)
+	case st.IsDir():
+		return "", usagef("-task %s: %s is a directory", task, path)
+	}
+	return path, nil
 }
 
 // findShared returns the shared data directory: $ENTROPIX_SHARED, or a

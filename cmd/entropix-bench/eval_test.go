@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +14,9 @@ import (
 
 	"github.com/entropix-search/entropix-search/bench"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/modeltest"
+	"github.com/entropix-search/entropix-search/model/synth"
 )
 
 // needShared skips when ../shared (the default model) is absent.
@@ -243,5 +247,189 @@ echo "achieved tok/s: 2000.0" >&2`))
 	if s.Speed.Llama != nil || s.Llama2C != nil || len(s.Notes) != 2 ||
 		!strings.Contains(s.Notes[0], "no .gguf") || !strings.Contains(s.Notes[1], "llama2.c failed") {
 		t.Errorf("notes %q", s.Notes)
+	}
+}
+
+// synthGGUF writes a random model of stories260K's shape, with a
+// synthetic vocabulary, as a GGUF file: a model that needs no ../shared.
+func synthGGUF(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "synth.gguf")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.WriteGGUF(f, synth.Shapes["stories260K"], kernels.F32, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// arithFile writes three problems of the arith format.
+func arithFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "arith.jsonl")
+	lines := `{"question": "Ben has 31 cards. He sells 4 cards. Then Ben doubles the cards. How many cards does Ben have now?", "answer": "Ben has 31 - 4 = 27 cards.\nBen has 2 * 27 = 54 cards.\n#### 54", "steps": 2}
+{"question": "Fay has 75 eggs. She sells 67 eggs. She finds 3 more eggs. She loses 2 eggs. How many eggs does Fay have now?", "answer": "Fay has 75 - 67 = 8 eggs.\nFay has 8 + 3 = 11 eggs.\nFay has 11 - 2 = 9 eggs.\n#### 9", "steps": 3}
+{"question": "Gus has 30 pens. He loses 22 pens. He finds 5 more pens. How many pens does Gus have now?", "answer": "Gus has 30 - 22 = 8 pens.\nGus has 8 + 5 = 13 pens.\n#### 13", "steps": 2}
+`
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestEvalArith runs -task arith end to end on a random model and a file
+// of three problems: the random model answers nothing, so the test checks
+// the plumbing (the tables, the groups, the outputs), not the accuracy.
+func TestEvalArith(t *testing.T) {
+	gguf, data := synthGGUF(t), arithFile(t)
+	dir := t.TempDir()
+	csvPath, jsonPath, svgPath := filepath.Join(dir, "r.csv"), filepath.Join(dir, "r.json"), filepath.Join(dir, "r.svg")
+	args := []string{"eval", "-m", gguf, "-task", "arith", "-data", data, "-modes", "greedy,beam,beam-adaptive",
+		"-max-tokens", "8", "-budgets", "1x,2x", "-no-speed", "-no-timings", "-csv", csvPath, "-json", jsonPath, "-svg", svgPath}
+	code, out, errs := runCmd(t, args...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"## Task: arith", "3 items, up to 8 new tokens each; budgets of 8, 16 rows per item.",
+		"| mode | K | accuracy [95% CI] | 2 steps | 3 steps | rows/problem | tokens/problem | forks | cut |",
+		"| greedy | 1 | **0.0%** [0.0, 56.1] (0/3) | 0.0% (0/2) | 0.0% (0/1) |",
+		"| beam | 2 | **0.0%** [0.0, 56.1] (0/3) |",
+		"### Accuracy against rows spent", "| beam-adaptive | 0.0% at ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "wall s") {
+		t.Errorf("-no-timings output has the wall column:\n%s", out)
+	}
+	rows, err := readCSV(csvPath)
+	if err != nil || len(rows) != 1+2*3 {
+		t.Errorf("CSV: %d rows, %v", len(rows), err)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Tasks []struct {
+			Task    string   `json:"task"`
+			Groups  []string `json:"groups"`
+			Results []struct {
+				Rows         float64 `json:"rows"`
+				AccuracyHigh float64 `json:"accuracy_high"`
+				Groups       []struct {
+					Group string `json:"group"`
+					Items int    `json:"items"`
+				} `json:"groups"`
+			} `json:"results"`
+			Outputs []struct {
+				Group string `json:"group"`
+			} `json:"outputs"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Tasks) != 1 {
+		t.Fatalf("JSON: %v, %+v", err, rep)
+	}
+	tr := rep.Tasks[0]
+	if tr.Task != "arith" || strings.Join(tr.Groups, ",") != "2 steps,3 steps" || len(tr.Results) != 6 || len(tr.Outputs) != 18 {
+		t.Fatalf("JSON task %+v", tr)
+	}
+	for _, r := range tr.Results {
+		if r.Rows <= 0 || r.AccuracyHigh <= 0.5 || len(r.Groups) != 2 || r.Groups[0].Items != 2 || r.Groups[1].Items != 1 {
+			t.Errorf("JSON result %+v", r)
+		}
+	}
+	if tr.Outputs[1].Group != "3 steps" {
+		t.Errorf("output groups %+v", tr.Outputs[:3])
+	}
+	if b, err := os.ReadFile(svgPath); err != nil || !bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("arith: accuracy vs compute")) {
+		t.Errorf("SVG: %v", err)
+	}
+
+	// Without -max-tokens, the limit fits the longest worked answer.
+	code, out, errs = runCmd(t, "eval", "-m", gguf, "-task", "arith", "-data", data, "-modes", "greedy", "-budgets", "1x", "-limit", "1", "-no-speed")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(errs, "arith: ") || !strings.Contains(errs, "new tokens per problem") || !strings.Contains(out, "1 items, up to ") {
+		t.Errorf("token limit not reported:\n%s\n%s", errs, out)
+	}
+}
+
+func TestEvalArithUsage(t *testing.T) {
+	data := arithFile(t)
+	empty := t.TempDir()
+	t.Setenv("ENTROPIX_SHARED", empty) // a shared directory without the arith data
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"eval", "-data", data}, "-data is the arith task's file"},
+		{[]string{"eval", "-task", "arith", "-data", filepath.Join(empty, "absent.jsonl")}, "absent.jsonl"},
+		{[]string{"eval", "-task", "arith", "-data", empty}, "is a directory"},
+		{[]string{"eval", "-task", "arith"}, "the default " + filepath.Join(empty, "data", "arith", "test.jsonl") + " is absent"},
+		{[]string{"eval", "-task", "arithmetic"}, "want one of"},
+	} {
+		code, _, errs := runCmd(t, c.args...)
+		if code != exitUsage || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errs, exitUsage, c.want)
+		}
+	}
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.svg")
+	if err := os.WriteFile(path, []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// A failed write leaves the old file and no temporary one.
+	err := writeFile(path, func(w io.Writer) error {
+		io.WriteString(w, "partial")
+		return errors.New("boom")
+	})
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("error %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old" {
+		t.Errorf("after a failed write the file holds %q", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("files left: %v", ents)
+	}
+	// A good write replaces it and keeps its mode.
+	if err := writeFile(path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new" {
+		t.Errorf("the file holds %q", b)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, %v", st.Mode(), err)
+	}
+	// A new file is 0644; a directory in the way is refused, untouched.
+	fresh := filepath.Join(dir, "fresh.json")
+	if err := writeFile(fresh, func(w io.Writer) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(fresh); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("new file mode %v, %v", st.Mode(), err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(sub, func(w io.Writer) error { return nil }); err == nil {
+		t.Error("wrote over a directory")
+	}
+	if st, err := os.Stat(sub); err != nil || !st.IsDir() {
+		t.Errorf("the directory is gone: %v", err)
 	}
 }
