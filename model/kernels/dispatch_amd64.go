@@ -616,3 +616,23 @@ func rope(x, cos, sin []float32, interleaved bool) bool {
 	}
 	return false
 }
+
+// gemmTiles reports whether Gemm's assembly tiles run (AVX2 with FMA).
+func gemmTiles() bool { return f32Level >= levelAVX2 }
+
+var gemmTileFuncs = [...]func(a *float32, as, ak int, b *float32, ldb int, c *float32, ldc int, k int, acc int){
+	gemmTile1x16AVX2, gemmTile2x16AVX2, gemmTile3x16AVX2, gemmTile4x16AVX2, gemmTile5x16AVX2, gemmTile6x16AVX2,
+}
+
+// gemmTileRow computes the first n16 (a multiple of 16) columns of an
+// mr-row block of C over kc steps with the assembly tiles.
+func gemmTileRow(mr int, a []float32, as, ak int, b []float32, ldb int, c []float32, ldc, n16, kc int, acc bool) {
+	f := gemmTileFuncs[mr-1]
+	flag := 0
+	if acc {
+		flag = 1
+	}
+	for j := 0; j < n16; j += 16 {
+		f(&a[0], as, ak, &b[j], ldb, &c[j], ldc, kc, flag)
+	}
+}

@@ -66,3 +66,9 @@ func prefetch(p unsafe.Pointer, rows, rowBytes, stride int) {}
 func transpose[E float32 | uint16](dst, src []E, rows, cols int) { transposeGo(dst, src, rows, cols) }
 
 func rope(x, cos, sin []float32, interleaved bool) bool { return false }
+
+func gemmTiles() bool { return false }
+
+func gemmTileRow(mr int, a []float32, as, ak int, b []float32, ldb int, c []float32, ldc, n16, kc int, acc bool) {
+	panic("kernels: no Gemm tiles")
+}

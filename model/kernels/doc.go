@@ -61,3 +61,4 @@ package kernels
 
 //go:generate go -C asmgen run . -set matmul -out ../matmul_amd64.s -stubs ../matmul_stubs_amd64.go -pkg kernels
 //go:generate go -C asmgen run . -set vec -out ../vec_amd64.s -stubs ../vec_stubs_amd64.go -pkg kernels
+//go:generate go -C asmgen run . -set gemm -out ../gemm_amd64.s -stubs ../gemm_stubs_amd64.go -pkg kernels

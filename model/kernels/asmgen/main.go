@@ -7,6 +7,7 @@
 //
 //	go -C asmgen run . -set matmul -out ../matmul_amd64.s -stubs ../matmul_stubs_amd64.go -pkg kernels
 //	go -C asmgen run . -set vec -out ../vec_amd64.s -stubs ../vec_stubs_amd64.go -pkg kernels
+//	go -C asmgen run . -set gemm -out ../gemm_amd64.s -stubs ../gemm_stubs_amd64.go -pkg kernels
 //
 // Conventions shared by every generated function:
 //   - ABI0, NOSPLIT, no Go pointers retained (//go:noescape stubs);
@@ -27,7 +28,7 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 )
 
-var set = flag.String("set", "", "kernel set to generate: matmul or vec")
+var set = flag.String("set", "", "kernel set to generate: matmul, vec or gemm")
 
 func main() {
 	flag.Parse()
@@ -37,8 +38,10 @@ func main() {
 		genMatMul()
 	case "vec":
 		genVec()
+	case "gemm":
+		genGemm()
 	default:
-		fmt.Fprintf(os.Stderr, "asmgen: unknown -set %q (want matmul or vec)\n", *set)
+		fmt.Fprintf(os.Stderr, "asmgen: unknown -set %q (want matmul, vec or gemm)\n", *set)
 		os.Exit(2)
 	}
 	Generate()
