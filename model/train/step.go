@@ -415,6 +415,10 @@ func (m *Model) attend(a *acts, la *layerActs) {
 
 // attendBack computes dq, dk and dv from do, one sequence per task (the
 // keys and values of a sequence gather gradient from all its tokens).
+// Per head, a first pass over the queries makes each row of the scores'
+// gradient ds and dq; a second pass over the keys gathers the columns of
+// the probabilities and of ds to make dv and dk, each key's sum in one
+// strided kernel call.
 func (m *Model) attendBack(a *acts, la *layerActs) {
 	s := &m.Shape
 	hd := s.HeadDim()
@@ -427,36 +431,41 @@ func (m *Model) attendBack(a *acts, la *layerActs) {
 	clear(a.dv[:n*kvd])
 	nseg := len(a.segs) - 1
 	kernels.Parallel(nseg, func(lo, hi int) {
-		var dp []float32
+		var ds, col, col2 []float32
 		for sg := lo; sg < hi; sg++ {
-			for i := a.segs[sg]; i < a.segs[sg+1]; i++ {
-				p := int(a.pos[i])
-				s0 := i - p
-				if cap(dp) < p+1 {
-					dp = make([]float32, 2*(p+1))
-				}
-				dp := dp[:p+1]
-				for h := 0; h < s.Heads; h++ {
-					kh := h / group
-					pr := la.att[a.attOff[i]+h*(p+1) : a.attOff[i]+(h+1)*(p+1)]
+			s0, s1 := a.segs[sg], a.segs[sg+1]
+			L := s1 - s0
+			// ds row t (of t+1 values) starts at t*(t+1)/2.
+			if cap(ds) < L*(L+1)/2 {
+				ds = make([]float32, L*(L+1)/2)
+				col, col2 = make([]float32, L), make([]float32, L)
+			}
+			for h := 0; h < s.Heads; h++ {
+				kh := h / group
+				kb, vb := la.k[s0*kvd+kh*hd:], la.v[s0*kvd+kh*hd:]
+				for t := 0; t < L; t++ {
+					i := s0 + t
+					pr := la.att[a.attOff[i]+h*(t+1) : a.attOff[i]+(h+1)*(t+1)]
 					do := a.do[i*qd+h*hd : i*qd+(h+1)*hd]
-					q := la.q[i*qd+h*hd : i*qd+(h+1)*hd]
-					dq := a.dq[i*qd+h*hd : i*qd+(h+1)*hd]
-					// dv_j += p_j do; dp_j = do . v_j
-					kernels.DotStrided(dp, do, la.v[s0*kvd+kh*hd:], kvd)
-					var sum float32
+					dp := ds[t*(t+1)/2 : t*(t+1)/2+t+1]
+					kernels.DotStrided(dp, do, vb, kvd) // dp_j = do . v_j
+					sum := kernels.Dot(pr, dp)
 					for j, pj := range pr {
-						kernels.Axpy(pj, do, a.dv[(s0+j)*kvd+kh*hd:(s0+j)*kvd+(kh+1)*hd])
-						sum += pj * dp[j]
+						dp[j] = pj * (dp[j] - sum) * scale // ds_j, with the scores' scale
 					}
-					// ds_j = p_j (dp_j - sum); scores were scaled q.k.
-					for j, pj := range pr {
-						dp[j] = pj * (dp[j] - sum) * scale
+					kernels.AxpyStrided(a.dq[i*qd+h*hd:i*qd+(h+1)*hd], dp, kb, kvd)
+				}
+				for j := 0; j < L; j++ {
+					// Column j of the probabilities and of ds, rows j..L-1.
+					pc, dc := col[:L-j], col2[:L-j]
+					for t := j; t < L; t++ {
+						i := s0 + t
+						pc[t-j] = la.att[a.attOff[i]+h*(t+1)+j]
+						dc[t-j] = ds[t*(t+1)/2+j]
 					}
-					kernels.AxpyStrided(dq, dp, la.k[s0*kvd+kh*hd:], kvd)
-					for j := range pr {
-						kernels.Axpy(dp[j], q, a.dk[(s0+j)*kvd+kh*hd:(s0+j)*kvd+(kh+1)*hd])
-					}
+					i := s0 + j
+					kernels.AxpyStrided(a.dv[i*kvd+kh*hd:i*kvd+(kh+1)*hd], pc, a.do[i*qd+h*hd:], qd)
+					kernels.AxpyStrided(a.dk[i*kvd+kh*hd:i*kvd+(kh+1)*hd], dc, la.q[i*qd+h*hd:], qd)
 				}
 			}
 		}
