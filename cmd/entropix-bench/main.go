@@ -1,7 +1,8 @@
 // Command entropix-bench measures the engine. Each measurement is a
 // subcommand:
 //
-//	entropix-bench eval [-quick] [-task stories,name-recall,gsm8k] [-budgets 1x,2x,4x,8x] [-csv|-json|-svg F]
+//	entropix-bench eval [-quick] [-task stories,name-recall,gsm8k,arith] [-budgets 1x,2x,4x,8x] [-csv|-json|-svg F]
+//	entropix-bench train [-o arith.gguf] [-steps 3000] [-seed 1] [-resume]
 //	entropix-bench speed [-shape stories110M] [-dtype q8_0|f32|both] [-quick]
 //	entropix-bench gguf -shape stories110M -dtype q8_0 -o /tmp/s110m-q8.gguf
 //
@@ -22,6 +23,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Exit codes.
@@ -84,7 +86,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Interrupt, terminate and hang-up all stop a measurement the same
+	// way: what is done is kept (train writes its checkpoint).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -328,13 +328,17 @@ func rmsNorm(out, rstd, x, w []float32, n, d int, eps float32) {
 	})
 }
 
+// normChunks is the number of partial sums of a norm's weight gradient: a
+// constant, not the number of threads, so that training gives the same
+// bits on any number of cores.
+const normChunks = 2
+
 // rmsNormBack adds to dx the gradient through y = rmsNorm(x) * w given dy,
 // and to dw the norm weights' gradient, for n rows of d.
 func (m *Model) rmsNormBack(dx, dw, dy, x, rstd, w []float32, n, d int) {
-	threads := kernels.Threads()
-	parts := make([][]float32, threads)
-	chunk := (n + threads - 1) / threads
-	kernels.Parallel(threads, func(lo, hi int) {
+	parts := make([][]float32, normChunks)
+	chunk := (n + normChunks - 1) / normChunks
+	kernels.Parallel(normChunks, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			acc := make([]float32, d)
 			parts[p] = acc
