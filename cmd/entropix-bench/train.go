@@ -39,6 +39,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ckpt := fs.String("checkpoint", "", "checkpoint file (default: the output path + \".ckpt\")")
 	ckptEvery := fs.Duration("checkpoint-every", 5*time.Minute, "time between checkpoints")
 	resume := fs.Bool("resume", false, "continue from the checkpoint (same settings)")
+	stopAt := fs.Int("stop-at", 0, "end after this many steps, writing the checkpoint and the model as they are then (the schedule is still -steps'; -resume goes on)")
 	dim := fs.Int("dim", 128, "model width")
 	hidden := fs.Int("hidden", 352, "feed-forward width")
 	layers := fs.Int("layers", 5, "transformer blocks")
@@ -46,7 +47,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	kvHeads := fs.Int("kv-heads", 0, "key/value heads (default: as many as heads)")
 	ctxLen := fs.Int("context", 256, "context length (a training row holds this many tokens)")
 	untied := fs.Bool("untied", false, "a classifier of its own instead of the token embedding")
-	steps := fs.Int("steps", 3000, "optimizer steps")
+	steps := fs.Int("steps", 2700, "optimizer steps")
 	batch := fs.Int("batch", 48, "problems per step")
 	lr := fs.Float64("lr", 3e-3, "peak learning rate")
 	minLR := fs.Float64("min-lr", 3e-4, "learning rate at the end of the cosine decay")
@@ -70,8 +71,8 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *kvHeads == 0 {
 		*kvHeads = *heads
 	}
-	if *threads < 0 || *evalEvery < 0 || *evalN < 0 || *limit < 0 {
-		return usagef("-threads, -eval-every, -eval-n and -n take numbers >= 0")
+	if *threads < 0 || *evalEvery < 0 || *evalN < 0 || *limit < 0 || *stopAt < 0 {
+		return usagef("-threads, -eval-every, -eval-n, -n and -stop-at take numbers >= 0")
 	}
 	if *threads > 0 {
 		kernels.SetThreads(*threads)
@@ -198,7 +199,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var flops float64
 	var trainTime time.Duration
-	tr := &train.Trainer{Model: m, Opt: opt, Data: loader, Run: run, Step: step, Checkpoint: *ckpt, CheckpointEvery: *ckptEvery, Log: stderr}
+	tr := &train.Trainer{Model: m, Opt: opt, Data: loader, Run: run, Step: step, StopAt: *stopAt, Checkpoint: *ckpt, CheckpointEvery: *ckptEvery, Log: stderr}
 	tr.OnStep = func(st train.StepStats) {
 		flops += st.FLOPs
 		trainTime += st.Took
@@ -217,8 +218,11 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return err
 	}
-	fmt.Fprintf(stderr, "trained %d steps in %s (%.1f GFLOP/s in the passes)\n", run.Steps-step, time.Since(started).Round(time.Second), flops/trainTime.Seconds()/1e9)
-	evaluate(run.Steps)
+	fmt.Fprintf(stderr, "trained %d steps in %s (%.1f GFLOP/s in the passes)\n", tr.Step-step, time.Since(started).Round(time.Second), flops/trainTime.Seconds()/1e9)
+	if tr.Step < run.Steps {
+		fmt.Fprintf(stderr, "stopped at step %d of %d (-stop-at): the checkpoint %s holds it; -resume goes on\n", tr.Step, run.Steps, *ckpt)
+	}
+	evaluate(tr.Step)
 	name := fmt.Sprintf("arith-d%d-l%d-seed%d", shape.Dim, shape.Layers, run.Seed)
 	if err := writeFile(*out, func(w io.Writer) error { return synth.WriteTensorsGGUF(w, shape, name, vocab, m.Values()) }); err != nil {
 		return err

@@ -77,6 +77,20 @@ func TestTrainTiny(t *testing.T) {
 	if code != exitOK || !strings.Contains(stderr, "resumed from") {
 		t.Fatalf("resume: exit %d: %s", code, stderr)
 	}
+	// -stop-at ends early with a checkpoint and the model then; -resume
+	// finishes.
+	out3 := filepath.Join(dir, "m3.gguf")
+	args3 := append([]string{"train", "-data", data, "-test", "none", "-o", out3, "-steps", "8"}, tinyTrain...)
+	code, _, stderr = runCmd(t, append(args3, "-stop-at", "3")...)
+	if code != exitOK || !strings.Contains(stderr, "stopped at step 3 of 8") {
+		t.Fatalf("-stop-at: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(out3); err != nil {
+		t.Errorf("-stop-at exported no model: %v", err)
+	}
+	if code, _, stderr = runCmd(t, append(args3, "-resume")...); code != exitOK || !strings.Contains(stderr, "at step 3") {
+		t.Fatalf("resume after -stop-at: exit %d: %s", code, stderr)
+	}
 	// Other settings than the checkpoint's are refused.
 	code, _, stderr = runCmd(t, append(args2, "-resume", "-lr", "0.01")...)
 	if code == exitOK || !strings.Contains(stderr, "other settings") {

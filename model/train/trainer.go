@@ -64,6 +64,11 @@ type Trainer struct {
 	Data  *Loader
 	Run   Run
 	Step  int // steps done
+	// StopAt, when above Step and below Run.Steps, ends this call after
+	// that many steps (with a checkpoint), the schedule still Run's: a
+	// partial run that a -resume can finish, or that can be compared with
+	// another run's checkpoint at the same step.
+	StopAt int
 
 	Checkpoint      string        // path; "" for none
 	CheckpointEvery time.Duration // default 5 minutes
@@ -108,7 +113,11 @@ func (t *Trainer) Train(ctx context.Context) error {
 		fmt.Fprintf(log, "checkpoint: step %d written to %s\n", t.Step, t.Checkpoint)
 		return nil
 	}
-	for t.Step < t.Run.Steps {
+	end := t.Run.Steps
+	if t.StopAt > t.Step && t.StopAt < end {
+		end = t.StopAt
+	}
+	for t.Step < end {
 		if err := ctx.Err(); err != nil {
 			if serr := save(); serr != nil {
 				return errors.Join(err, serr)
@@ -143,7 +152,7 @@ func (t *Trainer) Train(ctx context.Context) error {
 		tokens += st.Tokens
 		el := time.Since(start)
 		st.TokPerSec = float64(tokens) / el.Seconds()
-		st.ETA = time.Duration(float64(el) / float64(t.Step-startStep) * float64(t.Run.Steps-t.Step))
+		st.ETA = time.Duration(float64(el) / float64(t.Step-startStep) * float64(end-t.Step))
 		if t.OnStep != nil {
 			t.OnStep(st)
 		}
