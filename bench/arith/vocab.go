@@ -58,23 +58,10 @@ const (
 // set), so a GGUF file written with it (by model/synth's writers, say)
 // loads back the same tokenizer (see TestGGUFRoundTrip).
 func Vocab() (*tokenizer.Vocab, error) {
-	v := &tokenizer.Vocab{
-		Model: string(tokenizer.KindLlama),
-		UNK:   unkID, BOS: bosID, EOS: eosID, PAD: -1,
-		AddBOS: true, AddSpacePrefix: true,
+	v := tokenizer.NewLlamaVocab()
+	if v.UNK != unkID || v.BOS != bosID || v.EOS != eosID {
+		return nil, fmt.Errorf("arith: special ids %d, %d, %d", v.UNK, v.BOS, v.EOS)
 	}
-	add := func(s string, typ int32, score float32) {
-		v.Tokens = append(v.Tokens, s)
-		v.Types = append(v.Types, typ)
-		v.Scores = append(v.Scores, score)
-	}
-	add("<unk>", tokenizer.TypeUnknown, 0)
-	add("<s>", tokenizer.TypeControl, 0)
-	add("</s>", tokenizer.TypeControl, 0)
-	for b := 0; b < 256; b++ {
-		add(fmt.Sprintf("<0x%02X>", b), tokenizer.TypeByte, 0)
-	}
-
 	pieces := map[string]bool{space: true}
 	for c := byte('!'); c <= '~'; c++ {
 		pieces[string(c)] = true
@@ -113,7 +100,7 @@ func Vocab() (*tokenizer.Vocab, error) {
 		return strings.Compare(a, b)
 	})
 	for _, p := range normal {
-		add(p, tokenizer.TypeNormal, score(p))
+		v.Add(p, tokenizer.TypeNormal, score(p))
 	}
 	return v, nil
 }

@@ -18,29 +18,11 @@ func SyntheticVocab(n int) (*tokenizer.Vocab, error) {
 	if n < minVocab {
 		return nil, fmt.Errorf("synth: synthetic vocabulary of %d tokens: need at least %d", n, minVocab)
 	}
-	v := &tokenizer.Vocab{
-		Model:  string(tokenizer.KindLlama),
-		Tokens: make([]string, 0, n),
-		Scores: make([]float32, 0, n),
-		Types:  make([]int32, 0, n),
-		UNK:    0, BOS: 1, EOS: 2, PAD: -1,
-		AddBOS: true, AddSpacePrefix: true,
-	}
-	add := func(s string, typ int32, score float32) {
-		v.Tokens = append(v.Tokens, s)
-		v.Types = append(v.Types, typ)
-		v.Scores = append(v.Scores, score)
-	}
-	add("<unk>", tokenizer.TypeUnknown, 0)
-	add("<s>", tokenizer.TypeControl, 0)
-	add("</s>", tokenizer.TypeControl, 0)
-	for b := 0; b < 256; b++ {
-		add(fmt.Sprintf("<0x%02X>", b), tokenizer.TypeByte, 0)
-	}
+	v := tokenizer.NewLlamaVocab()
 	score := float32(0)
 	normal := func(s string) {
 		score--
-		add(s, tokenizer.TypeNormal, score)
+		v.Add(s, tokenizer.TypeNormal, score)
 	}
 	if len(v.Tokens) < n {
 		normal("▁")

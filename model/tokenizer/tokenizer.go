@@ -427,3 +427,25 @@ func (t *Tokenizer) Lookup(s string) (int, bool) {
 	id, ok := t.lookup[s]
 	return int(id), ok
 }
+
+// NewLlamaVocab returns the start of a SentencePiece ("llama") vocabulary
+// laid out as Llama 2's: <unk> (0), <s> (1, BOS), </s> (2, EOS), then the
+// 256 byte pieces <0x00>..<0xFF> that let any text be encoded, with BOS
+// and the dummy space prefix added to a text. Callers Add their pieces.
+func NewLlamaVocab() *Vocab {
+	v := &Vocab{Model: string(KindLlama), UNK: 0, BOS: 1, EOS: 2, PAD: -1, AddBOS: true, AddSpacePrefix: true}
+	v.Add("<unk>", TypeUnknown, 0)
+	v.Add("<s>", TypeControl, 0)
+	v.Add("</s>", TypeControl, 0)
+	for b := 0; b < 256; b++ {
+		v.Add(fmt.Sprintf("<0x%02X>", b), TypeByte, 0)
+	}
+	return v
+}
+
+// Add appends a piece with its type and score.
+func (v *Vocab) Add(piece string, typ int32, score float32) {
+	v.Tokens = append(v.Tokens, piece)
+	v.Types = append(v.Types, typ)
+	v.Scores = append(v.Scores, score)
+}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -175,7 +176,7 @@ func TestLoaderDeterministic(t *testing.T) {
 	b.Batch(20) // moves b to another epoch first
 	for _, s := range []int{0, 9, 3} {
 		x, y := a.Batch(s), b.Batch(s)
-		if x.B != y.B || x.T != y.T || !slicesEqual(x.Tokens, y.Tokens) || !slicesEqual(x.Targets, y.Targets) {
+		if x.B != y.B || x.T != y.T || !slices.Equal(x.Tokens, y.Tokens) || !slices.Equal(x.Targets, y.Targets) {
 			t.Fatalf("step %d: batches differ", s)
 		}
 		if err := x.check(300, 40); err != nil {
@@ -199,16 +200,4 @@ func TestLoaderDeterministic(t *testing.T) {
 	if _, err := NewLoader([]Example{{Tokens: make([]int32, 50), PromptLen: 2}}, 1, 40, 1); err == nil {
 		t.Error("an example longer than a row was accepted")
 	}
-}
-
-func slicesEqual(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
