@@ -199,6 +199,10 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var flops float64
 	var trainTime time.Duration
+	last := run.Steps // the step the run ends at, evaluated after the export's checkpoint
+	if *stopAt > step && *stopAt < last {
+		last = *stopAt
+	}
 	tr := &train.Trainer{Model: m, Opt: opt, Data: loader, Run: run, Step: step, StopAt: *stopAt, Checkpoint: *ckpt, CheckpointEvery: *ckptEvery, Log: stderr}
 	tr.OnStep = func(st train.StepStats) {
 		flops += st.FLOPs
@@ -207,7 +211,7 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stderr, "step %d/%d loss %.4f lr %.2e |g| %.2f %.0f tok/s %.1f GFLOP/s ETA %s\n",
 				st.Step, run.Steps, st.Loss, st.LR, st.GradNorm, st.TokPerSec, flops/trainTime.Seconds()/1e9, st.ETA.Round(time.Second))
 		}
-		if *evalEvery > 0 && st.Step%*evalEvery == 0 && st.Step < run.Steps {
+		if *evalEvery > 0 && st.Step%*evalEvery == 0 && st.Step < last {
 			evaluate(st.Step)
 		}
 	}
