@@ -157,7 +157,8 @@ func (c EvalConfig) Width(budget int) int {
 
 // branching reports whether a mode keeps more than one branch.
 func branching(m engine.Mode) bool {
-	return m == engine.Beam || m == engine.CoTDecoding || m == engine.BeamAdaptive
+	return m == engine.Beam || m == engine.CoTDecoding || m == engine.BeamAdaptive ||
+		m == engine.SelfConsistency || m == engine.BestOfN
 }
 
 // modeWidth is the width mode m runs with at the given budget.
@@ -370,7 +371,8 @@ type evalItem struct {
 // run searches one item in one mode at one budget and scores the output.
 func (ev *evaluator) run(ctx context.Context, it *evalItem, mode engine.Mode, budget int) (Output, error) {
 	k := ev.cfg.modeWidth(mode, budget)
-	opts := []engine.Option{engine.WithMode(mode), engine.WithSeed(it.seed), engine.WithWidth(k), engine.WithStopTokens(it.stops...), engine.WithKVType(ev.cfg.KVType)}
+	opts := []engine.Option{engine.WithMode(mode), engine.WithSeed(it.seed), engine.WithWidth(k), engine.WithStopTokens(it.stops...), engine.WithKVType(ev.cfg.KVType),
+		engine.WithAnswer(ExtractAnswer)}
 	if ev.cfg.Policy != nil {
 		opts = append(opts, engine.WithPolicy(*ev.cfg.Policy))
 	}

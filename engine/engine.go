@@ -164,7 +164,7 @@ func (e *Engine) checkBudget(b *Budget) error {
 	}
 	if b.MaxWidth == 0 {
 		switch e.opts.Mode {
-		case Beam, CoTDecoding:
+		case Beam, CoTDecoding, SelfConsistency, BestOfN:
 			b.MaxWidth = e.opts.Width
 		case BeamAdaptive:
 			b.MaxWidth = 8

@@ -15,15 +15,17 @@ import (
 type Mode uint8
 
 const (
-	Greedy       Mode = iota // argmax at every step
-	Sample                   // the sampler chain (temperature, top-k, top-p, min-p, penalties)
-	Entropix                 // the single-path entropix sampler (quadrants, clarify)
-	Beam                     // fixed-width beam search, length-normalised log-probability
-	CoTDecoding              // top-k first tokens, then greedy; best by answer margin
-	BeamAdaptive             // varentropy-driven tree search (the product)
+	Greedy          Mode = iota // argmax at every step
+	Sample                      // the sampler chain (temperature, top-k, top-p, min-p, penalties)
+	Entropix                    // the single-path entropix sampler (quadrants, clarify)
+	Beam                        // fixed-width beam search, length-normalised log-probability
+	CoTDecoding                 // top-k first tokens, then greedy; best by answer margin
+	BeamAdaptive                // varentropy-driven tree search (the product)
+	SelfConsistency             // K samples in one batch; the answer most of them reach (Wang et al., 2023)
+	BestOfN                     // K samples in one batch; the one of highest mean log-probability
 )
 
-var modeNames = [...]string{"greedy", "sample", "entropix", "beam", "cot-decoding", "beam-adaptive"}
+var modeNames = [...]string{"greedy", "sample", "entropix", "beam", "cot-decoding", "beam-adaptive", "self-consistency", "best-of"}
 
 func (m Mode) String() string {
 	if int(m) < len(modeNames) {
@@ -33,7 +35,9 @@ func (m Mode) String() string {
 }
 
 // Modes lists every mode, in order.
-func Modes() []Mode { return []Mode{Greedy, Sample, Entropix, Beam, CoTDecoding, BeamAdaptive} }
+func Modes() []Mode {
+	return []Mode{Greedy, Sample, Entropix, Beam, CoTDecoding, BeamAdaptive, SelfConsistency, BestOfN}
+}
 
 // ParseMode reads a mode name ("beam-adaptive", ...).
 func ParseMode(s string) (Mode, error) {
@@ -98,7 +102,8 @@ func DefaultSampling() Sampling {
 type Options struct {
 	Mode Mode
 	Seed uint64
-	// Width is K of beam and cot-decoding (default 4).
+	// Width is K of beam, cot-decoding, self-consistency and best-of
+	// (default 4).
 	Width int
 	// Policy configures the entropix trunk (thresholds, clarify cooldown,
 	// fork width, ...). Its Clarify tokens are filled from ClarifyText.
@@ -134,6 +139,11 @@ type Options struct {
 	Log zerolog.Logger
 	// Progress, if set, is called after every step.
 	Progress func(Progress)
+	// Answer extracts the final answer of a completion (for a math task,
+	// the number after "####"), reporting false when it has none.
+	// Self-consistency votes on it; without it, it votes on the whole
+	// text.
+	Answer func(completion string) (string, bool)
 }
 
 // Progress is a snapshot of a running search.
@@ -155,7 +165,12 @@ func WithMode(m Mode) Option { return func(o *Options) { o.Mode = m } }
 // WithSeed sets the seed of every random draw.
 func WithSeed(seed uint64) Option { return func(o *Options) { o.Seed = seed } }
 
-// WithWidth sets K for beam and cot-decoding.
+// WithAnswer sets the answer extractor self-consistency votes with.
+func WithAnswer(f func(completion string) (string, bool)) Option {
+	return func(o *Options) { o.Answer = f }
+}
+
+// WithWidth sets K for beam, cot-decoding, self-consistency and best-of.
 func WithWidth(k int) Option { return func(o *Options) { o.Width = k } }
 
 // WithPolicy sets the entropix trunk configuration.

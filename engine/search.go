@@ -154,27 +154,8 @@ func (s *search) run() error {
 func (s *search) init(root *branch) error {
 	o := s.opts
 	switch o.Mode {
-	case Sample:
-		sp := o.Sampling
-		var stages []policy.Sampler
-		if sp.RepeatPenalty != 0 && sp.RepeatPenalty != 1 {
-			stages = append(stages, &policy.Penalties{Window: max(sp.RepeatWindow, 64), Repeat: sp.RepeatPenalty})
-		}
-		stages = append(stages, policy.Temperature(sp.Temperature))
-		if sp.MinP > 0 {
-			stages = append(stages, policy.MinP(sp.MinP))
-		}
-		if sp.TopK > 0 {
-			stages = append(stages, policy.TopK(sp.TopK))
-		}
-		if sp.TopP > 0 && sp.TopP < 1 {
-			stages = append(stages, policy.TopP(sp.TopP))
-		}
-		stages = append(stages, policy.NewDist(o.Seed, 0))
-		root.chain = policy.NewChain(stages...)
-		for _, t := range s.prompt {
-			root.chain.Accept(t)
-		}
+	case Sample, SelfConsistency, BestOfN:
+		root.chain = s.sampleChain(0)
 	case Entropix, BeamAdaptive:
 		cfg := o.Policy
 		cfg.Mode = policy.SinglePath
@@ -200,6 +181,8 @@ func (s *search) advance() error {
 		s.stepCoT()
 	case BeamAdaptive:
 		return s.stepAdaptive()
+	case SelfConsistency, BestOfN:
+		s.stepSamples()
 	default:
 		return s.stepSingle()
 	}
@@ -397,7 +380,7 @@ func (s *search) worst() *branch {
 // rank orders branches for pruning (higher is better).
 func (s *search) rank(br *branch) float64 {
 	switch s.opts.Mode {
-	case Beam:
+	case Beam, SelfConsistency, BestOfN:
 		return meanLogProb(br.score)
 	case CoTDecoding:
 		return br.score.CoTMargin()
@@ -461,7 +444,7 @@ func (s *search) finish(reason string, exhausted bool) {
 	}
 	s.res.Stopped = reason
 	s.res.BudgetExhausted = exhausted
-	if s.opts.Mode == Beam || s.opts.Mode == CoTDecoding || s.opts.Mode == BeamAdaptive {
+	if s.opts.Mode != Greedy && s.opts.Mode != Sample && s.opts.Mode != Entropix {
 		s.commitBest()
 	}
 }
@@ -475,6 +458,8 @@ func (s *search) commitBest() {
 		s.commitCoT()
 	case BeamAdaptive:
 		s.resolveGroup(true)
+	case SelfConsistency, BestOfN:
+		s.commitSamples()
 	}
 }
 

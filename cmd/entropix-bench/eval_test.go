@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/entropix-search/entropix-search/bench"
+	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/modeltest"
@@ -62,7 +63,7 @@ func TestEvalTiny(t *testing.T) {
 		t.Errorf("a second run differs:\n%s\n----\n%s", out, again)
 	}
 	rows, err := readCSV(csvPath)
-	if err != nil || len(rows) != 1+2*2*6 {
+	if err != nil || len(rows) != 1+2*2*len(engine.Modes()) {
 		t.Errorf("CSV: %d rows, %v", len(rows), err)
 	}
 	b, err := os.ReadFile(jsonPath)
@@ -75,7 +76,7 @@ func TestEvalTiny(t *testing.T) {
 			Outputs []json.RawMessage `json:"outputs"`
 		} `json:"tasks"`
 	}
-	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Tasks) != 2 || len(rep.Tasks[0].Outputs) != 2*2*6 {
+	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Tasks) != 2 || len(rep.Tasks[0].Outputs) != 2*2*len(engine.Modes()) {
 		t.Errorf("JSON: %v, %+v", err, rep)
 	}
 	if b, err := os.ReadFile(svgPath); err != nil || !bytes.Contains(b, []byte("<svg")) {

@@ -21,7 +21,7 @@ type config struct {
 	topK                                 int
 
 	greedy, sample, entropix, adaptive bool
-	beam, cot                          int
+	beam, cot, selfConsistency, bestOf int
 	mode                               engine.Mode
 
 	budgetRows, maxWidth, maxDepth int
@@ -43,6 +43,7 @@ Usage:
 
 Modes (default --beam-adaptive):
   --greedy  --sample  --entropix  --beam K  --cot-decoding K  --beam-adaptive
+  --self-consistency N  --best-of N
 
 Flags:
 `
@@ -85,6 +86,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.entropix, "entropix", false, "mode: the single-path entropix sampler")
 	fs.IntVar(&c.beam, "beam", 0, "mode: beam search of width `K`")
 	fs.IntVar(&c.cot, "cot-decoding", 0, "mode: CoT-decoding over the top `K` first tokens")
+	fs.IntVar(&c.selfConsistency, "self-consistency", 0, "mode: `N` samples (--temp, --top-k, ...) in one batch; the answer most reach (the number after \"####\" or \"answer is\", else the last number)")
+	fs.IntVar(&c.bestOf, "best-of", 0, "mode: `N` samples in one batch; the one of highest mean log-probability")
 	fs.BoolVar(&c.adaptive, "beam-adaptive", false, "mode: varentropy-driven tree search (the default)")
 
 	fs.IntVar(&c.budgetRows, "budget-rows", 0, "compute budget: forward rows after the prompt (0 = none)")
@@ -194,6 +197,8 @@ func (c *config) check() error {
 	set(c.beam != 0, "--beam", engine.Beam)
 	set(c.cot != 0, "--cot-decoding", engine.CoTDecoding)
 	set(c.adaptive, "--beam-adaptive", engine.BeamAdaptive)
+	set(c.selfConsistency != 0, "--self-consistency", engine.SelfConsistency)
+	set(c.bestOf != 0, "--best-of", engine.BestOfN)
 	var errs []error
 	if _, _, err := model.ParseKVType(c.kvType); err != nil {
 		errs = append(errs, fmt.Errorf("--kv-type: %w", err))
@@ -203,6 +208,9 @@ func (c *config) check() error {
 	}
 	if c.beam < 0 || c.beam > 64 || c.cot < 0 || c.cot > 64 {
 		errs = append(errs, errors.New("--beam and --cot-decoding take a width K in 1..64"))
+	}
+	if c.selfConsistency < 0 || c.selfConsistency > 64 || c.bestOf < 0 || c.bestOf > 64 {
+		errs = append(errs, errors.New("--self-consistency and --best-of take a number of samples N in 1..64"))
 	}
 	if c.maxTokens <= 0 {
 		errs = append(errs, fmt.Errorf("-n %d: the number of new tokens must be positive", c.maxTokens))

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/entropix-search/entropix-search/bench"
 	"io"
 	"os"
 	"os/signal"
@@ -132,6 +133,9 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	}
 	if c.cot > 0 {
 		opts = append(opts, engine.WithWidth(c.cot))
+	}
+	if n := max(c.selfConsistency, c.bestOf); n > 0 {
+		opts = append(opts, engine.WithWidth(n), engine.WithAnswer(bench.ExtractAnswer))
 	}
 	if c.clarifyText != "" {
 		opts = append(opts, engine.WithClarifyText(c.clarifyText))

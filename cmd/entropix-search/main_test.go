@@ -427,3 +427,45 @@ func TestCalibrateThenUse(t *testing.T) {
 		t.Errorf("--thresholds with a non-JSON file: exit %d, %s", code, errs)
 	}
 }
+
+// TestSamplingBaselines runs --self-consistency and --best-of on the
+// arith model: N samples in one batch, the rows they spent in --json, and
+// the usage errors.
+func TestSamplingBaselines(t *testing.T) {
+	arith := filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf")
+	prompt := `Question: Ben has 31 cards. Then Ben doubles the cards. Then Ben doubles the cards. He sells 34 cards. How many cards does Ben have now?\nAnswer:`
+	for _, mode := range []string{"--self-consistency", "--best-of"} {
+		out := filepath.Join(t.TempDir(), "r.json")
+		code, stdout, stderr := runCLI("-m", arith, mode, "4", "-p", prompt, "--json", out)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", mode, code, stderr)
+		}
+		if !strings.Contains(stdout, "#### ") {
+			t.Errorf("%s: no answer in %q", mode, stdout)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Result struct {
+				Mode  string `json:"mode"`
+				Stats struct {
+					Rows    int `json:"rows"`
+					MaxLive int `json:"max_live"`
+				} `json:"stats"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Result.Mode != strings.TrimPrefix(mode, "--") || r.Result.Stats.MaxLive != 4 || r.Result.Stats.Rows < 4*40 {
+			t.Errorf("%s: JSON result %+v", mode, r.Result)
+		}
+	}
+	checkUsageErrors(t, []usageCase{
+		{[]string{"-m", arith, "-p", "hi", "--self-consistency", "65"}, "1..64"},
+		{[]string{"-m", arith, "-p", "hi", "--best-of", "-1"}, "1..64"},
+		{[]string{"-m", arith, "-p", "hi", "--best-of", "2", "--greedy"}, "choose one mode"},
+	})
+}
