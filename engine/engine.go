@@ -41,7 +41,7 @@ func New(m *model.Model, opts ...Option) (*Engine, error) {
 		return nil, errors.New("engine: the model has no tokenizer")
 	}
 	if o.ClarifyText != "" && o.ClarifyText != "-" {
-		o.Policy.Clarify = m.Tokenizer.Encode(o.ClarifyText, false)
+		o.Policy.Clarify = m.Tokenizer.EncodeContinuation(o.ClarifyText)
 	} else {
 		o.Policy.Clarify = nil
 	}

@@ -46,7 +46,15 @@ func (t *Tokenizer) Encode(text string, bos bool) []int {
 // AppendEncode appends the token ids of text to dst, as Encode, and returns
 // the extended slice.
 func (t *Tokenizer) AppendEncode(dst []int, text string, bos bool) []int {
-	return t.encode(dst, text, bos, t.userDefined)
+	return t.encode(dst, text, bos, t.userDefined, true)
+}
+
+// EncodeContinuation returns the token ids of text as it reads in the
+// middle of a longer text: without the dummy space prefix a SentencePiece
+// vocabulary puts before a text's start, so that " Wait," inserted after a
+// word is "▁Wait," and not "▁▁Wait,". For byte-level BPE it is Encode.
+func (t *Tokenizer) EncodeContinuation(text string) []int {
+	return t.encode(nil, text, false, t.userDefined, false)
 }
 
 // EncodeSpecial is Encode that also turns the text of control tokens
@@ -54,10 +62,10 @@ func (t *Tokenizer) AppendEncode(dst []int, text string, bos bool) []int {
 // written as text. Decode drops control tokens, so EncodeSpecial does not
 // round-trip text that contains them.
 func (t *Tokenizer) EncodeSpecial(text string, bos bool) []int {
-	return t.encode(nil, text, bos, t.special)
+	return t.encode(nil, text, bos, t.special, true)
 }
 
-func (t *Tokenizer) encode(dst []int, text string, bos bool, specials []int32) []int {
+func (t *Tokenizer) encode(dst []int, text string, bos bool, specials []int32, start bool) []int {
 	if bos && t.bos >= 0 {
 		dst = append(dst, t.bos)
 	}
@@ -68,7 +76,7 @@ func (t *Tokenizer) encode(dst []int, text string, bos bool, specials []int32) [
 	defer t.pool.Put(s)
 
 	frags := t.partition(s, text, specials)
-	prevSpecial := true // llama: a fragment after a special token gets the space prefix
+	prevSpecial := start // llama: a text's start, and a fragment after a special token, get the space prefix
 	for _, f := range frags {
 		if f.id >= 0 {
 			dst = append(dst, int(f.id))

@@ -518,3 +518,27 @@ func TestGGUFVocabRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeContinuation checks that a text encoded to be inserted in the
+// middle of another has no dummy space prefix: its tokens are those the
+// longer text has after the point of insertion.
+func TestEncodeContinuation(t *testing.T) {
+	tok, err := LoadLlama2C(modeltest.Path(t, modeltest.Tok512), 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ before, insert string }{{"Lily was happy.", " Wait,"}, {"Tom", " and Sue"}} {
+		whole := tok.Encode(c.before+c.insert, false)
+		head := tok.Encode(c.before, false)
+		got := tok.EncodeContinuation(c.insert)
+		if !slices.Equal(whole[len(head):], got) {
+			t.Errorf("%q after %q: EncodeContinuation %v, the whole text has %v after %v", c.insert, c.before, got, whole[len(head):], head)
+		}
+		if tok.Decode(got) != c.insert && tok.Decode(got) != strings.TrimPrefix(c.insert, " ") {
+			t.Errorf("EncodeContinuation(%q) decodes to %q", c.insert, tok.Decode(got))
+		}
+		if plain := tok.Encode(c.insert, false); len(plain) <= len(got) {
+			t.Logf("%q: Encode %v, EncodeContinuation %v", c.insert, plain, got)
+		}
+	}
+}
