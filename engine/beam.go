@@ -50,6 +50,7 @@ func (s *search) stepBeam() {
 	s.beamCands, s.beamMetrics, s.beamLeaves = cands, metrics, leaves
 
 	used := make([]bool, len(s.live))
+	forked := make([]bool, len(s.live)) // a parent counted as a fork point
 	scores := s.beamScores[:0] // the parents' scores before this step
 	for _, br := range s.live {
 		scores = append(scores, br.score)
@@ -73,6 +74,10 @@ func (s *search) stepBeam() {
 		parent := s.live[c.parent]
 		br := parent
 		if used[c.parent] { // a second child: fork the parent's cache
+			if !forked[c.parent] {
+				forked[c.parent] = true
+				s.res.Stats.Forks++
+			}
 			br = s.fork(parent)
 			br.leaf = leaves[c.parent]
 			br.score = scores[c.parent]

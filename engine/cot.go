@@ -19,6 +19,9 @@ func (s *search) stepCoT() {
 		lz, _ := logSumExp(logits)
 		m, _ := policy.Measure(logits, 0)
 		s.top = topK(logits, s.b.MaxWidth, s.top)
+		if len(s.top) > 1 {
+			s.res.Stats.Forks++ // the root, into the K first tokens
+		}
 		s.live = s.live[:0]
 		for i, t := range s.top {
 			br := root

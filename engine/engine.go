@@ -76,13 +76,16 @@ type Stats struct {
 	PromptRows int `json:"prompt_rows"`
 	// Generated counts the tokens of the committed path; TokensExplored
 	// every token fed to the model after the prompt, in all branches.
-	Generated      int           `json:"generated"`
-	TokensExplored int           `json:"tokens_explored"`
-	Forks          int           `json:"forks"`
-	Prunes         int           `json:"prunes"`
-	KVBlocksPeak   int           `json:"kv_blocks_peak"`
-	MaxLive        int           `json:"max_live"`
-	Wall           time.Duration `json:"wall_ns"`
+	Generated      int `json:"generated"`
+	TokensExplored int `json:"tokens_explored"`
+	// Forks counts fork points: nodes where the search split into
+	// several branches (beam-adaptive's forks, beam's parents that kept
+	// two or more children, CoT-decoding's and the sampling modes' root).
+	Forks        int           `json:"forks"`
+	Prunes       int           `json:"prunes"`
+	KVBlocksPeak int           `json:"kv_blocks_peak"`
+	MaxLive      int           `json:"max_live"`
+	Wall         time.Duration `json:"wall_ns"`
 	// ForwardTime is the part of Wall spent in forward passes.
 	ForwardTime time.Duration `json:"forward_ns"`
 }

@@ -97,3 +97,26 @@ func TestSelfConsistencyVotes(t *testing.T) {
 		}
 	}
 }
+
+// TestForksCounted checks that every branching mode reports its fork
+// points: beam's parents that kept several children, CoT-decoding's and
+// the sampling modes' root.
+func TestForksCounted(t *testing.T) {
+	m := loadArith(t)
+	for _, mode := range []Mode{Beam, CoTDecoding, SelfConsistency, BestOfN} {
+		e, err := New(m, WithMode(mode), WithWidth(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.Search(context.Background(), arithPrompt, Budget{MaxTokens: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Stats.Forks < 1 {
+			t.Errorf("%v: %d forks with 4 branches", mode, res.Stats.Forks)
+		}
+		if mode == CoTDecoding && res.Stats.Forks != 1 {
+			t.Errorf("cot-decoding: %d forks, want 1 (the root)", res.Stats.Forks)
+		}
+	}
+}
