@@ -51,7 +51,7 @@ func (s *search) stepBeam() {
 
 	used := make([]bool, len(s.live))
 	forked := make([]bool, len(s.live)) // a parent counted as a fork point
-	scores := s.beamScores[:0] // the parents' scores before this step
+	scores := s.beamScores[:0]          // the parents' scores before this step
 	for _, br := range s.live {
 		scores = append(scores, br.score)
 	}
