@@ -35,7 +35,7 @@ func (s *search) stepCoT() {
 			}
 			s.live = append(s.live, br)
 		}
-		s.checkCoTEnd()
+		s.checkEnd()
 		return
 	}
 	live := s.live[:0]
@@ -51,10 +51,13 @@ func (s *search) stepCoT() {
 		}
 	}
 	s.live = live
-	s.checkCoTEnd()
+	s.checkEnd()
 }
 
-func (s *search) checkCoTEnd() {
+// checkEnd ends a search whose branches all advance together (CoT-decoding,
+// self-consistency, best-of): at end of text of every branch, or at the
+// token limit.
+func (s *search) checkEnd() {
 	switch {
 	case len(s.live) == 0:
 		s.finish("eos", false)

@@ -77,12 +77,7 @@ func (s *search) stepSamples() {
 		}
 	}
 	s.live = live
-	switch {
-	case len(s.live) == 0:
-		s.finish("eos", false)
-	case s.t.Node(s.live[0].leaf).Depth >= s.b.MaxTokens:
-		s.finish("max-tokens", false)
-	}
+	s.checkEnd()
 }
 
 // commitSamples commits the answer of the samples: best-of-N's most
