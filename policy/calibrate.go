@@ -336,3 +336,103 @@ func ThresholdsFrom(s string) (Thresholds, error) {
 	}
 	return LoadThresholds(s)
 }
+
+// Observation is one decision row of a search, for CalibrateSearch.
+type Observation struct {
+	Metrics Metrics
+	// Ratio is p(runner-up) / p(most probable token) of the row.
+	Ratio float64
+	// PrevP is p of the token the row follows, as it was chosen (1 right
+	// after the prompt).
+	PrevP float64
+}
+
+// SearchTargets are what CalibrateSearch aims for on the search's own rows.
+type SearchTargets struct {
+	// Quadrants are the quadrant shares (see Calibrate). HELV is 0 by
+	// default: on the arith task every clarify insertion cost accuracy.
+	Quadrants Targets `json:"quadrants"`
+	// Fork is the share of rows whose min-p set holds two tokens or more.
+	Fork float64 `json:"fork"`
+	// Backspace is the share of chosen tokens uncertain enough to be taken
+	// back (BackspaceBelow sits at that quantile of their p).
+	Backspace float64 `json:"backspace"`
+}
+
+// DefaultSearchTargets: 40% LELV, no HELV, 10% LEHV, 5% HEHV; 5% of rows
+// fork, 2% of tokens may be taken back.
+func DefaultSearchTargets() SearchTargets {
+	return SearchTargets{Quadrants: Targets{LELV: 0.40, LEHV: 0.10, HEHV: 0.05}, Fork: 0.05, Backspace: 0.02}
+}
+
+// CalibrateSearch fits every threshold the search uses to observations of
+// the search's own rows, starting from base:
+//
+//   - the quadrant thresholds, as Calibrate does;
+//   - the fork's varentropy range, from the median to the 95th percentile
+//     of the rows' varentropy, and its min-p cut, scaled (keeping base's
+//     MinPLow/MinPHigh ratio) so that the Fork share of rows has at least
+//     two tokens above the cut;
+//   - BackspaceBelow, at the Backspace quantile of the chosen tokens' p.
+func CalibrateSearch(obs []Observation, base File, t SearchTargets) (File, error) {
+	if !(t.Fork > 0 && t.Fork < 1) || !(t.Backspace >= 0 && t.Backspace < 1) {
+		return File{}, fmt.Errorf("calibrate: fork share %v must lie in (0, 1), backspace share %v in [0, 1)", t.Fork, t.Backspace)
+	}
+	ms := make([]Metrics, len(obs))
+	vs := make([]float64, len(obs))
+	ps := make([]float64, len(obs))
+	for i, o := range obs {
+		if !(o.Ratio >= 0 && o.Ratio <= 1) || !(o.PrevP >= 0 && o.PrevP <= 1) {
+			return File{}, fmt.Errorf("calibrate: observation %d has ratio %v, previous p %v: want both in [0, 1]", i, o.Ratio, o.PrevP)
+		}
+		ms[i], vs[i], ps[i] = o.Metrics, o.Metrics.Varentropy, o.PrevP
+	}
+	th, err := Calibrate(ms, t.Quadrants)
+	if err != nil {
+		return File{}, err
+	}
+	f := base
+	f.Thresholds = th
+	slices.Sort(vs)
+	slices.Sort(ps)
+	quantile := func(x []float64, q float64) float64 { return x[min(int(q*float64(len(x))), len(x)-1)] }
+	fk := f.Fork
+	fk.VarLow = quantile(vs, 0.5)
+	fk.VarHigh = max(quantile(vs, 0.95), fk.VarLow+1e-3)
+	// The cut moves as a whole on a log scale (each end capped at 1), so
+	// the share of forking rows falls as it rises: bisect.
+	cut := func(shift float64) Fork {
+		g := fk
+		g.MinPHigh = min(1, fk.MinPHigh*math.Exp(shift))
+		g.MinPLow = min(g.MinPHigh, fk.MinPLow*math.Exp(shift))
+		return g
+	}
+	share := func(shift float64) float64 {
+		g, n := cut(shift), 0
+		for _, o := range obs {
+			if o.Ratio > 0 && o.Ratio >= g.MinP(o.Metrics.Varentropy) {
+				n++
+			}
+		}
+		return float64(n) / float64(len(obs))
+	}
+	lo, hi := math.Log(1e-6/fk.MinPLow), math.Log(1/fk.MinPLow)
+	for range 60 {
+		mid := (lo + hi) / 2
+		if share(mid) > t.Fork {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	fk = cut(hi)
+	f.Fork = fk
+	f.BackspaceBelow = 0
+	if t.Backspace > 0 {
+		f.BackspaceBelow = quantile(ps, t.Backspace)
+	}
+	if err := f.Validate(); err != nil {
+		return File{}, fmt.Errorf("calibrate: %w", err)
+	}
+	return f, nil
+}

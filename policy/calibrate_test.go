@@ -161,3 +161,44 @@ func FuzzReadThresholds(f *testing.F) {
 		}
 	})
 }
+
+func TestCalibrateSearch(t *testing.T) {
+	var obs []Observation
+	for i := range 1000 {
+		x := float64(i) / 1000
+		obs = append(obs, Observation{Metrics: Metrics{Entropy: 3 * x, Varentropy: 10 * x * x}, Ratio: x * x, PrevP: 1 - x})
+	}
+	f, err := CalibrateSearch(obs, DefaultFile(), DefaultSearchTargets())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, o := range obs {
+		if o.Ratio >= f.Fork.MinP(o.Metrics.Varentropy) {
+			n++
+		}
+	}
+	if share := float64(n) / float64(len(obs)); math.Abs(share-0.05) > 0.01 {
+		t.Errorf("fork share %v, want 0.05 (fork %+v)", share, f.Fork)
+	}
+	if f.BackspaceBelow < 0.015 || f.BackspaceBelow > 0.025 {
+		t.Errorf("backspace below %v, want the 2%% quantile 0.02", f.BackspaceBelow)
+	}
+	if c := Count(ms(obs), f.Thresholds); c.Share(HELV) != 0 {
+		t.Errorf("HELV share %v, want none", c.Share(HELV))
+	}
+	if _, err := CalibrateSearch([]Observation{{Ratio: 2}}, DefaultFile(), DefaultSearchTargets()); err == nil {
+		t.Error("a ratio of 2 was accepted")
+	}
+	if _, err := CalibrateSearch(nil, DefaultFile(), DefaultSearchTargets()); err == nil {
+		t.Error("no observations accepted")
+	}
+}
+
+func ms(obs []Observation) []Metrics {
+	var m []Metrics
+	for _, o := range obs {
+		m = append(m, o.Metrics)
+	}
+	return m
+}

@@ -27,9 +27,8 @@ type Candidate struct {
 // options differ more: the model sees distinct continuations at quite
 // different weights, so options further below the top one are admitted;
 // just past the LEHV boundary only near-equals are. The width is then capped
-// by MaxWidth and by the engine's budget, and is at least 2 whenever a fork
-// happens at all (the runner-up joins even when below the cut), since a fork
-// of one is no fork.
+// by MaxWidth and by the engine's budget. A fork happens only when at least
+// two tokens pass the cut: a runner-up below it is not forced in.
 type Fork struct {
 	MaxWidth int     `json:"max_width"`
 	MinPHigh float64 `json:"min_p_high"`
@@ -38,10 +37,10 @@ type Fork struct {
 	VarHigh  float64 `json:"var_high"`
 }
 
-// DefaultFork returns width at most 4, min_p from 0.3 at V <= 5 bits² (the
+// DefaultFork returns width at most 4, min_p from 0.15 at V <= 5 bits² (the
 // entropix-v1 LEHV boundary) down to 0.05 at V >= 25 bits².
 func DefaultFork() Fork {
-	return Fork{MaxWidth: 4, MinPHigh: 0.3, MinPLow: 0.05, VarLow: 5, VarHigh: 25}
+	return Fork{MaxWidth: 4, MinPHigh: 0.15, MinPLow: 0.05, VarLow: 5, VarHigh: 25}
 }
 
 // Validate checks the ranges.
@@ -116,8 +115,7 @@ func (f Fork) selectStats(dst []Candidate, logits []float32, st *rowStats, v flo
 		}
 		top[j] = Candidate{Token: i, LogProb: x}
 	}
-	keep := min(max(count, 2), len(top))
-	top = top[:keep]
+	top = top[:min(count, len(top))]
 	for i := range top {
 		top[i].LogProb -= st.max + st.logZ
 	}

@@ -24,6 +24,33 @@ type StepScore struct {
 	Confidence float64 `json:"confidence"`
 	// Margin is p(top1) - p(top2) of the step, the CoT-decoding margin.
 	Margin float64 `json:"margin"`
+	// TokenConf is DeepConf's token confidence, minus the mean log p of
+	// the step's GroupTopK most probable tokens (TokenConfidence): high
+	// when the distribution is peaked.
+	TokenConf float64 `json:"token_conf"`
+}
+
+// GroupTopK is the k of DeepConf's token confidence, GroupWindow the
+// tokens of its group (sliding window) confidence. DeepConf uses windows
+// of 2048 tokens for long reasoning traces; ours are short answers.
+const (
+	GroupTopK   = 20
+	GroupWindow = 16
+)
+
+// TokenConfidence is DeepConf's token confidence of a row of logits whose
+// log-sum-exp is lz: -1/k Σ log p over its k most probable tokens, given
+// as their logits in top (k = len(top); fewer when the vocabulary is
+// smaller).
+func TokenConfidence(top []float32, lz float64) float64 {
+	if len(top) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, l := range top {
+		sum += float64(l) - lz
+	}
+	return -sum / float64(len(top))
 }
 
 // Entropix returns LogProb + Confidence, the reference's sample score.
@@ -36,11 +63,25 @@ const (
 	// ScoreEntropix ranks by the mean of logprob + confidence per token.
 	ScoreEntropix ScoreKind = iota
 	// ScoreMargin ranks by the mean CoT-decoding margin p(top1) - p(top2)
-	// (Wang & Zhou 2024), usually over the answer span.
+	// (Wang & Zhou 2024).
 	ScoreMargin
+	// ScoreLogProb ranks by the path's log-probability Σ log p: for
+	// finished paths, the probability of the whole text.
+	ScoreLogProb
+	// ScoreMeanLogProb ranks by the mean log p per token.
+	ScoreMeanLogProb
+	// ScoreGroup ranks by DeepConf's lowest group confidence (Fu et al.
+	// 2025): the least mean token confidence over any GroupWindow
+	// consecutive tokens.
+	ScoreGroup
 )
 
-var scoreKindNames = [...]string{"entropix", "margin"}
+var scoreKindNames = [...]string{"entropix", "margin", "logprob", "mean-logprob", "group"}
+
+// ScoreKinds lists every kind, in order.
+func ScoreKinds() []ScoreKind {
+	return []ScoreKind{ScoreEntropix, ScoreMargin, ScoreLogProb, ScoreMeanLogProb, ScoreGroup}
+}
 
 func (k ScoreKind) String() string {
 	if int(k) < len(scoreKindNames) {
@@ -65,7 +106,7 @@ func (k *ScoreKind) UnmarshalText(b []byte) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("policy: unknown score kind %q (want entropix or margin)", b)
+	return fmt.Errorf("policy: unknown score kind %q (want one of %v)", b, scoreKindNames)
 }
 
 // PathScore accumulates the step scores along a path. Scores are means per
@@ -77,20 +118,38 @@ type PathScore struct {
 	LogProb    float64 `json:"logprob"`    // Σ log p
 	Confidence float64 `json:"confidence"` // Σ C
 	Margin     float64 `json:"margin"`     // Σ (p1 - p2)
+	// Lowest is DeepConf's lowest group confidence so far: the least mean
+	// token confidence over GroupWindow consecutive tokens (over all
+	// tokens while the path is shorter).
+	Lowest float64 `json:"lowest_group"`
+	win    [GroupWindow]float64
+	winSum float64
 }
 
 // Add appends one step.
 func (p *PathScore) Add(s StepScore) {
+	i := p.Steps % GroupWindow
+	p.winSum += s.TokenConf - p.win[i]
+	p.win[i] = s.TokenConf
 	p.Steps++
 	p.LogProb += s.LogProb
 	p.Confidence += s.Confidence
 	p.Margin += s.Margin
+	g := p.winSum / float64(min(p.Steps, GroupWindow))
+	if p.Steps <= GroupWindow {
+		// A short path has one group, all of it; the minimum over
+		// windows starts once the first window is full.
+		p.Lowest = g
+	} else {
+		p.Lowest = min(p.Lowest, g)
+	}
 }
 
 // Since returns the score of the steps added after prefix was taken from the
-// same path.
+// same path (Lowest stays the whole path's).
 func (p PathScore) Since(prefix PathScore) PathScore {
 	return PathScore{
+		Lowest:     p.Lowest,
 		Steps:      p.Steps - prefix.Steps,
 		LogProb:    p.LogProb - prefix.LogProb,
 		Confidence: p.Confidence - prefix.Confidence,
@@ -116,10 +175,25 @@ func (p PathScore) CoTMargin() float64 {
 	return p.Margin / float64(p.Steps)
 }
 
+// MeanLogProb returns the mean log p per step (0 for an empty path).
+func (p PathScore) MeanLogProb() float64 {
+	if p.Steps == 0 {
+		return 0
+	}
+	return p.LogProb / float64(p.Steps)
+}
+
 // Value returns the score of the given kind; higher is better.
 func (p PathScore) Value(k ScoreKind) float64 {
-	if k == ScoreMargin {
+	switch k {
+	case ScoreMargin:
 		return p.CoTMargin()
+	case ScoreLogProb:
+		return p.LogProb
+	case ScoreMeanLogProb:
+		return p.MeanLogProb()
+	case ScoreGroup:
+		return p.Lowest
 	}
 	return p.Entropix()
 }

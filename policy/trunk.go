@@ -18,8 +18,11 @@ type Mode uint8
 const (
 	// SinglePath is the entropix sampler: every step yields a token.
 	SinglePath Mode = iota
-	// Search hands LEHV rows to the engine as Branch decisions and HEHV
-	// rows as Backspace decisions.
+	// Search explores by branching instead of by chance: LELV takes the
+	// argmax; any other row where at least two tokens pass the fork's
+	// min-p cut is a Branch; HELV may still clarify, and HEHV hands
+	// Backspace to the engine when the token it follows was uncertain;
+	// every other row takes the argmax. Nothing is sampled.
 	Search
 )
 
@@ -120,9 +123,12 @@ type Config struct {
 	AdaptiveSamples int  `json:"adaptive_samples"`
 	Fork            Fork `json:"fork"`
 	// Backspace lets HEHV hand Backspace to the engine in search mode, at
-	// most MaxBackspaces times per branch; otherwise HEHV resamples.
-	Backspace     bool `json:"backspace"`
-	MaxBackspaces int  `json:"max_backspaces"`
+	// most MaxBackspaces times per branch, and only when the token it
+	// would take back had p below BackspaceBelow (a confident token is
+	// not the mistake); otherwise HEHV forks or takes the argmax.
+	Backspace      bool    `json:"backspace"`
+	MaxBackspaces  int     `json:"max_backspaces"`
+	BackspaceBelow float64 `json:"backspace_below"`
 	// Penalties on recently accepted tokens; zero value: off.
 	Penalties Penalties `json:"penalties"`
 	// NoiseFloor drops tokens below this probability from the logit
@@ -143,6 +149,7 @@ func DefaultConfig() Config {
 		Fork:            DefaultFork(),
 		Backspace:       true,
 		MaxBackspaces:   4,
+		BackspaceBelow:  0.5,
 	}
 }
 
@@ -177,6 +184,9 @@ func (c *Config) Validate() error {
 	if c.MaxBackspaces < 0 {
 		return fmt.Errorf("config: max_backspaces %d, want >= 0", c.MaxBackspaces)
 	}
+	if !(c.BackspaceBelow >= 0 && c.BackspaceBelow <= 1) {
+		return fmt.Errorf("config: backspace_below %v, want [0, 1]", c.BackspaceBelow)
+	}
 	p := &c.Penalties
 	if p.Window < 0 || p.Window > 1<<16 || !(p.Repeat >= 0) || math.IsInf(p.Repeat, 0) ||
 		math.IsNaN(p.Frequency) || math.IsInf(p.Frequency, 0) || math.IsNaN(p.Presence) || math.IsInf(p.Presence, 0) {
@@ -199,6 +209,10 @@ type Step struct {
 	// Budget is the most branches a fork here may produce (search mode);
 	// below 2, Branch is not an option.
 	Budget int
+	// PrevLogProb is log p of the token this row follows, as it was
+	// chosen (nats); 0 (p = 1) when unknown. Search mode takes a token
+	// back only when it was itself uncertain (Config.BackspaceBelow).
+	PrevLogProb float64
 }
 
 // Decision is the outcome of one step, with its reason.
@@ -410,50 +424,14 @@ func (t *Trunk) Decide(s Step) (Decision, error) {
 		Margin:     st.margin(),
 	}
 
-	switch d.Quadrant {
-	case LELV:
-		d.Action = Greedy
-		d.Token = t.greedy(logits, &st, ban)
-	case HELV:
-		if len(cfg.Clarify) > 0 && t.sinceClarify >= cfg.ClarifyCooldown {
-			for _, tok := range cfg.Clarify {
-				if tok >= len(logits) {
-					return Decision{Token: -1}, fmt.Errorf("policy: clarify token %d outside the vocabulary of %d", tok, len(logits))
-				}
-			}
-			d.Action = Clarify
-			d.Tokens = cfg.Clarify
-			d.Token = cfg.Clarify[0]
-			t.sinceClarify = 0
-			break
-		}
-		d.Action = Sample
-		d.Params = UnsureParams(m, cfg.Base)
-		d.Token, d.Samples = t.sample(logits, &st, d.Params, 1, ban)
-	case LEHV:
-		if cfg.Mode == Search {
-			t.fork = cfg.Fork.selectStats(t.fork[:0], logits, &st, m.Varentropy, s.Budget, ban)
-			if len(t.fork) >= 2 {
-				d.Action = Branch
-				d.Candidates = t.fork
-				break
-			}
-		}
-		d.Action = Sample
-		d.Params = BranchParams(m, cfg.Base)
-		d.Token, d.Samples = t.sample(logits, &st, d.Params, 1, ban)
-	case HEHV:
-		if cfg.Mode == Search && cfg.Backspace && t.generated > 0 && t.backspaces < cfg.MaxBackspaces && ban < 0 {
-			d.Action = Backspace
-			break
-		}
-		d.Action = Resample
-		d.Params = LostParams(m, cfg.Base)
-		d.Token, d.Samples = t.sample(logits, &st, d.Params, 1, ban)
-	default:
-		d.Action = MultiSample
-		d.Params = AdaptiveParams(m, cfg.Base)
-		d.Token, d.Samples = t.sample(logits, &st, d.Params, cfg.AdaptiveSamples, ban)
+	var err error
+	if cfg.Mode == Search {
+		err = t.decideSearch(&d, &s, &st, ban)
+	} else {
+		err = t.decideSingle(&d, &s, &st, ban)
+	}
+	if err != nil {
+		return Decision{Token: -1}, err
 	}
 	if d.Token >= 0 {
 		d.LogProb = st.logProb(logits[d.Token])
@@ -511,4 +489,83 @@ func (t *Trunk) sample(logits []float32, st *rowStats, p Params, n, ban int) (in
 		}
 	}
 	return best, n
+}
+
+// decideSingle is Decide for the single-path sampler: every quadrant
+// yields a token (or the clarify text).
+func (t *Trunk) decideSingle(d *Decision, s *Step, st *rowStats, ban int) error {
+	cfg, logits := t.cfg, s.Logits
+	switch d.Quadrant {
+	case LELV:
+		d.Action = Greedy
+		d.Token = t.greedy(logits, st, ban)
+	case HELV:
+		if len(cfg.Clarify) > 0 && t.sinceClarify >= cfg.ClarifyCooldown {
+			for _, tok := range cfg.Clarify {
+				if tok >= len(logits) {
+					return fmt.Errorf("policy: clarify token %d outside the vocabulary of %d", tok, len(logits))
+				}
+			}
+			d.Action = Clarify
+			d.Tokens = cfg.Clarify
+			d.Token = cfg.Clarify[0]
+			t.sinceClarify = 0
+			break
+		}
+		d.Action = Sample
+		d.Params = UnsureParams(d.Metrics, cfg.Base)
+		d.Token, d.Samples = t.sample(logits, st, d.Params, 1, ban)
+	case LEHV:
+		d.Action = Sample
+		d.Params = BranchParams(d.Metrics, cfg.Base)
+		d.Token, d.Samples = t.sample(logits, st, d.Params, 1, ban)
+	case HEHV:
+		d.Action = Resample
+		d.Params = LostParams(d.Metrics, cfg.Base)
+		d.Token, d.Samples = t.sample(logits, st, d.Params, 1, ban)
+	default:
+		d.Action = MultiSample
+		d.Params = AdaptiveParams(d.Metrics, cfg.Base)
+		d.Token, d.Samples = t.sample(logits, st, d.Params, cfg.AdaptiveSamples, ban)
+	}
+	return nil
+}
+
+// decideSearch is Decide in search mode: forks where the min-p set holds
+// two tokens or more, argmax elsewhere; HELV may clarify, HEHV may take an
+// uncertain token back.
+func (t *Trunk) decideSearch(d *Decision, s *Step, st *rowStats, ban int) error {
+	cfg := t.cfg
+	switch d.Quadrant {
+	case LELV:
+		d.Action = Greedy
+		d.Token = t.greedy(s.Logits, st, ban)
+		return nil
+	case HELV:
+		if len(cfg.Clarify) > 0 && t.sinceClarify >= cfg.ClarifyCooldown {
+			if i := slices.IndexFunc(cfg.Clarify, func(tok int) bool { return tok >= len(s.Logits) }); i >= 0 {
+				return fmt.Errorf("policy: clarify token %d outside the vocabulary of %d", cfg.Clarify[i], len(s.Logits))
+			}
+			d.Action = Clarify
+			d.Tokens = cfg.Clarify
+			d.Token = cfg.Clarify[0]
+			t.sinceClarify = 0
+			return nil
+		}
+	case HEHV:
+		if cfg.Backspace && t.generated > 0 && t.backspaces < cfg.MaxBackspaces && ban < 0 &&
+			math.Exp(s.PrevLogProb) < cfg.BackspaceBelow {
+			d.Action = Backspace
+			return nil
+		}
+	}
+	t.fork = cfg.Fork.selectStats(t.fork[:0], s.Logits, st, d.Metrics.Varentropy, s.Budget, ban)
+	if len(t.fork) >= 2 {
+		d.Action = Branch
+		d.Candidates = t.fork
+		return nil
+	}
+	d.Action = Greedy
+	d.Token = t.greedy(s.Logits, st, ban)
+	return nil
 }

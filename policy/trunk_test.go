@@ -147,9 +147,13 @@ func TestTrunkSearchBranch(t *testing.T) {
 	if s := d.CandidateScore(d.Candidates[1]); !near(s.LogProb, math.Log(.3), 1e-6) || s.Confidence != d.Confidence {
 		t.Errorf("candidate score %+v", s)
 	}
-	// Budget below 2: the single-path sample.
-	if d := decide(t, tr, Step{Logits: row, Budget: 1}); d.Action != Sample || d.Token < 0 {
+	// Budget below 2: no fork, and search mode does not sample.
+	if d := decide(t, tr, Step{Logits: row, Budget: 1}); d.Action != Greedy || d.Token != 0 {
 		t.Errorf("no budget: %v", d)
+	}
+	// A runner-up below the min-p cut is no fork.
+	if d := decide(t, tr, Step{Logits: headAndTail(.8, 1023), Budget: 8}); d.Action != Greedy || d.Token != 0 {
+		t.Errorf("head and tail: %v", d)
 	}
 }
 
@@ -160,12 +164,16 @@ func TestTrunkBackspace(t *testing.T) {
 	tr := newTrunk(t, cfg)
 	tr.Prime([]int{1, 2, 3})
 	// Nothing generated yet: cannot backspace into the prompt.
-	if d := decide(t, tr, Step{Logits: rowHEHV}); d.Action != Resample {
+	if d := decide(t, tr, Step{Logits: rowHEHV, PrevLogProb: math.Log(.1)}); d.Action != Greedy {
 		t.Fatalf("HEHV at the start: %v", d)
 	}
-	prev := []float32{0, 8, 7.9, 0} // the row that chose token 1
+	prev := []float32{0, 8, 7.9, 0} // the row that chose token 1, p ≈ 0.5
 	tr.Accept(1)
-	d := decide(t, tr, Step{Logits: rowHEHV})
+	// A confident token is not taken back.
+	if d := decide(t, tr, Step{Logits: rowHEHV, PrevLogProb: math.Log(.9)}); d.Action == Backspace {
+		t.Fatalf("HEHV after a confident token: %v", d)
+	}
+	d := decide(t, tr, Step{Logits: rowHEHV, PrevLogProb: math.Log(.45)})
 	if d.Action != Backspace || d.Token != -1 {
 		t.Fatalf("HEHV: %v", d)
 	}
@@ -182,12 +190,12 @@ func TestTrunkBackspace(t *testing.T) {
 		t.Fatalf("re-choice picked the banned token: %v", d)
 	}
 	tr.Accept(d.Token)
-	if d := decide(t, tr, Step{Logits: rowHEHV}); d.Action != Backspace {
+	if d := decide(t, tr, Step{Logits: rowHEHV, PrevLogProb: math.Log(.45)}); d.Action != Backspace {
 		t.Fatalf("second backspace: %v", d)
 	}
 	tr.Rewind(d.Token)
 	tr.Accept(d.Token)
-	if d := decide(t, tr, Step{Logits: rowHEHV}); d.Action != Resample {
+	if d := decide(t, tr, Step{Logits: rowHEHV, PrevLogProb: math.Log(.45)}); d.Action == Backspace {
 		t.Fatalf("past MaxBackspaces: %v", d)
 	}
 	// Rewind also takes the token out of the penalty history.
@@ -305,18 +313,18 @@ func TestJSON(t *testing.T) {
 	cfg.Clarify = []int{4, 5}
 	cfg.Penalties = Penalties{Window: 32, Repeat: 1.1}
 	tr := newTrunk(t, cfg)
-	d := decide(t, tr, Step{Logits: rowLEHV, Budget: 3, Attention: []Attention{attentionExample()}})
+	d := decide(t, tr, Step{Logits: logs(.45, .3, .2, .05), Budget: 3, Attention: []Attention{attentionExample()}})
 	b, err := json.Marshal(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"action":"branch"`, `"quadrant":"LEHV"`, `"candidates":[{"token":0`, `"attention":{"entropy":1.875`} {
+	for _, want := range []string{`"action":"branch"`, `"quadrant":"adaptive"`, `"candidates":[{"token":0`, `"attention":{"entropy":1.875`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("decision JSON %s lacks %s", b, want)
 		}
 	}
 	var back Decision
-	if err := json.Unmarshal(b, &back); err != nil || back.Action != Branch || back.Quadrant != LEHV {
+	if err := json.Unmarshal(b, &back); err != nil || back.Action != Branch || back.Quadrant != Adaptive {
 		t.Errorf("decision round trip: %+v, %v", back, err)
 	}
 	cb, err := json.Marshal(cfg)
