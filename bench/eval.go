@@ -38,9 +38,10 @@ type EvalConfig struct {
 	Seed uint64 `json:"seed"`
 	// Limit is the number of items per task (0: all).
 	Limit int `json:"limit"`
-	// Policy configures the entropix trunk of entropix and beam-adaptive
-	// (nil: the engine's default, policy.DefaultConfig).
-	Policy *policy.Config `json:"policy,omitempty"`
+	// Policy configures entropix and beam-adaptive: the trunk's knobs,
+	// beam-adaptive's score and the clarify text (nil: the engine's
+	// defaults, policy.DefaultFile).
+	Policy *policy.File `json:"policy,omitempty"`
 	// Chat wraps each prompt in the model's chat template (a user turn)
 	// and stops at the end of the assistant's turn.
 	Chat bool `json:"chat"`
@@ -140,10 +141,11 @@ func (c EvalConfig) withDefaults() (EvalConfig, error) {
 	return c, nil
 }
 
-// Width is the width K a budget of rows gives beam search, CoT-decoding
-// (their K) and beam-adaptive (its Budget.MaxWidth): the budget over
-// MaxTokens, so that K branches of MaxTokens tokens fit it, between 1 and
-// MaxWidth. The single-path modes have width 1 whatever the budget.
+// Width is the width K a budget of rows gives beam search, CoT-decoding,
+// self-consistency and best-of-N (their K): the budget over MaxTokens, so
+// that K branches of MaxTokens tokens fit it, between 1 and MaxWidth. The
+// single-path modes have width 1 whatever the budget; beam-adaptive, which
+// admits branches by the rows left, AdaptiveWidth.
 func (c EvalConfig) Width(budget int) int {
 	maxTok, maxW := c.MaxTokens, c.MaxWidth
 	if maxTok <= 0 {
@@ -163,10 +165,23 @@ func branching(m engine.Mode) bool {
 
 // modeWidth is the width mode m runs with at the given budget.
 func (c EvalConfig) modeWidth(m engine.Mode, budget int) int {
-	if !branching(m) {
+	switch {
+	case !branching(m):
 		return 1
+	case m == engine.BeamAdaptive:
+		return c.AdaptiveWidth()
 	}
 	return c.Width(budget)
+}
+
+// AdaptiveWidth is beam-adaptive's Budget.MaxWidth at every budget: the
+// engine's default, 4, at most MaxWidth.
+func (c EvalConfig) AdaptiveWidth() int {
+	maxW := c.MaxWidth
+	if maxW <= 0 {
+		maxW = DefaultEvalConfig().MaxWidth
+	}
+	return min(4, maxW)
 }
 
 // TaskReport is the evaluation of one task.
@@ -373,8 +388,8 @@ func (ev *evaluator) run(ctx context.Context, it *evalItem, mode engine.Mode, bu
 	k := ev.cfg.modeWidth(mode, budget)
 	opts := []engine.Option{engine.WithMode(mode), engine.WithSeed(it.seed), engine.WithWidth(k), engine.WithStopTokens(it.stops...), engine.WithKVType(ev.cfg.KVType),
 		engine.WithAnswer(ExtractAnswer)}
-	if ev.cfg.Policy != nil {
-		opts = append(opts, engine.WithPolicy(*ev.cfg.Policy))
+	if p := ev.cfg.Policy; p != nil {
+		opts = append(opts, engine.WithPolicy(p.Config), engine.WithScore(p.Score), engine.WithClarifyText(p.ClarifyText))
 	}
 	eng, err := engine.New(ev.m, opts...)
 	if err != nil {
@@ -672,7 +687,7 @@ func MeasureSearchOverhead(ctx context.Context, m *model.Model, widths []int, ma
 			if err != nil {
 				return nil, fmt.Errorf("bench: search overhead: %w", err)
 			}
-			budget := engine.Budget{MaxTokens: maxTokens, MaxWidth: w, MaxDepth: 8}
+			budget := engine.Budget{MaxTokens: maxTokens, MaxWidth: w}
 			r := OverheadResult{Mode: mode, Width: w}
 			for i := range rounds + 1 {
 				out, err := eng.Search(ctx, overheadPrompt, budget)

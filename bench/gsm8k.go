@@ -191,7 +191,20 @@ func ExtractAnswer(completion string) (string, bool) {
 	if i := strings.Index(s, "Question:"); i >= 0 {
 		s = s[:i]
 	}
-	// Lower-casing keeps digits, signs and separators as they are.
+	if n, ok := MarkedAnswer(s); ok {
+		return n, true
+	}
+	return LastNumber(s)
+}
+
+// MarkedAnswer is ExtractAnswer without its fallback: the first number
+// after the last "####" or "answer is", and false when the completion has
+// neither. A text that does not mark its answer has none to vote with.
+func MarkedAnswer(completion string) (string, bool) {
+	s := completion
+	if i := strings.Index(s, "Question:"); i >= 0 {
+		s = s[:i]
+	}
 	lower := strings.ToLower(s)
 	for _, marker := range []string{"####", "answer is"} {
 		if i := strings.LastIndex(lower, marker); i >= 0 {
@@ -200,7 +213,7 @@ func ExtractAnswer(completion string) (string, bool) {
 			}
 		}
 	}
-	return LastNumber(s)
+	return "", false
 }
 
 // LastNumber returns the last number in s, normalised: thousands commas

@@ -96,7 +96,7 @@ func (r *Report) header(b *strings.Builder, o MarkdownOptions) {
 	fmt.Fprintf(b, "- Modes: %s. Every item runs in every mode at every budget. A budget is the forward rows one item may spend after its prompt (engine `Budget.MaxRows`); at a budget, every mode gets the same rows and the same limit of new tokens (the task's).\n",
 		strings.Join(modes, ", "))
 	fmt.Fprintf(b, "- The single-path modes (greedy, sample, entropix) spend one row per token, so a budget above the token limit leaves them unchanged: the rows column says what each mode really spent.\n")
-	fmt.Fprintf(b, "- Width K = budget / the token limit, between 1 and %d, so that K branches of the full length fit the budget: beam search keeps K beams, CoT-decoding starts K greedy branches from the K most probable first tokens, beam-adaptive holds at most K branches at a time (with K = 1 it is the single-path entropix sampler).\n", c.MaxWidth)
+	fmt.Fprintf(b, "- Width K = budget / the token limit, between 1 and %d, so that K branches of the full length fit the budget: beam search keeps K beams, CoT-decoding starts K greedy branches from the K most probable first tokens, self-consistency and best-of-N draw K samples. Beam-adaptive advances at most %d branches at a time at every budget and opens a new one only when the rows left can pay for it to finish.\n", c.MaxWidth, c.AdaptiveWidth())
 	fmt.Fprintf(b, "- Item i runs with seed %d+i in every mode and at every budget. Sample: temperature %g, top-k %d, top-p %g, min-p %g. Entropix and beam-adaptive: thresholds %s.", c.Seed, sp.Temperature, sp.TopK, sp.TopP, sp.MinP, th)
 	if c.Chat {
 		b.WriteString(" Prompts go through the model's chat template.")

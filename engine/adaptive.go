@@ -1,37 +1,74 @@
 package engine
 
 import (
-	"cmp"
+	"math"
 	"slices"
 
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
 )
 
-// group is a fork being explored: the node whose next token forked, and
-// the branches whose lookahead has ended (they keep their caches until
-// the siblings are compared).
-type group struct {
-	at   tree.ID
-	done []*branch
+// Beam-adaptive search is a best-first tree search over the points where
+// the model doubts.
+//
+// Each live branch follows the entropix policy in search mode (see
+// policy.Search): the argmax when the model is sure; a fork where at least
+// two tokens pass the adaptive min-p cut (the cut slides with the
+// varentropy); the clarify text when uniformly unsure; and a backspace
+// when lost right after an uncertain token. At a fork the branch goes on
+// with the most probable candidate and every other candidate waits on the
+// frontier (a gods red-black tree, tree.Frontier) with the probability of
+// its whole path, its KV cache a copy-on-write fork of the branch's.
+//
+// Paths run to end of text. Once one has finished, the search re-opens the
+// most probable waiting alternatives, up to Budget.MaxWidth branches
+// advancing together in one batched forward pass, each admitted only when
+// the rows left can pay for it to finish (estimated from the finished
+// paths' lengths). The finished paths then vote on the answer
+// (Options.Answer; the whole text without one), each weighted by its
+// score (Options.Score; by default its probability, which makes the vote
+// an estimate of the most probable answer), and the best path of the
+// winning answer is the result. With probability weights the search stops
+// early once the vote is settled: when the leading answer's lead exceeds
+// the probability of every path not yet finished.
+type adaptive struct {
+	frontier *tree.Frontier
+	waiting  map[tree.ID]*branch // the frontier's branches, their token not yet fed
+	leaves   []tree.ID           // finished paths
+	scores   map[tree.ID]policy.PathScore
+	pathLen  int // longest finished path (tokens), for admission
+	settled  bool
 }
 
-// stepAdaptive is one step of beam-adaptive search. Outside a fork one
-// branch, the trunk, follows the entropix quadrant policy: argmax when
-// confident, clarify when uniformly unsure, backspace when lost, adaptive
-// sampling otherwise. When a few distinct options compete (low entropy,
-// high varentropy) the trunk forks into the adaptive min-p candidate set.
-// The branches then advance together, may fork again within the width
-// budget, and stop looking ahead at end of text, at the maximum depth, or
-// once back within the entropy bounds for SettleSteps steps; a branch whose
-// mean score falls PruneMargin below its best sibling's is pruned early.
-// When none is left exploring, the best by path score is committed and
-// becomes the trunk; the others are pruned and their caches freed.
+func newAdaptive() *adaptive {
+	return &adaptive{frontier: tree.NewFrontier(), waiting: map[tree.ID]*branch{}, scores: map[tree.ID]policy.PathScore{}}
+}
+
+// stepAdaptive is one step of beam-adaptive search: a decision for every
+// live branch, then the frontier refills the width and the search ends when
+// nothing is left to explore, the rows cannot pay for more, or the vote is
+// settled.
 func (s *search) stepAdaptive() error {
-	if s.group == nil {
-		return s.stepTrunk(s.live[0])
+	for _, br := range slices.Clone(s.live) {
+		if err := s.decideAdaptive(br); err != nil {
+			return err
+		}
 	}
-	return s.stepGroup()
+	a := s.ad
+	if len(a.leaves) > 0 && s.voteSettled() {
+		a.settled = true
+		s.finish("settled", false)
+		return nil
+	}
+	s.refill()
+	if len(s.live) == 0 {
+		reason := "eos"
+		if a.frontier.Len() > 0 {
+			reason = "budget"
+		}
+		s.finish(reason, reason == "budget")
+	}
+	return nil
 }
 
 // backspaceOn reports whether the policy may hand Backspace to the engine.
@@ -39,54 +76,46 @@ func (s *search) backspaceOn() bool {
 	return s.b.MaxWidth >= 2 && s.opts.Policy.Backspace && s.opts.Policy.MaxBackspaces > 0
 }
 
-// forkBudget is the most branches a fork may create now: the free width,
-// and no more than half the rows left.
-func (s *search) forkBudget() int {
-	w := s.b.MaxWidth - len(s.live) + 1
-	if s.group != nil {
-		w -= len(s.group.done)
-	}
-	if s.b.MaxRows > 0 {
-		w = min(w, (s.b.MaxRows-s.res.Stats.Rows)/2)
-	}
-	if s.committedLen() >= s.b.MaxTokens-1 {
-		w = 1
-	}
-	return max(w, 1)
-}
-
-func (s *search) stepTrunk(br *branch) error {
+// decideAdaptive applies the policy's decision for br.
+func (s *search) decideAdaptive(br *branch) error {
 	logits := s.logits(br)
-	d, err := br.trunk.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Budget: s.forkBudget()})
+	leaf := s.t.Node(br.leaf)
+	budget := 1
+	if leaf.Depth < s.b.MaxTokens-1 {
+		budget = s.opts.Policy.Fork.MaxWidth
+	}
+	prevLP := 0.0
+	if br.leaf != tree.Root {
+		prevLP = leaf.LogProb
+	}
+	d, err := br.trunk.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Budget: budget, PrevLogProb: prevLP})
 	if err != nil {
 		return err
 	}
-	return s.applyTrunk(br, &d, logits)
+	if f := s.opts.Observe; f != nil {
+		s.top = topK(logits, 2, s.top)
+		ratio := 0.0
+		if len(s.top) == 2 {
+			ratio = math.Exp(float64(logits[s.top[1]] - logits[s.top[0]]))
+		}
+		f(policy.Observation{Metrics: d.Metrics, Ratio: ratio, PrevP: math.Exp(prevLP)})
+	}
+	return s.applyAdaptive(br, &d, logits)
 }
 
-func (s *search) applyTrunk(br *branch, d *policy.Decision, logits []float32) error {
+func (s *search) applyAdaptive(br *branch, d *policy.Decision, logits []float32) error {
 	s.logDecision(br, d)
 	lz, _ := logSumExp(logits)
 	switch d.Action {
 	case policy.Backspace:
 		return s.backspace(br)
 	case policy.Branch:
-		s.flush(0) // nothing before the fork can be taken back now
-		s.group = &group{at: br.leaf}
-		s.live = s.live[:0]
-		s.branchOut(br, d, policy.PathScore{})
-		if len(s.live) == 0 {
-			s.resolveGroup(false)
-		}
+		s.branchOut(br, d, logits, lz)
 		return nil
 	}
 	s.applyTokens(br, d, logits, lz)
 	s.keepPrev(br, d, logits)
-	keep := 0
-	if s.backspaceOn() {
-		keep = 1
-	}
-	s.commitTrunk(br, keep)
+	s.endIfDone(br)
 	return nil
 }
 
@@ -104,17 +133,22 @@ func (s *search) keepPrev(br *branch, d *policy.Decision, logits []float32) {
 	br.prev = append(br.prev[:0], logits...)
 }
 
-// backspace takes back the trunk's last token and chooses again from the
-// logits that chose it (the policy bans the same token and a second
-// backspace). The re-decision sees no attention: it was not kept.
+// backspace takes back br's last token and chooses again from the logits
+// that chose it (the policy bans that token and a second backspace). A
+// token that was a fork's choice is not chosen again: its siblings wait on
+// the frontier, so the branch is simply dropped.
 func (s *search) backspace(br *branch) error {
 	leaf := s.t.Node(br.leaf)
-	if len(br.prev) == 0 || leaf.Parent == tree.None || !leaf.Committed {
-		// Nothing to take back: continue from the current logits greedily.
-		return s.resampleGreedy(br)
+	if leaf.Action == policy.Branch && s.ad.frontier.Len()+len(s.live) > 1 {
+		s.prune(br, "lost")
+		return nil
+	}
+	if len(br.prev) == 0 || leaf.Parent == tree.None {
+		m, _ := policy.Measure(s.logits(br), 0)
+		d := s.argmaxDecision(s.logits(br), m)
+		return s.applyAdaptive(br, &d, s.logits(br))
 	}
 	tok, parent := leaf.Token, leaf.Parent
-	s.uncommitLast()
 	leaf.Seq = nil
 	s.t.Node(parent).Seq = br.seq
 	s.pruneNode(br.leaf, "backspace")
@@ -122,21 +156,19 @@ func (s *search) backspace(br *branch) error {
 		return err
 	}
 	br.leaf = parent
+	br.score = br.before
 	br.trunk.Rewind(tok)
 	prev := slices.Clone(br.prev)
-	d, err := br.trunk.Decide(policy.Step{Logits: prev, Budget: s.forkBudget()})
+	br.prev = br.prev[:0]
+	lp := 0.0
+	if parent != tree.Root {
+		lp = s.t.Node(parent).LogProb
+	}
+	d, err := br.trunk.Decide(policy.Step{Logits: prev, Budget: s.opts.Policy.Fork.MaxWidth, PrevLogProb: lp})
 	if err != nil {
 		return err
 	}
-	return s.applyTrunk(br, &d, prev)
-}
-
-// resampleGreedy extends the trunk br with the argmax of its logits.
-func (s *search) resampleGreedy(br *branch) error {
-	logits := s.logits(br)
-	m, _ := policy.Measure(logits, 0)
-	d := s.argmaxDecision(logits, m)
-	return s.applyTrunk(br, &d, logits)
+	return s.applyAdaptive(br, &d, prev)
 }
 
 // argmaxDecision is a Greedy decision for logits measured as m.
@@ -148,170 +180,220 @@ func (s *search) argmaxDecision(logits []float32, m policy.Metrics) policy.Decis
 		LogProb: lp, Confidence: c, Margin: policy.TopMargin(logits), Score: lp + c}
 }
 
-// branchOut forks br into the decision's candidates, each a branch of the
-// current group starting from score base; br itself takes the first.
-func (s *search) branchOut(br *branch, d *policy.Decision, base policy.PathScore) {
+// branchOut forks br: br goes on with the most probable candidate, every
+// other one waits on the frontier with its own branch (a copy-on-write
+// fork of br's cache, its token fed when it is re-opened).
+func (s *search) branchOut(br *branch, d *policy.Decision, logits []float32, lz float64) {
 	cands := slices.Clone(d.Candidates)
-	from := br.leaf
-	kids := make([]*branch, len(cands))
-	for i := range cands {
+	from, base := br.leaf, br.score
+	s.res.Stats.Forks++
+	for i, c := range slices.Backward(cands) {
 		kid := br
 		if i > 0 {
 			kid = s.fork(br)
+			kid.trunk = br.trunk.Clone()
+			kid.leaf = from
 		}
-		kid.trunk = br.trunk.Split(uint64(i + 1))
-		kids[i] = kid
-	}
-	s.res.Stats.Forks++
-	for i, c := range cands {
-		kid := kids[i]
-		kid.leaf, kid.settled, kid.done = from, 0, ""
+		kid.before = base
 		kid.score = base
-		kid.score.Add(d.CandidateScore(c))
+		st := d.CandidateScore(c)
+		st.TokenConf = s.tokenConf(logits, lz)
+		kid.score.Add(st)
 		s.extend(kid, c.Token, c.LogProb, d.Metrics, d.Quadrant, policy.Branch)
 		kid.trunk.Accept(c.Token)
-		s.keepPrev(kid, d, s.logits(br))
-		s.t.Node(kid.leaf).Score = kid.score.Value(s.opts.Score)
-		switch {
-		case s.isStop(c.Token):
-			kid.done = "eos"
-		case s.t.Node(kid.leaf).Depth >= s.b.MaxTokens:
-			kid.done = "max-tokens"
-		default:
-			s.live = append(s.live, kid)
+		s.keepPrev(kid, d, logits)
+		n := s.t.Node(kid.leaf)
+		n.Score = kid.score.Value(s.opts.Score)
+		if i > 0 && !s.isStop(c.Token) && n.Depth < s.b.MaxTokens {
+			s.ad.waiting[kid.leaf] = kid
+			s.ad.frontier.Push(kid.leaf, n.CumLogProb)
 			continue
 		}
-		s.group.done = append(s.group.done, kid)
+		s.endIfDone(kid)
 	}
 }
 
-func (s *search) stepGroup() error {
-	g := s.group
-	atDepth := s.t.Node(g.at).Depth
-	for _, br := range slices.Clone(s.live) {
-		logits := s.logits(br)
-		depth := s.t.Node(br.leaf).Depth - atDepth
-		budget := 1
-		if depth < s.b.MaxDepth && s.t.Node(br.leaf).Depth < s.b.MaxTokens-1 {
-			budget = s.forkBudget()
-		}
-		d, err := br.trunk.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Budget: budget})
-		if err != nil {
-			return err
-		}
-		s.logDecision(br, &d)
-		switch d.Action {
-		case policy.Backspace:
-			// Lost inside a lookahead: a poor option, pruned, unless it is
-			// the last one left, which goes on with its most probable token.
-			if len(s.live)+len(g.done) > 1 {
-				s.prune(br, "lost")
-				continue
-			}
-			d = s.argmaxDecision(logits, d.Metrics)
-		case policy.Branch:
-			s.live = slices.DeleteFunc(s.live, func(b *branch) bool { return b == br })
-			s.branchOut(br, &d, br.score)
-			continue
-		}
-		lz, _ := logSumExp(logits)
-		s.applyTokens(br, &d, logits, lz)
-		s.keepPrev(br, &d, logits)
-		if d.Quadrant == policy.LELV {
-			br.settled++
-		} else {
-			br.settled = 0
-		}
-		leaf := s.t.Node(br.leaf)
-		switch {
-		case s.isStop(leaf.Token):
-			s.stopLooking(br, "eos")
-		case leaf.Depth >= s.b.MaxTokens:
-			s.stopLooking(br, "max-tokens")
-		case leaf.Depth-atDepth >= s.b.MaxDepth:
-			s.stopLooking(br, "max-depth")
-		case br.settled >= s.opts.SettleSteps:
-			s.stopLooking(br, "settled")
-		}
+// tokenConf is DeepConf's token confidence of a row.
+func (s *search) tokenConf(logits []float32, lz float64) float64 {
+	s.top = topK(logits, policy.GroupTopK, s.top)
+	var sum float64
+	for _, t := range s.top {
+		sum += float64(logits[t]) - lz
 	}
-
-	// Early pruning: far below the best sibling.
-	best := s.bestInGroup()
-	for _, br := range slices.Clone(s.live) {
-		if br != best && br.score.Steps >= 2 && best.score.Value(s.opts.Score)-br.score.Value(s.opts.Score) > s.opts.PruneMargin {
-			s.prune(br, "below-sibling")
-		}
-	}
-	if len(s.live) == 0 {
-		s.resolveGroup(false)
-	}
-	return nil
+	return -sum / float64(max(len(s.top), 1))
 }
 
-// stopLooking ends br's lookahead; it waits, cache and all, for the
-// comparison with its siblings.
-func (s *search) stopLooking(br *branch, why string) {
-	br.done = why
-	s.live = slices.DeleteFunc(s.live, func(b *branch) bool { return b == br })
-	s.group.done = append(s.group.done, br)
-}
-
-// bestInGroup returns the best branch of the group, exploring or done.
-func (s *search) bestInGroup() *branch {
-	var best *branch
-	for _, br := range append(slices.Clone(s.live), s.group.done...) {
-		if best == nil {
-			best = br
-			continue
-		}
-		if c := cmp.Compare(br.score.Value(s.opts.Score), best.score.Value(s.opts.Score)); c > 0 || (c == 0 && br.leaf < best.leaf) {
-			best = br
-		}
-	}
-	return best
-}
-
-// resolveGroup commits the group's best branch, prunes the others and
-// makes the best the trunk again. final (the search is ending) commits
-// without continuing.
-func (s *search) resolveGroup(final bool) {
-	g := s.group
-	if g == nil {
-		return
-	}
-	best := s.bestInGroup()
-	if best == nil {
-		s.group = nil
-		return
-	}
-	s.live = []*branch{best}
-	// Everything hanging off the winning path below the fork point goes:
-	// the losers' subtrees, nested forks included, and their caches.
-	path := s.t.Path(best.leaf)
-	for i := slices.Index(path, g.at); i >= 0 && i+1 < len(path); i++ {
-		for _, c := range s.t.Node(path[i]).Children {
-			if c != path[i+1] {
-				s.pruneNode(c, "lost-to-sibling")
-			}
-		}
-	}
-	s.group = nil
-	keep := 0
-	if s.backspaceOn() && !final {
-		keep = 1
-	}
-	s.commit(best.leaf, keep)
-	why := best.done
-	best.done, best.settled = "", 0
-	if final {
-		return
-	}
+// endIfDone finishes br's path at a stop token or the token limit: it
+// leaves the live set and its cache is freed.
+func (s *search) endIfDone(br *branch) {
+	n := s.t.Node(br.leaf)
 	switch {
-	case why == "eos":
-		s.finish("eos", false)
-	case why == "max-tokens" || s.committedLen() >= s.b.MaxTokens:
-		n := s.t.Node(best.leaf)
+	case s.isStop(n.Token):
+		n.Status, n.Reason = tree.Finished, "eos"
+	case n.Depth >= s.b.MaxTokens:
 		n.Status, n.Reason = tree.Finished, "max-tokens"
-		s.finish("max-tokens", false)
+	default:
+		return
 	}
+	if n.Seq != nil {
+		s.free(n.Seq)
+		n.Seq = nil
+	}
+	s.live = slices.DeleteFunc(s.live, func(b *branch) bool { return b == br })
+	a := s.ad
+	a.leaves = append(a.leaves, br.leaf)
+	a.scores[br.leaf] = br.score
+	a.pathLen = max(a.pathLen, n.Depth)
+}
+
+// refill re-opens the best waiting alternatives while the width allows and
+// the rows left can pay for every live path to finish.
+func (s *search) refill() {
+	a := s.ad
+	if len(a.leaves) == 0 && len(s.live) > 0 {
+		return // the first path runs alone (unless it was dropped)
+	}
+	if len(s.live) >= s.b.MaxWidth || a.frontier.Len() == 0 {
+		return
+	}
+	// Best first: the most probable alternatives that the rows left can
+	// pay to finish, with every live path.
+	need := 0
+	for _, br := range s.live {
+		need += s.rowsToFinish(br.leaf)
+	}
+	for _, id := range a.frontier.Items() {
+		if len(s.live) >= s.b.MaxWidth {
+			return
+		}
+		cost := s.rowsToFinish(id)
+		if s.b.MaxRows > 0 && s.res.Stats.Rows+need+cost > s.b.MaxRows {
+			continue
+		}
+		need += cost
+		a.frontier.Remove(id)
+		s.live = append(s.live, a.waiting[id])
+		delete(a.waiting, id)
+	}
+}
+
+// dropWaiting drops the least probable waiting alternative, freeing its
+// cache (the KV pool is full); it reports false when none waits.
+func (s *search) dropWaiting(reason string) bool {
+	a := s.ad
+	if a == nil || a.frontier.Len() == 0 {
+		return false
+	}
+	items := a.frontier.Items()
+	id := items[len(items)-1]
+	a.frontier.Remove(id)
+	delete(a.waiting, id)
+	s.pruneNode(id, reason)
+	return true
+}
+
+// rowsToFinish estimates the rows a path at node id needs to end: as long
+// as the longest finished path, and at least one.
+func (s *search) rowsToFinish(id tree.ID) int {
+	return max(s.ad.pathLen-s.t.Node(id).Depth+1, 1)
+}
+
+// voteWeight is a finished path's weight in the vote.
+func (s *search) voteWeight(id tree.ID) float64 {
+	sc := s.ad.scores[id]
+	switch s.opts.Score {
+	case policy.ScoreLogProb:
+		return math.Exp(s.t.Node(id).CumLogProb)
+	case policy.ScoreMargin, policy.ScoreGroup:
+		return max(sc.Value(s.opts.Score), 0)
+	}
+	return math.Exp(sc.Value(s.opts.Score))
+}
+
+// tally sums the vote weights of the finished paths by answer, in the
+// order the answers first appeared.
+func (s *search) tally() (answers []string, mass map[string]float64) {
+	mass = map[string]float64{}
+	for _, id := range s.ad.leaves {
+		a := s.answer(id)
+		if _, ok := mass[a]; !ok {
+			answers = append(answers, a)
+		}
+		mass[a] += s.voteWeight(id)
+	}
+	return answers, mass
+}
+
+// voteSettled reports whether no path still open could change the vote:
+// the leading answer leads by more than the probability of every live and
+// waiting path. Only probability weights bound what is left.
+func (s *search) voteSettled() bool {
+	if s.opts.Score != policy.ScoreLogProb {
+		return false
+	}
+	answers, mass := s.tally()
+	first, second := 0.0, 0.0
+	for _, a := range answers {
+		switch m := mass[a]; {
+		case m > first:
+			first, second = m, first
+		case m > second:
+			second = m
+		}
+	}
+	rest := 0.0
+	for _, br := range s.live {
+		rest += math.Exp(s.t.Node(br.leaf).CumLogProb)
+	}
+	for id := range s.ad.waiting {
+		rest += math.Exp(s.t.Node(id).CumLogProb)
+	}
+	return first-second > rest
+}
+
+// commitAdaptive commits the result when the search ends: the best path
+// of the answer with the most weight, or, when no path has finished, the
+// most probable of the paths still open.
+func (s *search) commitAdaptive() {
+	a := s.ad
+	for id := range a.waiting {
+		// Not explored, which is not a prune: Stats.Prunes leaves them out.
+		s.t.PruneSubtree(id, "unexplored", s.free)
+	}
+	for _, br := range s.live {
+		a.scores[br.leaf] = br.score
+	}
+	better := func(x, y tree.ID) bool {
+		wx, wy := s.voteWeight(x), s.voteWeight(y)
+		return wx > wy || (wx == wy && x < y)
+	}
+	if len(a.leaves) == 0 {
+		best := tree.None
+		for _, br := range s.live {
+			if best == tree.None || s.t.Node(br.leaf).CumLogProb > s.t.Node(best).CumLogProb {
+				best = br.leaf
+			}
+		}
+		if best != tree.None {
+			s.commit(best, 0)
+		}
+		return
+	}
+	answers, mass := s.tally()
+	if len(answers) > 1 {
+		answers = slices.DeleteFunc(answers, func(x string) bool { return x == noAnswer })
+	}
+	win := answers[0]
+	for _, x := range answers[1:] {
+		if mass[x] > mass[win] {
+			win = x
+		}
+	}
+	best := tree.None
+	for _, id := range a.leaves {
+		if s.answer(id) == win && (best == tree.None || better(id, best)) {
+			best = id
+		}
+	}
+	s.commit(best, 0)
 }

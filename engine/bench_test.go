@@ -25,7 +25,7 @@ func BenchmarkSearchOverhead(b *testing.B) {
 					opts = append(opts, WithPolicy(policy.ForcedForks(policy.DefaultConfig())))
 				}
 				e := newEngine(b, m, opts...)
-				budget := Budget{MaxTokens: 64, MaxWidth: w, MaxDepth: 8}
+				budget := Budget{MaxTokens: 64, MaxWidth: w}
 				var wall, fwd, rows, live float64
 				for b.Loop() {
 					res, err := e.Search(context.Background(), "Once upon a time", budget)

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"bytes"
+	"slices"
+
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
 )
@@ -8,9 +11,11 @@ import (
 // stepCoT is one step of CoT-decoding (Wang & Zhou, 2024): at the first
 // step the K most probable tokens each start a branch; every branch then
 // continues greedily, all of them in one batch, until end of text or the
-// token limit. The answer is the branch with the highest mean margin
-// p(top1) - p(top2) over its greedy tokens (the paper scores the answer
-// span; without a task-specific span we score the whole continuation).
+// token limit. Each path's confidence Δ is its mean margin p(top1) -
+// p(top2) over the tokens of its answer (the span Options.Answer extracts;
+// the whole continuation when there is none), and the paths aggregate by
+// answer: the answer with the largest sum of Δ wins, and its path of
+// highest Δ is the result (the paper's "CoT-decoding (agg)").
 func (s *search) stepCoT() {
 	q := s.opts.Policy.Thresholds
 	if s.step == 0 {
@@ -30,6 +35,8 @@ func (s *search) stepCoT() {
 				br.leaf = tree.Root
 			}
 			s.extend(br, t, float64(logits[t])-lz, m, q.Quadrant(m), policy.Branch)
+			br.margins = append(br.margins[:0], policy.TopMargin(logits))
+			s.cot = append(s.cot, br)
 			if s.isStop(t) {
 				continue
 			}
@@ -43,7 +50,9 @@ func (s *search) stepCoT() {
 		logits := s.logits(br)
 		lz, arg := logSumExp(logits)
 		m, _ := policy.Measure(logits, 0)
-		br.score.Add(policy.StepScore{LogProb: float64(logits[arg]) - lz, Margin: policy.TopMargin(logits)})
+		mg := policy.TopMargin(logits)
+		br.score.Add(policy.StepScore{LogProb: float64(logits[arg]) - lz, Margin: mg})
+		br.margins = append(br.margins, mg)
 		s.extend(br, arg, float64(logits[arg])-lz, m, q.Quadrant(m), policy.Greedy)
 		s.t.Node(br.leaf).Score = br.score.CoTMargin()
 		if !s.isStop(arg) {
@@ -66,25 +75,105 @@ func (s *search) checkEnd() {
 	}
 }
 
-// commitCoT commits the branch with the best margin.
+// commitCoT commits the path of highest Δ of the answer whose paths sum
+// to the largest Δ.
 func (s *search) commitCoT() {
-	best, bestScore := tree.None, 0.0
-	for _, id := range s.t.Leaves(tree.Live) {
-		s.considerCoT(id, &best, &bestScore)
+	type path struct {
+		leaf   tree.ID
+		answer string
+		delta  float64
 	}
-	for _, id := range s.t.Leaves(tree.Finished) {
-		s.considerCoT(id, &best, &bestScore)
+	var paths []path
+	mass := map[string]float64{}
+	var order []string
+	for _, br := range s.cot {
+		if br.leaf == tree.Root {
+			continue
+		}
+		p := path{leaf: br.leaf, answer: s.answer(br.leaf), delta: s.answerMargin(br)}
+		paths = append(paths, p)
+		if _, ok := mass[p.answer]; !ok {
+			order = append(order, p.answer)
+		}
+		mass[p.answer] += p.delta
 	}
-	if best != tree.None {
-		s.commit(best, 0)
-	}
-}
-
-func (s *search) considerCoT(id tree.ID, best *tree.ID, bestScore *float64) {
-	if id == tree.Root {
+	if len(paths) == 0 {
 		return
 	}
-	if sc := s.t.Node(id).Score; *best == tree.None || sc > *bestScore || (sc == *bestScore && id < *best) {
-		*best, *bestScore = id, sc
+	if len(order) > 1 {
+		order = slices.DeleteFunc(order, func(a string) bool { return a == noAnswer })
 	}
+	win := order[0]
+	for _, a := range order[1:] {
+		if mass[a] > mass[win] {
+			win = a
+		}
+	}
+	best := -1
+	for i, p := range paths {
+		if p.answer == win && (best < 0 || p.delta > paths[best].delta) {
+			best = i
+		}
+	}
+	s.commit(paths[best].leaf, 0)
+}
+
+// answerMargin is CoT-decoding's Δ of a branch: its mean margin over the
+// tokens that overlap the last occurrence of its answer in its text, or
+// over all its tokens when it has no answer.
+func (s *search) answerMargin(br *branch) float64 {
+	path := s.t.Path(br.leaf)[1:]
+	toks := make([]int, 0, len(path))
+	for _, id := range path {
+		toks = append(toks, s.t.Node(id).Token)
+	}
+	mean := func(ms []float64) float64 {
+		if len(ms) == 0 {
+			return 0
+		}
+		sum := 0.0
+		for _, m := range ms {
+			sum += m
+		}
+		return sum / float64(len(ms))
+	}
+	margins := br.margins[:min(len(br.margins), len(toks))]
+	if s.opts.Answer == nil {
+		return mean(margins)
+	}
+	// Character offsets of each token's text.
+	d := s.tok.NewDecoder(s.prompt[len(s.prompt)-1])
+	ends := make([]int, len(toks))
+	n := 0
+	var text []byte
+	for i, t := range toks {
+		if !s.isStop(t) {
+			piece := d.Next(t)
+			text = append(text, piece...)
+			n += len(piece)
+		}
+		ends[i] = n
+	}
+	text = append(text, d.Flush()...)
+	a, ok := s.opts.Answer(string(text))
+	if !ok || a == "" {
+		return mean(margins)
+	}
+	lo := bytes.LastIndex(text, []byte(a))
+	if lo < 0 {
+		return mean(margins)
+	}
+	hi := lo + len(a)
+	var span []float64
+	start := 0
+	for i, end := range ends[:len(margins)] {
+		if start < hi && end > lo {
+			span = append(span, margins[i])
+		}
+		start = end
+	}
+	if len(span) == 0 {
+		return mean(margins)
+	}
+	return mean(span)
 }

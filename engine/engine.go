@@ -99,7 +99,8 @@ type Result struct {
 	Tree  *tree.Tree `json:"tree"`
 	Stats Stats      `json:"stats"`
 	// Stopped says why the search ended: "eos", "max-tokens", "budget",
-	// "deadline", "canceled", "context-full" or "kv-full".
+	// "deadline", "canceled", "context-full" or "kv-full"; beam-adaptive
+	// also "settled" (the vote on the answer could no longer change).
 	Stopped string `json:"stopped"`
 	// BudgetExhausted is set when a budget (rows, time) cut the search
 	// short: the result is the best found so far.
@@ -162,7 +163,7 @@ func (e *Engine) checkBudget(b *Budget) error {
 	switch {
 	case b.MaxTokens <= 0:
 		return fmt.Errorf("engine: budget of %d tokens: must be positive", b.MaxTokens)
-	case b.MaxRows < 0 || b.MaxWidth < 0 || b.MaxDepth < 0 || b.Timeout < 0:
+	case b.MaxRows < 0 || b.MaxWidth < 0 || b.Timeout < 0:
 		return fmt.Errorf("engine: negative budget %+v", *b)
 	}
 	if b.MaxWidth == 0 {
@@ -170,13 +171,15 @@ func (e *Engine) checkBudget(b *Budget) error {
 		case Beam, CoTDecoding, SelfConsistency, BestOfN:
 			b.MaxWidth = e.opts.Width
 		case BeamAdaptive:
-			b.MaxWidth = 8
+			b.MaxWidth = 4
 		default:
 			b.MaxWidth = 1
 		}
 	}
-	if b.MaxDepth == 0 {
-		b.MaxDepth = 32
+	if e.opts.Mode == BeamAdaptive && b.MaxRows == 0 {
+		// A tree search without a row budget would explore every fork:
+		// by default it may spend four paths' worth.
+		b.MaxRows = 4 * b.MaxTokens
 	}
 	return nil
 }

@@ -33,6 +33,6 @@ func ExampleEngine_Search() {
 	fmt.Printf("%d tokens, %d forks, %d prunes, within %d rows: %v\n",
 		res.Stats.Generated, res.Stats.Forks, res.Stats.Prunes, 80, res.Stats.Rows <= 80)
 	// Output:
-	// Lily wanted to play with her dolls. They were having fun. The dog was very silly and strong! Lily and her dog wanted to be
-	// 40 tokens, 5 forks, 2 prunes, within 80 rows: true
+	// Lily wanted to go on a walk. She saw a big box with a big box. She wanted to see what was inside. She want
+	// 40 tokens, 45 forks, 0 prunes, within 80 rows: true
 }

@@ -70,11 +70,9 @@ type Budget struct {
 	// the prompt's prefill is counted in Stats.PromptRows, not here).
 	MaxRows int
 	// MaxWidth bounds the live branches at any time (default: Options.Width
-	// for beam and cot-decoding, 8 for beam-adaptive; 1 for single-path modes).
+	// for beam, cot-decoding and the sampling modes, 4 for beam-adaptive;
+	// 1 for single-path modes).
 	MaxWidth int
-	// MaxDepth bounds how far a branch looks ahead past its fork point
-	// before the siblings are compared (beam-adaptive; default 32).
-	MaxDepth int
 	// Deadline and Timeout stop the search with its best result so far;
 	// the context passed to Search may carry a deadline too.
 	Deadline time.Time
@@ -112,15 +110,10 @@ type Options struct {
 	// (default policy.DefaultClarifyText); "-" disables insertion.
 	ClarifyText string
 	Sampling    Sampling
-	// Score ranks branches in beam-adaptive and cot-decoding (default:
-	// entropix for beam-adaptive; cot-decoding always uses the margin).
+	// Score weighs beam-adaptive's finished paths in the vote on the
+	// answer (default: policy.ScoreLogProb, the path's probability);
+	// cot-decoding always uses the margin.
 	Score policy.ScoreKind
-	// PruneMargin prunes a branch whose mean score falls this far below
-	// its best sibling's (default 1.5).
-	PruneMargin float64
-	// SettleSteps is how many confident (LELV) steps in a row end a
-	// branch's lookahead: it is back within the entropy bounds (default 3).
-	SettleSteps int
 	// CacheTokens is the KV cache capacity in token positions over all
 	// branches (default: 4 contexts' worth, at most 65536).
 	CacheTokens int
@@ -144,6 +137,9 @@ type Options struct {
 	// Self-consistency votes on it; without it, it votes on the whole
 	// text.
 	Answer func(completion string) (string, bool)
+	// Observe, if set, receives every decision row of beam-adaptive
+	// search (for calibration: policy.CalibrateSearch).
+	Observe func(policy.Observation)
 }
 
 // Progress is a snapshot of a running search.
@@ -165,6 +161,9 @@ func WithMode(m Mode) Option { return func(o *Options) { o.Mode = m } }
 // WithSeed sets the seed of every random draw.
 func WithSeed(seed uint64) Option { return func(o *Options) { o.Seed = seed } }
 
+// WithObserver sets Options.Observe.
+func WithObserver(f func(policy.Observation)) Option { return func(o *Options) { o.Observe = f } }
+
 // WithAnswer sets the answer extractor self-consistency votes with.
 func WithAnswer(f func(completion string) (string, bool)) Option {
 	return func(o *Options) { o.Answer = f }
@@ -185,7 +184,7 @@ func WithClarifyText(s string) Option { return func(o *Options) { o.ClarifyText 
 // WithSampling configures the Sample mode.
 func WithSampling(s Sampling) Option { return func(o *Options) { o.Sampling = s } }
 
-// WithScore picks how beam-adaptive ranks branches.
+// WithScore picks how beam-adaptive weighs its finished paths.
 func WithScore(k policy.ScoreKind) Option { return func(o *Options) { o.Score = k } }
 
 // WithStream delivers committed text as it is decided.
@@ -214,8 +213,7 @@ func defaultOptions() Options {
 		Policy:      policy.DefaultConfig(),
 		ClarifyText: policy.DefaultClarifyText,
 		Sampling:    DefaultSampling(),
-		PruneMargin: 1.5,
-		SettleSteps: 3,
+		Score:       policy.ScoreLogProb,
 		Log:         zerolog.Nop(),
 	}
 }

@@ -27,13 +27,13 @@ type branch struct {
 	trunk *policy.Trunk
 	chain *policy.Chain
 	score policy.PathScore
-	// settled counts confident steps in a row (beam-adaptive lookahead).
-	settled int
+	// before is score without the leaf's token (for Backspace).
+	before policy.PathScore
 	// prev holds the logits that chose the leaf's token, for Backspace.
 	prev []float32
-	// done says why a beam-adaptive branch stopped looking ahead ("" while
-	// it explores).
-	done string
+	// margins are the per-token margins p(top1) - p(top2) of a
+	// CoT-decoding path, for its answer span.
+	margins []float64
 }
 
 // search is the state of one Search call.
@@ -67,7 +67,8 @@ type search struct {
 	beamMetrics []policy.Metrics
 	beamLeaves  []tree.ID
 	beamScores  []policy.PathScore
-	group       *group // beam-adaptive: the fork being explored
+	ad          *adaptive // beam-adaptive: the frontier and the finished paths
+	cot         []*branch // cot-decoding: every path, finished or not
 	cand        policy.Candidates
 	top         []int
 }
@@ -83,6 +84,9 @@ func newSearch(e *Engine, ctx context.Context, text string, ids []int, b Budget)
 	}
 	if e.opts.Mode == Entropix || e.opts.Mode == BeamAdaptive {
 		s.attn = []int{e.m.Config.Layers - 1}
+	}
+	if e.opts.Mode == BeamAdaptive {
+		s.ad = newAdaptive()
 	}
 	return s
 }
@@ -124,6 +128,9 @@ func (s *search) run() error {
 		case errors.Is(err, kvcache.ErrCacheFull):
 			// fit counts blocks conservatively, so this is rare: drop
 			// the worst branch and try again, or stop.
+			if s.dropWaiting("kv-full") {
+				continue
+			}
 			if len(s.live) <= 1 {
 				s.finish("kv-full", true)
 				return nil
@@ -231,6 +238,9 @@ func (s *search) fit() bool {
 		}
 	}
 	for s.blocksNeeded() > s.e.kv.Stats().FreeBlocks {
+		if s.dropWaiting("kv-full") {
+			continue
+		}
 		if len(s.live) <= 1 {
 			s.finish("kv-full", true)
 			return false
@@ -330,7 +340,7 @@ func (s *search) isStop(tok int) bool { return slices.Contains(s.stops, tok) }
 
 // fork returns a child branch sharing br's cache (copy on write).
 func (s *search) fork(br *branch) *branch {
-	return &branch{leaf: br.leaf, seq: s.e.kv.Fork(br.seq), score: br.score, settled: br.settled}
+	return &branch{leaf: br.leaf, seq: s.e.kv.Fork(br.seq), score: br.score, before: br.before}
 }
 
 // prune removes br from the live set, marks its leaf pruned and frees
@@ -359,9 +369,6 @@ func (s *search) branchTop(br *branch) tree.ID {
 		if p == tree.None || s.t.Node(p).Committed || len(s.t.Node(p).Children) != 1 {
 			return top
 		}
-		if s.group != nil && p == s.group.at {
-			return top
-		}
 		top = p
 	}
 }
@@ -384,6 +391,8 @@ func (s *search) rank(br *branch) float64 {
 		return meanLogProb(br.score)
 	case CoTDecoding:
 		return br.score.CoTMargin()
+	case BeamAdaptive:
+		return s.t.Node(br.leaf).CumLogProb
 	}
 	return br.score.Value(s.opts.Score)
 }
@@ -425,15 +434,6 @@ func (s *search) flush(keep int) {
 	s.unsent = append(s.unsent[:0], s.unsent[n:]...)
 }
 
-// uncommitLast takes back the last committed token (Backspace).
-func (s *search) uncommitLast() {
-	n := s.t.Node(s.committed)
-	n.Committed = false
-	s.committed = n.Parent
-	s.res.Tokens = s.res.Tokens[:len(s.res.Tokens)-1]
-	s.unsent = s.unsent[:len(s.unsent)-1]
-}
-
 // committedLen is the number of new tokens on the committed path.
 func (s *search) committedLen() int { return len(s.res.Tokens) }
 
@@ -457,7 +457,7 @@ func (s *search) commitBest() {
 	case CoTDecoding:
 		s.commitCoT()
 	case BeamAdaptive:
-		s.resolveGroup(true)
+		s.commitAdaptive()
 	case SelfConsistency, BestOfN:
 		s.commitSamples()
 	}

@@ -46,6 +46,7 @@ func (s *search) applyTokens(br *branch, d *policy.Decision, logits []float32, l
 			toks = toks[:max(room, 1)]
 		}
 	}
+	br.before = br.score
 	for i, t := range toks {
 		lp := float64(logits[t]) - lz
 		if i > 0 {
@@ -54,7 +55,9 @@ func (s *search) applyTokens(br *branch, d *policy.Decision, logits []float32, l
 		s.extend(br, t, lp, d.Metrics, d.Quadrant, d.Action)
 		br.trunk.Accept(t)
 		if i == 0 {
-			br.score.Add(d.StepScore())
+			st := d.StepScore()
+			st.TokenConf = s.tokenConf(logits, lz)
+			br.score.Add(st)
 		}
 		if s.isStop(t) {
 			break

@@ -63,6 +63,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	limit := fs.Int("limit", 0, "items per task (default: all stories and name-recall items, 200 GSM8K and 500 arith problems; 16, 16, 20 and 100 with -quick)")
 	maxWidth := fs.Int("max-width", 8, "largest width K a budget gives beam, cot-decoding and beam-adaptive")
 	seed := fs.Uint64("seed", 1, "seed; item i runs with seed+i")
+	policyPath := fs.String("policy", "", "policy `file` for entropix and beam-adaptive, as entropix-search --calibrate writes (default: the engine's)")
 	thresholds := fs.String("thresholds", "", "quadrant thresholds: a preset ("+strings.Join(policy.PresetNames(), ", ")+") or a JSON file (default: the engine's)")
 	gsmPath := fs.String("gsm8k", "", "GSM8K JSONL file (default: ../shared "+sharedGSM8K+")")
 	tmpl := fs.String("template", bench.DefaultGSM8KTemplate, "GSM8K prompt, a Go text/template with {{.Question}}")
@@ -122,15 +123,24 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	var pol *policy.Config
+	var pol *policy.File
+	if *policyPath != "" {
+		f, err := policy.LoadFile(*policyPath)
+		if err != nil {
+			return usagef("-policy: %v", err)
+		}
+		pol = &f
+	}
 	if *thresholds != "" {
 		th, err := policy.ThresholdsFrom(*thresholds)
 		if err != nil {
 			return usagef("%v", err)
 		}
-		pc := policy.DefaultConfig()
-		pc.Thresholds = th
-		pol = &pc
+		if pol == nil {
+			f := policy.DefaultFile()
+			pol = &f
+		}
+		pol.Thresholds = th
 	}
 	if *threads > 0 {
 		kernels.SetThreads(*threads)

@@ -49,7 +49,7 @@ func TestEvalTiny(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	for _, want := range []string{"# Quality versus compute", "## Task: stories", "## Task: name-recall",
-		"### 8 rows per item", "### 24 rows per item", "| beam-adaptive | 3 |", "### Where branching did not help", "| accuracy |"} {
+		"### 8 rows per item", "### 24 rows per item", "| beam-adaptive | 4 |", "### Where branching did not help", "| accuracy |"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -24,10 +24,12 @@ type config struct {
 	beam, cot, selfConsistency, bestOf int
 	mode                               engine.Mode
 
-	budgetRows, maxWidth, maxDepth int
-	timeout                        time.Duration
+	budgetRows, maxWidth int
+	timeout              time.Duration
 
 	thresholds, calibrate, clarifyText string
+	policyPath, score                  string
+	printPolicy                        bool
 	dot, json, svg                     string
 	chat                               bool
 	threads                            int
@@ -92,11 +94,13 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 
 	fs.IntVar(&c.budgetRows, "budget-rows", 0, "compute budget: forward rows after the prompt (0 = none)")
 	fs.IntVar(&c.maxWidth, "max-width", 0, "most live branches (0 = the mode's default)")
-	fs.IntVar(&c.maxDepth, "max-depth", 0, "lookahead of a branch past its fork (0 = 32)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "stop with the best result so far after this long (e.g. 30s)")
 
 	fs.StringVar(&c.thresholds, "thresholds", "", "quadrant thresholds: a preset name or a JSON `file`")
-	fs.StringVar(&c.calibrate, "calibrate", "", "print thresholds calibrated for the model over the prompts of this `file` (one a line)")
+	fs.StringVar(&c.calibrate, "calibrate", "", "print a policy file fitted to beam-adaptive's own rows over the prompts of this `file` (one a line, with -p's escapes such as \\n)")
+	fs.StringVar(&c.policyPath, "policy", "", "policy `file` (JSON, as --calibrate prints): every knob of entropix and beam-adaptive")
+	fs.BoolVar(&c.printPolicy, "print-policy", false, "print the effective policy (defaults, --policy, then the flags) as JSON and exit")
+	fs.StringVar(&c.score, "score", "", "beam-adaptive's vote weight: logprob (default), mean-logprob, margin, group or entropix")
 	fs.StringVar(&c.clarifyText, "clarify-text", "", `text inserted when the model is uniformly unsure (default " Wait,"; "-" = never)`)
 	fs.StringVar(&c.dot, "dot", "", "write the search tree as Graphviz DOT to this `file`")
 	fs.StringVar(&c.json, "json", "", "write the search tree and result as JSON to this `file`")
@@ -215,7 +219,7 @@ func (c *config) check() error {
 	if c.maxTokens <= 0 {
 		errs = append(errs, fmt.Errorf("-n %d: the number of new tokens must be positive", c.maxTokens))
 	}
-	if c.budgetRows < 0 || c.maxWidth < 0 || c.maxDepth < 0 || c.timeout < 0 || c.threads < 0 {
+	if c.budgetRows < 0 || c.maxWidth < 0 || c.timeout < 0 || c.threads < 0 {
 		errs = append(errs, errors.New("budgets, --timeout and --threads must not be negative"))
 	}
 	if c.temp < 0 || c.topK < 0 || c.topP < 0 || c.topP > 1 || c.minP < 0 || c.minP > 1 {

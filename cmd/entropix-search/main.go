@@ -95,16 +95,15 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	}
 	defer m.Close()
 
-	pc := policy.DefaultConfig()
-	if c.thresholds != "" {
-		th, err := policy.ThresholdsFrom(c.thresholds)
-		if err != nil {
-			return usageError{err}
-		}
-		pc.Thresholds = th
+	pf, err := effectivePolicy(c)
+	if err != nil {
+		return usageError{err}
+	}
+	if c.printPolicy {
+		return pf.Write(stdout)
 	}
 	if c.calibrate != "" {
-		return calibrate(ctx, c, m, pc, stdout, stderr)
+		return calibrate(ctx, c, m, pf, stdout, stderr)
 	}
 
 	prompt, err := readPrompt(c, stdin)
@@ -123,7 +122,8 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
 	opts := []engine.Option{
-		engine.WithMode(c.mode), engine.WithSeed(c.seed), engine.WithPolicy(pc), engine.WithLogger(log),
+		engine.WithMode(c.mode), engine.WithSeed(c.seed), engine.WithPolicy(pf.Config), engine.WithScore(pf.Score),
+		engine.WithClarifyText(pf.ClarifyText), engine.WithLogger(log),
 		engine.WithStopTokens(stops...), engine.WithKVType(kv),
 		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP}),
 		engine.WithStream(func(s string) { out.WriteString(s); out.Flush() }),
@@ -137,8 +137,8 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	if n := max(c.selfConsistency, c.bestOf); n > 0 {
 		opts = append(opts, engine.WithWidth(n), engine.WithAnswer(bench.ExtractAnswer))
 	}
-	if c.clarifyText != "" {
-		opts = append(opts, engine.WithClarifyText(c.clarifyText))
+	if c.mode == engine.BeamAdaptive {
+		opts = append(opts, engine.WithAnswer(bench.MarkedAnswer))
 	}
 	var prog *progress
 	if term {
@@ -154,7 +154,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		out.Flush()
 	}
 	res, err := eng.SearchTokens(ctx, prompt, ids, engine.Budget{
-		MaxTokens: c.maxTokens, MaxRows: c.budgetRows, MaxWidth: c.maxWidth, MaxDepth: c.maxDepth, Timeout: c.timeout,
+		MaxTokens: c.maxTokens, MaxRows: c.budgetRows, MaxWidth: c.maxWidth, Timeout: c.timeout,
 	})
 	out.WriteString("\n")
 	out.Flush()
@@ -175,6 +175,35 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		return context.Canceled
 	}
 	return nil
+}
+
+// effectivePolicy is the policy the flags give: the defaults, then the
+// --policy file, then --thresholds, --clarify-text and --score.
+func effectivePolicy(c *config) (policy.File, error) {
+	pf := policy.DefaultFile()
+	if c.policyPath != "" {
+		f, err := policy.LoadFile(c.policyPath)
+		if err != nil {
+			return pf, fmt.Errorf("--policy: %w", err)
+		}
+		pf = f
+	}
+	if c.thresholds != "" {
+		th, err := policy.ThresholdsFrom(c.thresholds)
+		if err != nil {
+			return pf, err
+		}
+		pf.Thresholds = th
+	}
+	if c.clarifyText != "" {
+		pf.ClarifyText = c.clarifyText
+	}
+	if c.score != "" {
+		if err := pf.Score.UnmarshalText([]byte(c.score)); err != nil {
+			return pf, fmt.Errorf("--score: %w", err)
+		}
+	}
+	return pf, pf.Validate()
 }
 
 // readPrompt takes the prompt from -p, -f or standard input.

@@ -400,8 +400,8 @@ func TestInterrupt(t *testing.T) {
 	checkDOT(t, dotPath)
 }
 
-// --calibrate prints thresholds fitted to the model; --thresholds reads
-// them back.
+// --calibrate prints a policy fitted to the search's own rows; --policy
+// reads it back and --print-policy shows it.
 func TestCalibrateThenUse(t *testing.T) {
 	dir := t.TempDir()
 	prompts := filepath.Join(dir, "prompts.txt")
@@ -410,18 +410,35 @@ func TestCalibrateThenUse(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--calibrate: exit %d: %s", code, errs)
 	}
-	var th map[string]any
-	if err := json.Unmarshal([]byte(out), &th); err != nil {
+	var pol map[string]any
+	if err := json.Unmarshal([]byte(out), &pol); err != nil {
 		t.Fatalf("--calibrate printed no JSON: %v\n%s", err, out)
+	}
+	for _, k := range []string{"thresholds", "fork", "backspace_below", "score"} {
+		if _, ok := pol[k]; !ok {
+			t.Errorf("the calibrated policy lacks %q: %s", k, out)
+		}
 	}
 	if !strings.Contains(errs, "4 prompts") {
 		t.Errorf("stderr %q does not report the prompts", errs)
 	}
-	path := filepath.Join(dir, "th.json")
+	path := filepath.Join(dir, "policy.json")
 	os.WriteFile(path, []byte(out), 0o644)
-	code, out, errs = cli(t, "-p", "Once upon a time", "-n", "20", "--thresholds", path, "--quiet")
-	if code != 0 || !strings.HasPrefix(out, "Once upon a time") {
-		t.Fatalf("--thresholds %s: exit %d, %q, %s", path, code, out, errs)
+	code, out2, errs := cli(t, "-p", "Once upon a time", "-n", "20", "--policy", path, "--quiet")
+	if code != 0 || !strings.HasPrefix(out2, "Once upon a time") {
+		t.Fatalf("--policy %s: exit %d, %q, %s", path, code, out2, errs)
+	}
+	// --print-policy shows the file back, with --score applied on top.
+	code, out2, errs = cli(t, "--policy", path, "--score", "margin", "--print-policy")
+	var back map[string]any
+	if code != 0 || json.Unmarshal([]byte(out2), &back) != nil || back["score"] != "margin" || fmt.Sprint(back["fork"]) != fmt.Sprint(pol["fork"]) {
+		t.Fatalf("--print-policy: exit %d, %s, %s", code, out2, errs)
+	}
+	if code, _, errs := cli(t, "-p", "x", "--score", "best"); code != exitUsage {
+		t.Errorf("--score best: exit %d, %s", code, errs)
+	}
+	if code, _, errs := cli(t, "-p", "x", "--policy", prompts); code != exitUsage {
+		t.Errorf("--policy with a non-JSON file: exit %d, %s", code, errs)
 	}
 	if code, _, errs := cli(t, "-p", "x", "--thresholds", prompts); code != exitUsage {
 		t.Errorf("--thresholds with a non-JSON file: exit %d, %s", code, errs)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/entropix-search/entropix-search/bench"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/policy"
@@ -126,7 +127,7 @@ func (p *progress) clear() {
 // calibrate prints thresholds calibrated for the model: the single-path
 // entropix sampler continues each prompt of the file, and the percentiles
 // of the (entropy, varentropy) it met give the quadrant cuts.
-func calibrate(ctx context.Context, c *config, m *model.Model, pc policy.Config, stdout, stderr io.Writer) error {
+func calibrate(ctx context.Context, c *config, m *model.Model, pf policy.File, stdout, stderr io.Writer) error {
 	data, err := os.ReadFile(c.calibrate)
 	if err != nil {
 		return usageError{fmt.Errorf("--calibrate: %w", err)}
@@ -134,35 +135,42 @@ func calibrate(ctx context.Context, c *config, m *model.Model, pc policy.Config,
 	var prompts []string
 	for _, l := range strings.Split(string(data), "\n") {
 		if l = strings.TrimSpace(l); l != "" {
+			if !c.noEscape {
+				l = unescape(l)
+			}
 			prompts = append(prompts, l)
 		}
 	}
 	if len(prompts) == 0 {
 		return usageError{fmt.Errorf("--calibrate: %s holds no prompts (one a line)", c.calibrate)}
 	}
-	eng, err := engine.New(m, engine.WithMode(engine.Entropix), engine.WithSeed(c.seed), engine.WithPolicy(pc))
+	var obs []policy.Observation
+	eng, err := engine.New(m, engine.WithMode(engine.BeamAdaptive), engine.WithSeed(c.seed), engine.WithPolicy(pf.Config),
+		engine.WithScore(pf.Score), engine.WithClarifyText(pf.ClarifyText), engine.WithAnswer(bench.MarkedAnswer),
+		engine.WithObserver(func(o policy.Observation) { obs = append(obs, o) }))
 	if err != nil {
 		return err
 	}
-	var obs []policy.Metrics
 	for _, p := range prompts {
-		res, err := eng.Search(ctx, p, engine.Budget{MaxTokens: c.maxTokens})
-		if err != nil {
+		if _, err := eng.Search(ctx, p, engine.Budget{MaxTokens: c.maxTokens, MaxRows: c.budgetRows, MaxWidth: c.maxWidth}); err != nil {
 			return err
 		}
-		for id, n := range res.Tree.All() {
-			if id != tree.Root && n.Committed {
-				obs = append(obs, n.Metrics)
-			}
-		}
 	}
-	th, err := policy.Calibrate(obs, policy.DefaultTargets())
+	if len(obs) == 0 {
+		return fmt.Errorf("--calibrate: the search made no decision over %d prompts", len(prompts))
+	}
+	f, err := policy.CalibrateSearch(obs, pf, policy.DefaultSearchTargets())
 	if err != nil {
 		return err
 	}
-	th.Name = "calibrated:" + m.Source
+	f.Thresholds.Name = "calibrated:" + m.Source
 	if !c.quiet {
-		fmt.Fprintf(stderr, "entropix-search: calibrated over %d steps of %d prompts: %v\n", len(obs), len(prompts), policy.Count(obs, th))
+		ms := make([]policy.Metrics, len(obs))
+		for i, o := range obs {
+			ms[i] = o.Metrics
+		}
+		fmt.Fprintf(stderr, "entropix-search: calibrated over %d rows of beam-adaptive search on %d prompts: %v; fork min-p %.3g..%.3g over V %.3g..%.3g bits², backspace below p %.3g\n",
+			len(obs), len(prompts), policy.Count(ms, f.Thresholds), f.Fork.MinPHigh, f.Fork.MinPLow, f.Fork.VarLow, f.Fork.VarHigh, f.BackspaceBelow)
 	}
-	return policy.WriteThresholds(stdout, th)
+	return f.Write(stdout)
 }
