@@ -34,14 +34,52 @@ import (
 type adaptive struct {
 	frontier *tree.Frontier
 	waiting  map[tree.ID]*branch // the frontier's branches, their token not yet fed
-	leaves   []tree.ID           // finished paths
+	// waitMass is the probability of the waiting paths, Σ exp(priority).
+	waitMass float64
+	leaves   []tree.ID // finished paths
 	scores   map[tree.ID]policy.PathScore
+	answers  map[tree.ID]string
 	pathLen  int // longest finished path (tokens), for admission
-	settled  bool
 }
 
 func newAdaptive() *adaptive {
-	return &adaptive{frontier: tree.NewFrontier(), waiting: map[tree.ID]*branch{}, scores: map[tree.ID]policy.PathScore{}}
+	return &adaptive{frontier: tree.NewFrontier(), waiting: map[tree.ID]*branch{},
+		scores: map[tree.ID]policy.PathScore{}, answers: map[tree.ID]string{}}
+}
+
+// wait puts br, a fork's alternative, on the frontier.
+func (a *adaptive) wait(br *branch, logProb float64) {
+	a.waiting[br.leaf] = br
+	a.frontier.Push(br.leaf, logProb)
+	a.waitMass += math.Exp(logProb)
+}
+
+// maxWaiting bounds the frontier: more alternatives than a search can
+// ever open cost memory and time for nothing.
+const maxWaiting = 512
+
+// worthWaiting reports whether an alternative of path log-probability lp
+// earns a place on the frontier: there is room, or it beats the least
+// probable waiting one (which the caller's wait then pushes out).
+func (a *adaptive) worthWaiting(lp float64) bool {
+	if a.frontier.Len() < maxWaiting {
+		return true
+	}
+	_, last, _ := a.frontier.Last()
+	return lp > last
+}
+
+// take removes id from the frontier and returns its branch.
+func (a *adaptive) take(id tree.ID) *branch {
+	p, _ := a.frontier.Priority(id)
+	a.frontier.Remove(id)
+	a.waitMass = max(a.waitMass-math.Exp(p), 0)
+	br := a.waiting[id]
+	delete(a.waiting, id)
+	if len(a.waiting) == 0 {
+		a.waitMass = 0 // no rounding left over
+	}
+	return br
 }
 
 // stepAdaptive is one step of beam-adaptive search: a decision for every
@@ -56,7 +94,6 @@ func (s *search) stepAdaptive() error {
 	}
 	a := s.ad
 	if len(a.leaves) > 0 && s.voteSettled() {
-		a.settled = true
 		s.finish("settled", false)
 		return nil
 	}
@@ -186,8 +223,12 @@ func (s *search) argmaxDecision(logits []float32, m policy.Metrics) policy.Decis
 func (s *search) branchOut(br *branch, d *policy.Decision, logits []float32, lz float64) {
 	cands := slices.Clone(d.Candidates)
 	from, base := br.leaf, br.score
+	conf := s.tokenConf(logits, lz)
 	s.res.Stats.Forks++
 	for i, c := range slices.Backward(cands) {
+		if i > 0 && !s.ad.worthWaiting(s.t.Node(from).CumLogProb+c.LogProb) {
+			continue // less probable than every path the frontier can hold
+		}
 		kid := br
 		if i > 0 {
 			kid = s.fork(br)
@@ -197,16 +238,22 @@ func (s *search) branchOut(br *branch, d *policy.Decision, logits []float32, lz 
 		kid.before = base
 		kid.score = base
 		st := d.CandidateScore(c)
-		st.TokenConf = s.tokenConf(logits, lz)
+		st.TokenConf = conf
 		kid.score.Add(st)
 		s.extend(kid, c.Token, c.LogProb, d.Metrics, d.Quadrant, policy.Branch)
 		kid.trunk.Accept(c.Token)
-		s.keepPrev(kid, d, logits)
+		if i == 0 {
+			// A waiting alternative keeps no logits: taking back a fork's
+			// choice drops the branch (its siblings wait), see backspace.
+			s.keepPrev(kid, d, logits)
+		}
 		n := s.t.Node(kid.leaf)
 		n.Score = kid.score.Value(s.opts.Score)
 		if i > 0 && !s.isStop(c.Token) && n.Depth < s.b.MaxTokens {
-			s.ad.waiting[kid.leaf] = kid
-			s.ad.frontier.Push(kid.leaf, n.CumLogProb)
+			if s.ad.frontier.Len() >= maxWaiting {
+				s.dropWaiting("frontier-full")
+			}
+			s.ad.wait(kid, n.CumLogProb)
 			continue
 		}
 		s.endIfDone(kid)
@@ -243,6 +290,7 @@ func (s *search) endIfDone(br *branch) {
 	a := s.ad
 	a.leaves = append(a.leaves, br.leaf)
 	a.scores[br.leaf] = br.score
+	a.answers[br.leaf] = s.answer(br.leaf)
 	a.pathLen = max(a.pathLen, n.Depth)
 }
 
@@ -257,37 +305,46 @@ func (s *search) refill() {
 		return
 	}
 	// Best first: the most probable alternatives that the rows left can
-	// pay to finish, with every live path.
+	// pay to finish, with every live path. The walk looks at a bounded
+	// number of them, so that a wide frontier costs no more per step.
 	need := 0
 	for _, br := range s.live {
 		need += s.rowsToFinish(br.leaf)
 	}
-	for _, id := range a.frontier.Items() {
-		if len(s.live) >= s.b.MaxWidth {
-			return
+	var open []tree.ID
+	seen := 0
+	for id := range a.frontier.All() {
+		if len(s.live)+len(open) >= s.b.MaxWidth || seen >= maxRefillScan {
+			break
 		}
+		seen++
 		cost := s.rowsToFinish(id)
 		if s.b.MaxRows > 0 && s.res.Stats.Rows+need+cost > s.b.MaxRows {
 			continue
 		}
 		need += cost
-		a.frontier.Remove(id)
-		s.live = append(s.live, a.waiting[id])
-		delete(a.waiting, id)
+		open = append(open, id)
+	}
+	for _, id := range open {
+		s.live = append(s.live, a.take(id))
 	}
 }
+
+// maxRefillScan bounds the waiting alternatives one refill looks at.
+const maxRefillScan = 256
 
 // dropWaiting drops the least probable waiting alternative, freeing its
 // cache (the KV pool is full); it reports false when none waits.
 func (s *search) dropWaiting(reason string) bool {
 	a := s.ad
-	if a == nil || a.frontier.Len() == 0 {
+	if a == nil {
 		return false
 	}
-	items := a.frontier.Items()
-	id := items[len(items)-1]
-	a.frontier.Remove(id)
-	delete(a.waiting, id)
+	id, _, ok := a.frontier.Last()
+	if !ok {
+		return false
+	}
+	a.take(id)
 	s.pruneNode(id, reason)
 	return true
 }
@@ -315,7 +372,7 @@ func (s *search) voteWeight(id tree.ID) float64 {
 func (s *search) tally() (answers []string, mass map[string]float64) {
 	mass = map[string]float64{}
 	for _, id := range s.ad.leaves {
-		a := s.answer(id)
+		a := s.ad.answers[id]
 		if _, ok := mass[a]; !ok {
 			answers = append(answers, a)
 		}
@@ -341,14 +398,11 @@ func (s *search) voteSettled() bool {
 			second = m
 		}
 	}
-	rest := 0.0
+	rest := s.ad.waitMass
 	for _, br := range s.live {
 		rest += math.Exp(s.t.Node(br.leaf).CumLogProb)
 	}
-	for id := range s.ad.waiting {
-		rest += math.Exp(s.t.Node(id).CumLogProb)
-	}
-	return first-second > rest
+	return first-second > rest*(1+1e-9)
 }
 
 // commitAdaptive commits the result when the search ends: the best path
@@ -391,7 +445,7 @@ func (s *search) commitAdaptive() {
 	}
 	best := tree.None
 	for _, id := range a.leaves {
-		if s.answer(id) == win && (best == tree.None || better(id, best)) {
+		if a.answers[id] == win && (best == tree.None || better(id, best)) {
 			best = id
 		}
 	}

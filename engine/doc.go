@@ -1,4 +1,14 @@
 // Package engine runs the search: one batched forward pass per step over every
-// live branch, the entropix policy per branch, forks where varentropy says a
-// few distinct options compete, pruning, and the budget that bounds it all.
+// live branch, and a decoding mode's decisions on the logits.
+//
+// Every mode runs in the same engine with the same budget accounting
+// (Budget.MaxRows counts the forward rows after the prompt), so modes
+// compare at equal compute: greedy, sampling and the single-path entropix
+// sampler; beam search; CoT-decoding (top-k first tokens, greedy paths,
+// aggregated by the answer-span margin); self-consistency and best-of-N over
+// K samples drawn in one batch; and the product, beam-adaptive, a
+// best-first tree search over the points where the model doubts (see
+// adaptive.go): the branches share a copy-on-write paged KV cache and
+// advance together, alternatives wait on a frontier ordered by their path
+// probability, and the finished paths vote on the answer.
 package engine

@@ -37,9 +37,11 @@
 //
 //	LELV  low H, low V     confident            argmax
 //	HELV  high H, low V    uniformly unsure     insert a clarify text ("Wait,"), then sample hotter
-//	LEHV  low H, high V    a few distinct options   branch (search) or an adjusted sample
-//	HEHV  high H, high V   lost                 backspace (search) or a hot resample
+//	LEHV  low H, high V    a few distinct options   an adjusted sample
+//	HEHV  high H, high V   lost                 a hot resample
 //	otherwise              adaptive             best of n draws with adapted T, top-k, top-p, min-p
+//
+// (that is the single-path sampler; Search mode, below, branches instead).
 //
 // EntropixV1 holds the reference constants; other presets come from later
 // entropix versions. Thresholds depend on the model: Calibrate derives them
@@ -52,19 +54,28 @@
 // Trunk is the per-branch state of the policy (generator, penalty history,
 // clarify cooldown, backspace count, scratch); Trunk.Decide turns one Step
 // into a Decision that carries its reason (quadrant, metrics, parameters,
-// score). In Search mode LEHV rows become Branch decisions whose candidates
-// Fork chooses (p >= min_p·p_max with min_p sliding with V, at least two,
-// at most the width and budget allow) and HEHV rows become Backspace
-// decisions; the engine forks with Trunk.Clone or Trunk.Split.
+// score). In Search mode nothing is sampled: a tree search explores by
+// branching. LELV takes the argmax; any other row whose Fork set (p >=
+// min_p·p_max, min_p sliding with V, at most the width and budget allow)
+// holds two tokens or more is a Branch decision; HELV may insert the
+// clarify text; HEHV right after an uncertain token (p below
+// Config.BackspaceBelow) is a Backspace decision; every other row takes
+// the argmax. The engine forks with Trunk.Clone or Trunk.Split.
+//
+// A File holds the whole policy (Config, the score, the clarify text) as
+// JSON; CalibrateSearch fits its thresholds (quadrants, fork cut and
+// varentropy range, backspace bound) to Observations of the search's own
+// rows.
 //
 // The samplers (Temperature, TopK, TopP, MinP, Penalties, ArgMax, Dist,
 // Chain) are composable stages over Candidates in the llama.cpp manner,
 // each with Apply, Accept, Reset and Clone. Top-k and top-p select in
 // expected linear time instead of sorting the vocabulary.
 //
-// PathScore aggregates along a path either the entropix score (log p plus
-// the confidence C of each step) or the CoT-decoding margin p(top1) -
-// p(top2); the engine picks one with ScoreKind.
+// PathScore aggregates along a path the log-probability, the entropix
+// confidence C of each step, the CoT-decoding margin p(top1) - p(top2) and
+// DeepConf's lowest group confidence; ScoreKind picks the one the engine
+// weighs paths by.
 //
 // # Reference bugs avoided
 //

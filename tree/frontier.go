@@ -2,6 +2,7 @@ package tree
 
 import (
 	"cmp"
+	"iter"
 
 	"github.com/emirpasic/gods/v2/trees/redblacktree"
 )
@@ -107,6 +108,35 @@ func (f *Frontier) Priority(id ID) (float64, bool) {
 
 // Len returns the number of IDs in the frontier.
 func (f *Frontier) Len() int { return len(f.prio) }
+
+// Last returns the ID of lowest priority and its priority without removing
+// it; ok is false when the frontier is empty.
+func (f *Frontier) Last() (id ID, priority float64, ok bool) {
+	if f.rb == nil {
+		return None, 0, false
+	}
+	n := f.rb.Right()
+	if n == nil {
+		return None, 0, false
+	}
+	return n.Key.id, n.Key.prio, true
+}
+
+// All yields the IDs and priorities from highest to lowest priority,
+// stopping when yield returns false. The frontier must not change during
+// the walk.
+func (f *Frontier) All() iter.Seq2[ID, float64] {
+	return func(yield func(ID, float64) bool) {
+		if f.rb == nil {
+			return
+		}
+		for it := f.rb.Iterator(); it.Next(); {
+			if !yield(it.Key().id, it.Key().prio) {
+				return
+			}
+		}
+	}
+}
 
 // Items returns the IDs from highest to lowest priority.
 func (f *Frontier) Items() []ID {

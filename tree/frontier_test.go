@@ -21,6 +21,19 @@ func TestFrontierOrder(t *testing.T) {
 	if got, want := f.Items(), []ID{3, 9, 5, 7, 1}; !slices.Equal(got, want) {
 		t.Fatalf("Items = %v, want %v", got, want)
 	}
+	if id, _, ok := f.Last(); !ok || id != 1 {
+		t.Fatalf("Last = %d %v", id, ok)
+	}
+	var walked []ID
+	for id := range f.All() {
+		walked = append(walked, id)
+		if len(walked) == 3 {
+			break
+		}
+	}
+	if !slices.Equal(walked, []ID{3, 9, 5}) {
+		t.Fatalf("All, first three: %v", walked)
+	}
 	if id, p, ok := f.Peek(); !ok || id != 3 || p != 2 || f.Len() != 5 {
 		t.Fatalf("Peek = %d %v %v, Len %d", id, p, ok, f.Len())
 	}

@@ -480,6 +480,32 @@ func TestSamplingBaselines(t *testing.T) {
 			t.Errorf("%s: JSON result %+v", mode, r.Result)
 		}
 	}
+	// Beam-adaptive within a row budget: the rows it spent are in --json.
+	out := filepath.Join(t.TempDir(), "r.json")
+	fay := `Question: Fay has 75 eggs. She sells 67 eggs. She buys 4 bags with 9 eggs in each bag. How many eggs does Fay have now?\nAnswer:`
+	code, stdout, stderr := runCLI("-m", arith, "--beam-adaptive", "--budget-rows", "200", "-p", fay, "--json", out)
+	if code != 0 || !strings.Contains(stdout, "#### ") {
+		t.Fatalf("--beam-adaptive: exit %d, %q: %s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Result struct {
+			Mode  string `json:"mode"`
+			Stats struct {
+				Rows  int `json:"rows"`
+				Forks int `json:"forks"`
+			} `json:"stats"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Result.Mode != "beam-adaptive" || r.Result.Stats.Rows <= 48 || r.Result.Stats.Rows > 200 || r.Result.Stats.Forks == 0 {
+		t.Errorf("--beam-adaptive --budget-rows 200: JSON result %+v", r.Result)
+	}
 	checkUsageErrors(t, []usageCase{
 		{[]string{"-m", arith, "-p", "hi", "--self-consistency", "65"}, "1..64"},
 		{[]string{"-m", arith, "-p", "hi", "--best-of", "-1"}, "1..64"},
