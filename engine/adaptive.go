@@ -32,6 +32,7 @@ import (
 // early once the vote is settled: when the leading answer's lead exceeds
 // the probability of every path not yet finished.
 type adaptive struct {
+	*search
 	frontier *tree.Frontier
 	waiting  map[tree.ID]*branch // the frontier's branches, their token not yet fed
 	// waitMass is the probability of the waiting paths, Σ exp(priority).
@@ -42,8 +43,8 @@ type adaptive struct {
 	pathLen  int // longest finished path (tokens), for admission
 }
 
-func newAdaptive() *adaptive {
-	return &adaptive{frontier: tree.NewFrontier(), waiting: map[tree.ID]*branch{},
+func newAdaptive(s *search) *adaptive {
+	return &adaptive{search: s, frontier: tree.NewFrontier(), waiting: map[tree.ID]*branch{},
 		scores: map[tree.ID]policy.PathScore{}, answers: map[tree.ID]string{}}
 }
 
@@ -82,17 +83,17 @@ func (a *adaptive) take(id tree.ID) *branch {
 	return br
 }
 
-// stepAdaptive is one step of beam-adaptive search: a decision for every
+// advance is one step of beam-adaptive search: a decision for every
 // live branch, then the frontier refills the width and the search ends when
 // nothing is left to explore, the rows cannot pay for more, or the vote is
 // settled.
-func (s *search) stepAdaptive() error {
+func (s *adaptive) advance() error {
 	for _, br := range slices.Clone(s.live) {
 		if err := s.decideAdaptive(br); err != nil {
 			return err
 		}
 	}
-	a := s.ad
+	a := s
 	if len(a.leaves) > 0 && s.voteSettled() {
 		s.finish("settled", false)
 		return nil
@@ -108,13 +109,8 @@ func (s *search) stepAdaptive() error {
 	return nil
 }
 
-// backspaceOn reports whether the policy may hand Backspace to the engine.
-func (s *search) backspaceOn() bool {
-	return s.b.MaxWidth >= 2 && s.opts.Policy.Backspace && s.opts.Policy.MaxBackspaces > 0
-}
-
 // decideAdaptive applies the policy's decision for br.
-func (s *search) decideAdaptive(br *branch) error {
+func (s *adaptive) decideAdaptive(br *branch) error {
 	logits := s.logits(br)
 	leaf := s.t.Node(br.leaf)
 	budget := 1
@@ -140,7 +136,7 @@ func (s *search) decideAdaptive(br *branch) error {
 	return s.applyAdaptive(br, &d, logits)
 }
 
-func (s *search) applyAdaptive(br *branch, d *policy.Decision, logits []float32) error {
+func (s *adaptive) applyAdaptive(br *branch, d *policy.Decision, logits []float32) error {
 	s.logDecision(br, d)
 	lz, _ := logSumExp(logits)
 	switch d.Action {
@@ -159,7 +155,7 @@ func (s *search) applyAdaptive(br *branch, d *policy.Decision, logits []float32)
 // keepPrev keeps the logits that chose br's new leaf, for a Backspace at
 // the next step. Clarify insertions keep none: their last token was not
 // chosen from these logits (see forward, which stashes the right row).
-func (s *search) keepPrev(br *branch, d *policy.Decision, logits []float32) {
+func (s *adaptive) keepPrev(br *branch, d *policy.Decision, logits []float32) {
 	if !s.backspaceOn() {
 		return
 	}
@@ -174,9 +170,9 @@ func (s *search) keepPrev(br *branch, d *policy.Decision, logits []float32) {
 // that chose it (the policy bans that token and a second backspace). A
 // token that was a fork's choice is not chosen again: its siblings wait on
 // the frontier, so the branch is simply dropped.
-func (s *search) backspace(br *branch) error {
+func (s *adaptive) backspace(br *branch) error {
 	leaf := s.t.Node(br.leaf)
-	if leaf.Action == policy.Branch && s.ad.frontier.Len()+len(s.live) > 1 {
+	if leaf.Action == policy.Branch && s.frontier.Len()+len(s.live) > 1 {
 		s.prune(br, "lost")
 		return nil
 	}
@@ -209,7 +205,7 @@ func (s *search) backspace(br *branch) error {
 }
 
 // argmaxDecision is a Greedy decision for logits measured as m.
-func (s *search) argmaxDecision(logits []float32, m policy.Metrics) policy.Decision {
+func (s *adaptive) argmaxDecision(logits []float32, m policy.Metrics) policy.Decision {
 	lz, arg := logSumExp(logits)
 	lp := float64(logits[arg]) - lz
 	c := policy.Confidence(m)
@@ -220,13 +216,13 @@ func (s *search) argmaxDecision(logits []float32, m policy.Metrics) policy.Decis
 // branchOut forks br: br goes on with the most probable candidate, every
 // other one waits on the frontier with its own branch (a copy-on-write
 // fork of br's cache, its token fed when it is re-opened).
-func (s *search) branchOut(br *branch, d *policy.Decision, logits []float32, lz float64) {
+func (s *adaptive) branchOut(br *branch, d *policy.Decision, logits []float32, lz float64) {
 	cands := slices.Clone(d.Candidates)
 	from, base := br.leaf, br.score
 	conf := s.tokenConf(logits, lz)
 	s.res.Stats.Forks++
 	for i, c := range slices.Backward(cands) {
-		if i > 0 && !s.ad.worthWaiting(s.t.Node(from).CumLogProb+c.LogProb) {
+		if i > 0 && !s.worthWaiting(s.t.Node(from).CumLogProb+c.LogProb) {
 			continue // less probable than every path the frontier can hold
 		}
 		kid := br
@@ -250,29 +246,19 @@ func (s *search) branchOut(br *branch, d *policy.Decision, logits []float32, lz 
 		n := s.t.Node(kid.leaf)
 		n.Score = kid.score.Value(s.opts.Score)
 		if i > 0 && !s.isStop(c.Token) && n.Depth < s.b.MaxTokens {
-			if s.ad.frontier.Len() >= maxWaiting {
+			if s.frontier.Len() >= maxWaiting {
 				s.dropWaiting("frontier-full")
 			}
-			s.ad.wait(kid, n.CumLogProb)
+			s.wait(kid, n.CumLogProb)
 			continue
 		}
 		s.endIfDone(kid)
 	}
 }
 
-// tokenConf is DeepConf's token confidence of a row.
-func (s *search) tokenConf(logits []float32, lz float64) float64 {
-	s.top = topK(logits, policy.GroupTopK, s.top)
-	var sum float64
-	for _, t := range s.top {
-		sum += float64(logits[t]) - lz
-	}
-	return -sum / float64(max(len(s.top), 1))
-}
-
 // endIfDone finishes br's path at a stop token or the token limit: it
 // leaves the live set and its cache is freed.
-func (s *search) endIfDone(br *branch) {
+func (s *adaptive) endIfDone(br *branch) {
 	n := s.t.Node(br.leaf)
 	switch {
 	case s.isStop(n.Token):
@@ -287,7 +273,7 @@ func (s *search) endIfDone(br *branch) {
 		n.Seq = nil
 	}
 	s.live = slices.DeleteFunc(s.live, func(b *branch) bool { return b == br })
-	a := s.ad
+	a := s
 	a.leaves = append(a.leaves, br.leaf)
 	a.scores[br.leaf] = br.score
 	a.answers[br.leaf] = s.answer(br.leaf)
@@ -296,8 +282,8 @@ func (s *search) endIfDone(br *branch) {
 
 // refill re-opens the best waiting alternatives while the width allows and
 // the rows left can pay for every live path to finish.
-func (s *search) refill() {
-	a := s.ad
+func (s *adaptive) refill() {
+	a := s
 	if len(a.leaves) == 0 && len(s.live) > 0 {
 		return // the first path runs alone (unless it was dropped)
 	}
@@ -335,8 +321,8 @@ const maxRefillScan = 256
 
 // dropWaiting drops the least probable waiting alternative, freeing its
 // cache (the KV pool is full); it reports false when none waits.
-func (s *search) dropWaiting(reason string) bool {
-	a := s.ad
+func (s *adaptive) dropWaiting(reason string) bool {
+	a := s
 	if a == nil {
 		return false
 	}
@@ -351,13 +337,13 @@ func (s *search) dropWaiting(reason string) bool {
 
 // rowsToFinish estimates the rows a path at node id needs to end: as long
 // as the longest finished path, and at least one.
-func (s *search) rowsToFinish(id tree.ID) int {
-	return max(s.ad.pathLen-s.t.Node(id).Depth+1, 1)
+func (s *adaptive) rowsToFinish(id tree.ID) int {
+	return max(s.pathLen-s.t.Node(id).Depth+1, 1)
 }
 
 // voteWeight is a finished path's weight in the vote.
-func (s *search) voteWeight(id tree.ID) float64 {
-	sc := s.ad.scores[id]
+func (s *adaptive) voteWeight(id tree.ID) float64 {
+	sc := s.scores[id]
 	switch s.opts.Score {
 	case policy.ScoreLogProb:
 		return math.Exp(s.t.Node(id).CumLogProb)
@@ -369,10 +355,10 @@ func (s *search) voteWeight(id tree.ID) float64 {
 
 // tally sums the vote weights of the finished paths by answer, in the
 // order the answers first appeared.
-func (s *search) tally() (answers []string, mass map[string]float64) {
+func (s *adaptive) tally() (answers []string, mass map[string]float64) {
 	mass = map[string]float64{}
-	for _, id := range s.ad.leaves {
-		a := s.ad.answers[id]
+	for _, id := range s.leaves {
+		a := s.answers[id]
 		if _, ok := mass[a]; !ok {
 			answers = append(answers, a)
 		}
@@ -384,7 +370,7 @@ func (s *search) tally() (answers []string, mass map[string]float64) {
 // voteSettled reports whether no path still open could change the vote:
 // the leading answer leads by more than the probability of every live and
 // waiting path. Only probability weights bound what is left.
-func (s *search) voteSettled() bool {
+func (s *adaptive) voteSettled() bool {
 	if s.opts.Score != policy.ScoreLogProb {
 		return false
 	}
@@ -398,18 +384,18 @@ func (s *search) voteSettled() bool {
 			second = m
 		}
 	}
-	rest := s.ad.waitMass
+	rest := s.waitMass
 	for _, br := range s.live {
 		rest += math.Exp(s.t.Node(br.leaf).CumLogProb)
 	}
 	return first-second > rest*(1+1e-9)
 }
 
-// commitAdaptive commits the result when the search ends: the best path
+// finalize commits the result when the search ends: the best path
 // of the answer with the most weight, or, when no path has finished, the
 // most probable of the paths still open.
-func (s *search) commitAdaptive() {
-	a := s.ad
+func (s *adaptive) finalize() {
+	a := s
 	for id := range a.waiting {
 		// Not explored, which is not a prune: Stats.Prunes leaves them out.
 		s.t.PruneSubtree(id, "unexplored", s.free)

@@ -17,16 +17,31 @@ type beamCand struct {
 	tok     int32
 }
 
+// beamSearch is fixed-width beam search's state.
+type beamSearch struct {
+	*search
+	finished []tree.ID // finished hypotheses
+	cands    []beamCand
+	metrics  []policy.Metrics
+	leaves   []tree.ID
+	scores   []policy.PathScore
+}
+
+func (s *beamSearch) advance() error {
+	s.stepBeam()
+	return nil
+}
+
 // stepBeam is one step of fixed-width beam search: every beam proposes its
 // K most probable tokens; the K best extensions by length-normalised
 // log-probability live on (the first child of a beam keeps its cache, the
 // others fork it), end-of-text extensions that rank among them become
 // finished hypotheses, and beams with no surviving child are pruned.
-func (s *search) stepBeam() {
+func (s *beamSearch) stepBeam() {
 	k := s.b.MaxWidth
-	cands := s.beamCands[:0]
-	metrics := s.beamMetrics[:0]
-	leaves := s.beamLeaves[:0]
+	cands := s.cands[:0]
+	metrics := s.metrics[:0]
+	leaves := s.leaves[:0]
 	for i, br := range s.live {
 		logits := s.logits(br)
 		lz, _ := logSumExp(logits)
@@ -47,15 +62,15 @@ func (s *search) stepBeam() {
 		}
 		return cmp.Or(cmp.Compare(a.parent, b.parent), cmp.Compare(a.tok, b.tok))
 	})
-	s.beamCands, s.beamMetrics, s.beamLeaves = cands, metrics, leaves
+	s.cands, s.metrics, s.leaves = cands, metrics, leaves
 
 	used := make([]bool, len(s.live))
 	forked := make([]bool, len(s.live)) // a parent counted as a fork point
-	scores := s.beamScores[:0]          // the parents' scores before this step
+	scores := s.scores[:0]              // the parents' scores before this step
 	for _, br := range s.live {
 		scores = append(scores, br.score)
 	}
-	s.beamScores = scores
+	s.scores = scores
 	var next []*branch
 	q := s.opts.Policy.Thresholds
 	for i := range cands {
@@ -112,8 +127,8 @@ func (s *search) stepBeam() {
 	}
 }
 
-// commitBeam commits the best hypothesis, finished or live.
-func (s *search) commitBeam() {
+// finalize commits the best hypothesis, finished or live.
+func (s *beamSearch) finalize() {
 	best, bestScore := tree.None, 0.0
 	consider := func(id tree.ID, score float64) {
 		if best == tree.None || score > bestScore {

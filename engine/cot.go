@@ -8,6 +8,17 @@ import (
 	"github.com/entropix-search/entropix-search/tree"
 )
 
+// cotDecoding is CoT-decoding's state: every path, finished or not.
+type cotDecoding struct {
+	*search
+	paths []*branch
+}
+
+func (s *cotDecoding) advance() error {
+	s.stepCoT()
+	return nil
+}
+
 // stepCoT is one step of CoT-decoding (Wang & Zhou, 2024): at the first
 // step the K most probable tokens each start a branch; every branch then
 // continues greedily, all of them in one batch, until end of text or the
@@ -16,7 +27,7 @@ import (
 // the whole continuation when there is none), and the paths aggregate by
 // answer: the answer with the largest sum of Δ wins, and its path of
 // highest Δ is the result (the paper's "CoT-decoding (agg)").
-func (s *search) stepCoT() {
+func (s *cotDecoding) stepCoT() {
 	q := s.opts.Policy.Thresholds
 	if s.step == 0 {
 		root := s.live[0]
@@ -36,7 +47,7 @@ func (s *search) stepCoT() {
 			}
 			s.extend(br, t, float64(logits[t])-lz, m, q.Quadrant(m), policy.Branch)
 			br.margins = append(br.margins[:0], policy.TopMargin(logits))
-			s.cot = append(s.cot, br)
+			s.paths = append(s.paths, br)
 			if s.isStop(t) {
 				continue
 			}
@@ -75,9 +86,9 @@ func (s *search) checkEnd() {
 	}
 }
 
-// commitCoT commits the path of highest Δ of the answer whose paths sum
+// finalize commits the path of highest Δ of the answer whose paths sum
 // to the largest Δ.
-func (s *search) commitCoT() {
+func (s *cotDecoding) finalize() {
 	type path struct {
 		leaf   tree.ID
 		answer string
@@ -86,7 +97,7 @@ func (s *search) commitCoT() {
 	var paths []path
 	mass := map[string]float64{}
 	var order []string
-	for _, br := range s.cot {
+	for _, br := range s.paths {
 		if br.leaf == tree.Root {
 			continue
 		}
@@ -121,7 +132,7 @@ func (s *search) commitCoT() {
 // answerMargin is CoT-decoding's Δ of a branch: its mean margin over the
 // tokens that overlap the last occurrence of its answer in its text, or
 // over all its tokens when it has no answer.
-func (s *search) answerMargin(br *branch) float64 {
+func (s *cotDecoding) answerMargin(br *branch) float64 {
 	path := s.t.Path(br.leaf)[1:]
 	toks := make([]int, 0, len(path))
 	for _, id := range path {

@@ -42,10 +42,19 @@ func (s *search) sampleChain(stream uint64) *policy.Chain {
 	return ch
 }
 
+// samples is self-consistency's and best-of-N's decoder: their state is
+// the K branches themselves.
+type samples struct{ *search }
+
+func (s *samples) advance() error {
+	s.stepSamples()
+	return nil
+}
+
 // stepSamples is one step of self-consistency or best-of-N: at the first
 // step the root forks into K branches (sharing its logits), then every
 // branch samples its next token from its own chain.
-func (s *search) stepSamples() {
+func (s *samples) stepSamples() {
 	if s.step == 0 {
 		root := s.live[0]
 		for i := 1; i < s.b.MaxWidth; i++ {
@@ -80,10 +89,10 @@ func (s *search) stepSamples() {
 	s.checkEnd()
 }
 
-// commitSamples commits the answer of the samples: best-of-N's most
+// finalize commits the answer of the samples: best-of-N's most
 // probable one, or self-consistency's most voted answer (its most
 // probable sample).
-func (s *search) commitSamples() {
+func (s *samples) finalize() {
 	leaves := append(s.t.Leaves(tree.Finished), s.t.Leaves(tree.Live)...)
 	leaves = slices.DeleteFunc(leaves, func(id tree.ID) bool { return id == tree.Root })
 	if len(leaves) == 0 {

@@ -61,16 +61,50 @@ type search struct {
 	unsent    []int
 	dec       *tokenizer.Decoder
 
-	// Mode state.
-	finished    []tree.ID // beam: finished hypotheses
-	beamCands   []beamCand
-	beamMetrics []policy.Metrics
-	beamLeaves  []tree.ID
-	beamScores  []policy.PathScore
-	ad          *adaptive // beam-adaptive: the frontier and the finished paths
-	cot         []*branch // cot-decoding: every path, finished or not
-	cand        policy.Candidates
-	top         []int
+	// mode holds the decoding mode's own state and decisions.
+	mode decoder
+	// Scratch shared by the modes.
+	cand policy.Candidates
+	top  []int
+}
+
+// decoder is one decoding mode: one type per mode, each holding its own
+// state next to the search it runs in.
+type decoder interface {
+	// advance applies the mode's decisions to the logits of the last
+	// forward pass.
+	advance() error
+	// finalize commits the result when the search ends (a multi-branch
+	// mode chooses among its branches; single-path modes have committed
+	// as they went).
+	finalize()
+}
+
+// newDecoder returns the decoder of s's mode.
+func newDecoder(s *search) decoder {
+	switch s.opts.Mode {
+	case Beam:
+		return &beamSearch{search: s}
+	case CoTDecoding:
+		return &cotDecoding{search: s}
+	case BeamAdaptive:
+		return newAdaptive(s)
+	case SelfConsistency, BestOfN:
+		return &samples{search: s}
+	}
+	return &singlePath{search: s}
+}
+
+// waitDropper is a decoder that keeps branches waiting outside the live
+// set (beam-adaptive's frontier), which may be dropped to free the cache.
+type waitDropper interface {
+	dropWaiting(reason string) bool
+}
+
+// dropWaiting drops a waiting branch of the mode, if it keeps any.
+func (s *search) dropWaiting(reason string) bool {
+	d, ok := s.mode.(waitDropper)
+	return ok && d.dropWaiting(reason)
 }
 
 func newSearch(e *Engine, ctx context.Context, text string, ids []int, b Budget) *search {
@@ -85,9 +119,7 @@ func newSearch(e *Engine, ctx context.Context, text string, ids []int, b Budget)
 	if e.opts.Mode == Entropix || e.opts.Mode == BeamAdaptive {
 		s.attn = []int{e.m.Config.Layers - 1}
 	}
-	if e.opts.Mode == BeamAdaptive {
-		s.ad = newAdaptive()
-	}
+	s.mode = newDecoder(s)
 	return s
 }
 
@@ -140,7 +172,7 @@ func (s *search) run() error {
 		case err != nil:
 			return err
 		}
-		if err := s.advance(); err != nil {
+		if err := s.mode.advance(); err != nil {
 			return err
 		}
 		s.step++
@@ -175,23 +207,6 @@ func (s *search) init(root *branch) error {
 		}
 		tr.Prime(s.prompt)
 		root.trunk = tr
-	}
-	return nil
-}
-
-// advance applies the mode's decisions to the logits of the last step.
-func (s *search) advance() error {
-	switch s.opts.Mode {
-	case Beam:
-		s.stepBeam()
-	case CoTDecoding:
-		s.stepCoT()
-	case BeamAdaptive:
-		return s.stepAdaptive()
-	case SelfConsistency, BestOfN:
-		s.stepSamples()
-	default:
-		return s.stepSingle()
 	}
 	return nil
 }
@@ -255,7 +270,7 @@ func (s *search) forward() error {
 	// A multi-token feed after the prompt is a clarify insertion; when
 	// Backspace may follow, the logits that predicted its last token are
 	// kept too.
-	stash := s.step > 0 && s.opts.Mode == BeamAdaptive && s.backspaceOn()
+	stash := s.step > 0 && s.backspaceOn()
 	s.rows = s.rows[:0]
 	for _, br := range s.live {
 		n := len(br.feed)
@@ -289,6 +304,21 @@ func (s *search) forward() error {
 	st.KVBlocksPeak = max(st.KVBlocksPeak, s.e.kv.Stats().BlocksInUse)
 	st.MaxLive = max(st.MaxLive, len(s.live))
 	return nil
+}
+
+// backspaceOn reports whether the policy may hand Backspace to the engine.
+func (s *search) backspaceOn() bool {
+	return s.opts.Mode == BeamAdaptive && s.b.MaxWidth >= 2 && s.opts.Policy.Backspace && s.opts.Policy.MaxBackspaces > 0
+}
+
+// tokenConf is DeepConf's token confidence of a row.
+func (s *search) tokenConf(logits []float32, lz float64) float64 {
+	s.top = topK(logits, policy.GroupTopK, s.top)
+	var sum float64
+	for _, t := range s.top {
+		sum += float64(logits[t]) - lz
+	}
+	return -sum / float64(max(len(s.top), 1))
 }
 
 // logits and attention of a branch in the current step.
@@ -444,23 +474,7 @@ func (s *search) finish(reason string, exhausted bool) {
 	}
 	s.res.Stopped = reason
 	s.res.BudgetExhausted = exhausted
-	if s.opts.Mode != Greedy && s.opts.Mode != Sample && s.opts.Mode != Entropix {
-		s.commitBest()
-	}
-}
-
-// commitBest commits the best leaf when a multi-branch search ends.
-func (s *search) commitBest() {
-	switch s.opts.Mode {
-	case Beam:
-		s.commitBeam()
-	case CoTDecoding:
-		s.commitCoT()
-	case BeamAdaptive:
-		s.commitAdaptive()
-	case SelfConsistency, BestOfN:
-		s.commitSamples()
-	}
+	s.mode.finalize()
 }
 
 // result completes the Result (text, stats) once the search has ended.

@@ -5,9 +5,16 @@ import (
 	"github.com/entropix-search/entropix-search/tree"
 )
 
-// stepSingle advances the one branch of the single-path modes (greedy,
+// singlePath is the decoder of the single-path modes (greedy, sample,
+// entropix): one branch, no state of its own.
+type singlePath struct{ *search }
+
+// finalize has nothing to choose: every token was committed when chosen.
+func (s *singlePath) finalize() {}
+
+// advance advances the one branch of the single-path modes (greedy,
 // sample, entropix): every token is committed as soon as it is chosen.
-func (s *search) stepSingle() error {
+func (s *singlePath) advance() error {
 	br := s.live[0]
 	logits := s.logits(br)
 	lz, arg := logSumExp(logits)
