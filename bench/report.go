@@ -350,7 +350,7 @@ func (t *TaskReport) Findings() []string {
 				for _, m := range ms {
 					vs = append(vs, fmt.Sprintf("%s %s against %s", m.name, m.format(m.value(ba)), m.format(m.value(ex))))
 				}
-				f += fmt.Sprintf(" Against the entropix sampler (the same policy on one path): %s, for %.0f rows against %.0f.", strings.Join(vs, ", "), ba.Rows, ex.Rows)
+				f += fmt.Sprintf(" Against the entropix sampler (the same quadrants on one path, sampling where the search branches): %s, for %.0f rows against %.0f.", strings.Join(vs, ", "), ba.Rows, ex.Rows)
 			}
 		}
 		fs = append(fs, f)

@@ -68,7 +68,7 @@ func TestNoGain(t *testing.T) {
 		!strings.Contains(f[1], "best loglik/token: beam (-0.400)") ||
 		!strings.Contains(f[1], "best accuracy: beam-adaptive (60%)") ||
 		!strings.Contains(f[1], "Among the modes with the fewest loops (0%), the most probable text came from sample (-0.900)") ||
-		!strings.Contains(f[1], "Against the entropix sampler (the same policy on one path): loglik/token -1.000 against -1.200") ||
+		!strings.Contains(f[1], "Against the entropix sampler (the same quadrants on one path, sampling where the search branches): loglik/token -1.000 against -1.200") ||
 		!strings.Contains(f[0], "best loglik/token: every mode (-1.000)") {
 		t.Errorf("Findings:\n%s", strings.Join(f, "\n"))
 	}

@@ -101,8 +101,10 @@ type waitDropper interface {
 	dropWaiting(reason string) bool
 }
 
-// dropWaiting drops a waiting branch of the mode, if it keeps any.
-func (s *search) dropWaiting(reason string) bool {
+// shedWaiting drops a waiting branch of the mode, if it keeps any. (Not
+// named dropWaiting: every decoder embeds *search, and a promoted method
+// of that name would make every mode a waitDropper calling itself.)
+func (s *search) shedWaiting(reason string) bool {
 	d, ok := s.mode.(waitDropper)
 	return ok && d.dropWaiting(reason)
 }
@@ -160,7 +162,7 @@ func (s *search) run() error {
 		case errors.Is(err, kvcache.ErrCacheFull):
 			// fit counts blocks conservatively, so this is rare: drop
 			// the worst branch and try again, or stop.
-			if s.dropWaiting("kv-full") {
+			if s.shedWaiting("kv-full") {
 				continue
 			}
 			if len(s.live) <= 1 {
@@ -253,7 +255,7 @@ func (s *search) fit() bool {
 		}
 	}
 	for s.blocksNeeded() > s.e.kv.Stats().FreeBlocks {
-		if s.dropWaiting("kv-full") {
+		if s.shedWaiting("kv-full") {
 			continue
 		}
 		if len(s.live) <= 1 {

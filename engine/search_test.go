@@ -293,6 +293,25 @@ func TestKVFullPrunes(t *testing.T) {
 	t.Logf("stopped %q after %d tokens, %d kv-full prunes, peak %d blocks", res.Stopped, len(res.Tokens), kvPrunes, res.Stats.KVBlocksPeak)
 }
 
+// Every mode survives a full KV pool (regression: a mode without waiting
+// branches once recursed forever looking for one to drop).
+func TestKVFullEveryMode(t *testing.T) {
+	m := loadStories(t)
+	for _, mode := range Modes() {
+		e := newEngine(t, m, WithMode(mode), WithSeed(5), WithWidth(8), WithCacheTokens(96))
+		res, err := e.Search(context.Background(), "Once upon a time", Budget{MaxTokens: 60})
+		if err != nil {
+			t.Fatalf("%v: %v", mode, err)
+		}
+		if len(res.Tokens) == 0 {
+			t.Errorf("%v: no tokens (stopped %q)", mode, res.Stopped)
+		}
+		if n := e.Cache().Stats().BlocksInUse; n != 0 {
+			t.Fatalf("%v: %d blocks leaked", mode, n)
+		}
+	}
+}
+
 func TestGreedySearch(t *testing.T) {
 	m := loadStories(t)
 	var streamed strings.Builder
