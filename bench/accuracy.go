@@ -9,7 +9,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 )
 
 // z95 is the standard normal quantile of 0.975: a two-sided 95 % interval.
@@ -171,7 +170,7 @@ func (r *Report) accuracyPlot(t *TaskReport) (*plot.Plot, error) {
 	p.X.Tick.Marker = budgetTicks(t)
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
-	ymax := 0.0
+	ymin, ymax := 100.0, 0.0
 	for i, mode := range r.plotModes(t) {
 		var pts errPoints
 		for _, x := range t.Results {
@@ -180,6 +179,7 @@ func (r *Report) accuracyPlot(t *TaskReport) (*plot.Plot, error) {
 				pts.XYs = append(pts.XYs, plotter.XY{X: x.Rows, Y: y})
 				pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{y - 100*x.AccuracyLow, 100*x.AccuracyHigh - y})
 				ymax = max(ymax, 100*x.AccuracyHigh)
+				ymin = min(ymin, 100*x.AccuracyLow)
 			}
 		}
 		if len(pts.XYs) == 0 {
@@ -193,26 +193,27 @@ func (r *Report) accuracyPlot(t *TaskReport) (*plot.Plot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("bench: svg: %w", err)
 		}
-		l.Color = plotutil.Color(i)
-		l.Dashes = plotutil.Dashes(i)
-		marks.Color = plotutil.Color(i)
-		marks.Shape = plotutil.Shape(i)
-		bars.Color = plotutil.Color(i)
+		styleLine(l, marks, mode, i)
+		bars.Color = l.Color
 		p.Add(l, marks, bars)
 		p.Legend.Add(mode.String(), l, marks)
 	}
 	setBudgetRange(p, t)
-	p.Y.Min = 0
-	// Room above the lines for the legend; ticks only up to 100 %.
-	p.Y.Max = min(1.5*max(ymax, 10), 150)
-	var ticks []plot.Tick
-	step := 10.0
-	if ymax > 50 {
-		step = 20
-	} else if ymax < 10 {
+	// The range the intervals span, in steps of 5 %, with room above the
+	// lines for the legend (a spread of a few points must show).
+	ymin, ymax = min(ymin, ymax), max(ymax, ymin)
+	p.Y.Min = max(0, 5*math.Floor(ymin/5-0.5))
+	top := 5 * math.Ceil(ymax/5+0.5)
+	p.Y.Max = top + 0.8*(top-p.Y.Min)
+	step := 5.0
+	if top-p.Y.Min > 40 {
+		step = 10
+	}
+	if top-p.Y.Min < 10 {
 		step = 2
 	}
-	for y := 0.0; y <= min(p.Y.Max, 100)+1e-9; y += step {
+	var ticks []plot.Tick
+	for y := p.Y.Min; y <= min(top, 100)+1e-9; y += step {
 		ticks = append(ticks, plot.Tick{Value: y, Label: strconv.FormatFloat(y, 'f', -1, 64)})
 	}
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"slices"
@@ -628,10 +629,7 @@ func (r *Report) plots() ([]*plot.Plot, error) {
 			if err != nil {
 				return nil, fmt.Errorf("bench: svg: %w", err)
 			}
-			l.Color = plotutil.Color(i)
-			l.Dashes = plotutil.Dashes(i)
-			pts.Color = plotutil.Color(i)
-			pts.Shape = plotutil.Shape(i)
+			styleLine(l, pts, mode, i)
 			p.Add(l, pts)
 			p.Legend.Add(mode.String(), l, pts)
 		}
@@ -641,6 +639,27 @@ func (r *Report) plots() ([]*plot.Plot, error) {
 		row = append(row, p)
 	}
 	return row, nil
+}
+
+// modePalette gives each line its own colour (plotutil's palettes have
+// seven, and a report can hold eight modes): the Tableau 10 colours.
+var modePalette = []color.RGBA{
+	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255},
+	{148, 103, 189, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255},
+	{188, 189, 34, 255}, {23, 190, 207, 255},
+}
+
+// styleLine styles the line and marks of the i-th mode; beam-adaptive,
+// the product, is drawn thicker.
+func styleLine(l *plotter.Line, pts *plotter.Scatter, mode engine.Mode, i int) {
+	c := modePalette[i%len(modePalette)]
+	l.Color, pts.Color = c, c
+	l.Dashes = plotutil.Dashes(i)
+	pts.Shape = plotutil.Shape(i)
+	if mode == engine.BeamAdaptive {
+		l.Width = 2 * vg.Points(1)
+		l.Dashes = nil
+	}
 }
 
 // plotModes are the modes drawn, one line each: the config's, or those

@@ -233,7 +233,7 @@ func (c *config) check() error {
 	default:
 		errs = append(errs, fmt.Errorf("--log-format %q: want console or json", c.logFormat))
 	}
-	if c.model == "" {
+	if c.model == "" && !c.printPolicy {
 		errs = append(errs, errors.New("no model: give one with -m FILE (GGUF or llama2.c .bin)"))
 	}
 	return errors.Join(errs...)

@@ -89,12 +89,6 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	if c.threads > 0 {
 		kernels.SetThreads(c.threads)
 	}
-	m, err := model.Load(c.model, c.tokenizer)
-	if err != nil {
-		return usageError{err}
-	}
-	defer m.Close()
-
 	pf, err := effectivePolicy(c)
 	if err != nil {
 		return usageError{err}
@@ -102,6 +96,12 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	if c.printPolicy {
 		return pf.Write(stdout)
 	}
+	m, err := model.Load(c.model, c.tokenizer)
+	if err != nil {
+		return usageError{err}
+	}
+	defer m.Close()
+
 	if c.calibrate != "" {
 		return calibrate(ctx, c, m, pf, stdout, stderr)
 	}

@@ -434,6 +434,10 @@ func TestCalibrateThenUse(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out2), &back) != nil || back["score"] != "margin" || fmt.Sprint(back["fork"]) != fmt.Sprint(pol["fork"]) {
 		t.Fatalf("--print-policy: exit %d, %s, %s", code, out2, errs)
 	}
+	// No model is needed to print the defaults.
+	if code, out, errs := runCLI("--print-policy"); code != 0 || !strings.Contains(out, `"score": "logprob"`) {
+		t.Errorf("--print-policy alone: exit %d, %s, %s", code, out, errs)
+	}
 	if code, _, errs := cli(t, "-p", "x", "--score", "best"); code != exitUsage {
 		t.Errorf("--score best: exit %d, %s", code, errs)
 	}
