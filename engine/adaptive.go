@@ -419,16 +419,7 @@ func (s *adaptive) finalize() {
 		}
 		return
 	}
-	answers, mass := s.tally()
-	if len(answers) > 1 {
-		answers = slices.DeleteFunc(answers, func(x string) bool { return x == noAnswer })
-	}
-	win := answers[0]
-	for _, x := range answers[1:] {
-		if mass[x] > mass[win] {
-			win = x
-		}
-	}
+	win := heaviest(s.tally())
 	best := tree.None
 	for _, id := range a.leaves {
 		if a.answers[id] == win && (best == tree.None || better(id, best)) {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"slices"
 
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
@@ -111,15 +110,7 @@ func (s *cotDecoding) finalize() {
 	if len(paths) == 0 {
 		return
 	}
-	if len(order) > 1 {
-		order = slices.DeleteFunc(order, func(a string) bool { return a == noAnswer })
-	}
-	win := order[0]
-	for _, a := range order[1:] {
-		if mass[a] > mass[win] {
-			win = a
-		}
-	}
+	win := heaviest(order, mass)
 	best := -1
 	for i, p := range paths {
 		if p.answer == win && (best < 0 || p.delta > paths[best].delta) {

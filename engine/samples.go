@@ -145,6 +145,22 @@ func (s *samples) finalize() {
 	s.commit(best(votes[win].ids), 0)
 }
 
+// heaviest returns the answer of largest weight in mass, the first of
+// order on ties; an answer-less vote (noAnswer) wins only when no answer
+// has any vote. order lists the answers as they first appeared.
+func heaviest(order []string, mass map[string]float64) string {
+	if len(order) > 1 {
+		order = slices.DeleteFunc(slices.Clone(order), func(a string) bool { return a == noAnswer })
+	}
+	win := order[0]
+	for _, a := range order[1:] {
+		if mass[a] > mass[win] {
+			win = a
+		}
+	}
+	return win
+}
+
 // noAnswer is the vote of a sample whose text has no answer.
 const noAnswer = "none"
 

@@ -449,6 +449,31 @@ func TestCalibrateThenUse(t *testing.T) {
 	}
 }
 
+// resultJSON is the part of --json's report the baseline tests read.
+type resultJSON struct {
+	Result struct {
+		Mode  string `json:"mode"`
+		Stats struct {
+			Rows    int `json:"rows"`
+			MaxLive int `json:"max_live"`
+			Forks   int `json:"forks"`
+		} `json:"stats"`
+	} `json:"result"`
+}
+
+func readResult(t *testing.T, path string) resultJSON {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r resultJSON
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestSamplingBaselines runs --self-consistency and --best-of on the
 // arith model: N samples in one batch, the rows they spent in --json, and
 // the usage errors.
@@ -464,22 +489,7 @@ func TestSamplingBaselines(t *testing.T) {
 		if !strings.Contains(stdout, "#### ") {
 			t.Errorf("%s: no answer in %q", mode, stdout)
 		}
-		b, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r struct {
-			Result struct {
-				Mode  string `json:"mode"`
-				Stats struct {
-					Rows    int `json:"rows"`
-					MaxLive int `json:"max_live"`
-				} `json:"stats"`
-			} `json:"result"`
-		}
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatal(err)
-		}
+		r := readResult(t, out)
 		if r.Result.Mode != strings.TrimPrefix(mode, "--") || r.Result.Stats.MaxLive != 4 || r.Result.Stats.Rows < 4*40 {
 			t.Errorf("%s: JSON result %+v", mode, r.Result)
 		}
@@ -491,22 +501,7 @@ func TestSamplingBaselines(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "#### ") {
 		t.Fatalf("--beam-adaptive: exit %d, %q: %s", code, stdout, stderr)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r struct {
-		Result struct {
-			Mode  string `json:"mode"`
-			Stats struct {
-				Rows  int `json:"rows"`
-				Forks int `json:"forks"`
-			} `json:"stats"`
-		} `json:"result"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := readResult(t, out)
 	if r.Result.Mode != "beam-adaptive" || r.Result.Stats.Rows <= 48 || r.Result.Stats.Rows > 200 || r.Result.Stats.Forks == 0 {
 		t.Errorf("--beam-adaptive --budget-rows 200: JSON result %+v", r.Result)
 	}
