@@ -208,9 +208,8 @@ func (s *adaptive) backspace(br *branch) error {
 func (s *adaptive) argmaxDecision(logits []float32, m policy.Metrics) policy.Decision {
 	lz, arg := logSumExp(logits)
 	lp := float64(logits[arg]) - lz
-	c := policy.Confidence(m)
 	return policy.Decision{Action: policy.Greedy, Token: arg, Metrics: m, Quadrant: s.opts.Policy.Thresholds.Quadrant(m),
-		LogProb: lp, Confidence: c, Margin: policy.TopMargin(logits), Score: lp + c}
+		LogProb: lp, Confidence: policy.Confidence(m), Margin: policy.TopMargin(logits), Score: s.opts.Policy.Scales.Score(m, lp)}
 }
 
 // branchOut forks br: br goes on with the most probable candidate, every

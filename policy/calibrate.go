@@ -373,7 +373,8 @@ func DefaultSearchTargets() SearchTargets {
 //     of the rows' varentropy, and its min-p cut, scaled (keeping base's
 //     MinPLow/MinPHigh ratio) so that the Fork share of rows has at least
 //     two tokens above the cut;
-//   - BackspaceBelow, at the Backspace quantile of the chosen tokens' p.
+//   - BackspaceBelow, at the Backspace quantile of the chosen tokens' p;
+//   - the score Scales: every term's mean and standard deviation.
 func CalibrateSearch(obs []Observation, base File, t SearchTargets) (File, error) {
 	if !(t.Fork > 0 && t.Fork < 1) || !(t.Backspace >= 0 && t.Backspace < 1) {
 		return File{}, fmt.Errorf("calibrate: fork share %v must lie in (0, 1), backspace share %v in [0, 1)", t.Fork, t.Backspace)
@@ -431,6 +432,17 @@ func CalibrateSearch(obs []Observation, base File, t SearchTargets) (File, error
 	if t.Backspace > 0 {
 		f.BackspaceBelow = quantile(ps, t.Backspace)
 	}
+	// Score scales: each term's mean and spread over the rows (log p from
+	// the chosen tokens' p, floored at 1e-30).
+	terms := make([][]float64, 7)
+	for _, o := range obs {
+		a := o.Metrics.Attention
+		for i, x := range [7]float64{math.Log(max(o.PrevP, 1e-30)), o.Metrics.Entropy, o.Metrics.Varentropy, a.Entropy, a.Varentropy, a.Agreement, a.Interaction} {
+			terms[i] = append(terms[i], x)
+		}
+	}
+	f.Scales = Scales{LogProb: fitScale(terms[0]), Entropy: fitScale(terms[1]), Varentropy: fitScale(terms[2]),
+		AttnEntropy: fitScale(terms[3]), AttnVarentropy: fitScale(terms[4]), Agreement: fitScale(terms[5]), Interaction: fitScale(terms[6])}
 	if err := f.Validate(); err != nil {
 		return File{}, fmt.Errorf("calibrate: %w", err)
 	}

@@ -184,6 +184,9 @@ func TestCalibrateSearch(t *testing.T) {
 	if f.BackspaceBelow < 0.015 || f.BackspaceBelow > 0.025 {
 		t.Errorf("backspace below %v, want the 2%% quantile 0.02", f.BackspaceBelow)
 	}
+	if sc := f.Scales.Varentropy; !near(sc.Mean, 10.0/3, 0.05) || sc.SD <= 0 {
+		t.Errorf("varentropy scale %+v, want mean 10/3", sc)
+	}
 	if c := Count(ms(obs), f.Thresholds); c.Share(HELV) != 0 {
 		t.Errorf("HELV share %v, want none", c.Share(HELV))
 	}

@@ -14,6 +14,8 @@ type Candidate struct {
 	// LogProb is log p(token) under the untruncated temperature-1
 	// distribution (nats).
 	LogProb float64 `json:"logprob"`
+	// Score is the entropix score of taking it (Scales.Score).
+	Score float64 `json:"score,omitempty"`
 }
 
 // Fork chooses the tokens a branch point forks into: every token with

@@ -134,6 +134,9 @@ type Config struct {
 	// NoiseFloor drops tokens below this probability from the logit
 	// entropy and varentropy (0: none); see NoiseFloor.
 	NoiseFloor float64 `json:"noise_floor"`
+	// Scales put the terms of the entropix score on a common scale (zero
+	// value: the reference's log p + C).
+	Scales Scales `json:"scales,omitzero"`
 }
 
 // DefaultConfig returns the single-path entropix sampler with the
@@ -193,6 +196,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("config: penalties window %d repeat %v frequency %v presence %v out of range",
 			p.Window, p.Repeat, p.Frequency, p.Presence)
 	}
+	if err := c.Scales.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	if !(c.NoiseFloor >= 0 && c.NoiseFloor < 1) {
 		return fmt.Errorf("config: noise_floor %v, want [0, 1)", c.NoiseFloor)
 	}
@@ -244,13 +250,13 @@ type Decision struct {
 
 // StepScore returns the step's contribution to its path's score.
 func (d *Decision) StepScore() StepScore {
-	return StepScore{LogProb: d.LogProb, Confidence: d.Confidence, Margin: d.Margin}
+	return StepScore{LogProb: d.LogProb, Confidence: d.Confidence, Margin: d.Margin, Score: d.Score}
 }
 
 // CandidateScore returns the step score of the branch that takes candidate
 // c of a Branch decision.
 func (d *Decision) CandidateScore(c Candidate) StepScore {
-	return StepScore{LogProb: c.LogProb, Confidence: d.Confidence, Margin: d.Margin}
+	return StepScore{LogProb: c.LogProb, Confidence: d.Confidence, Margin: d.Margin, Score: c.Score}
 }
 
 // String gives the decision and its reason, e.g.
@@ -435,7 +441,7 @@ func (t *Trunk) Decide(s Step) (Decision, error) {
 	}
 	if d.Token >= 0 {
 		d.LogProb = st.logProb(logits[d.Token])
-		d.Score = d.LogProb + d.Confidence
+		d.Score = cfg.Scales.Score(m, d.LogProb)
 	} else if d.Action != Branch && d.Action != Backspace {
 		return Decision{Token: -1}, fmt.Errorf("policy: no token left to choose from a row of %d logits", len(logits))
 	}
@@ -561,6 +567,9 @@ func (t *Trunk) decideSearch(d *Decision, s *Step, st *rowStats, ban int) error 
 	}
 	t.fork = cfg.Fork.selectStats(t.fork[:0], s.Logits, st, d.Metrics.Varentropy, s.Budget, ban)
 	if len(t.fork) >= 2 {
+		for i := range t.fork {
+			t.fork[i].Score = cfg.Scales.Score(d.Metrics, t.fork[i].LogProb)
+		}
 		d.Action = Branch
 		d.Candidates = t.fork
 		return nil
