@@ -2,6 +2,7 @@ package tree
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -342,6 +343,12 @@ var ErrNoGraphviz = errors.New("tree: Graphviz dot not found in PATH (install gr
 // WriteSVG renders the DOT of WriteDOT to SVG with Graphviz's dot -Tsvg.
 // It returns an error wrapping ErrNoGraphviz when dot is not installed.
 func (t *Tree) WriteSVG(w io.Writer, opt DOTOptions) error {
+	return t.WriteSVGContext(context.Background(), w, opt)
+}
+
+// WriteSVGContext is WriteSVG that kills dot when ctx is done (a big tree
+// can keep it busy for a minute).
+func (t *Tree) WriteSVGContext(ctx context.Context, w io.Writer, opt DOTOptions) error {
 	dot, err := exec.LookPath("dot")
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoGraphviz, err)
@@ -350,9 +357,12 @@ func (t *Tree) WriteSVG(w io.Writer, opt DOTOptions) error {
 	if err := t.WriteDOT(&in, opt); err != nil {
 		return err
 	}
-	cmd := exec.Command(dot, "-Tsvg")
+	cmd := exec.CommandContext(ctx, dot, "-Tsvg")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = &in, w, &stderr
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("tree: %s -Tsvg: %w", dot, context.Cause(ctx))
+		}
 		return fmt.Errorf("tree: %s -Tsvg: %w: %s", dot, err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return nil

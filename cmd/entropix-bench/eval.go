@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/entropix-search/entropix-search/bench"
+	"github.com/entropix-search/entropix-search/cmd/internal/outfile"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/kernels"
@@ -240,40 +241,10 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// writeFile writes a file through write atomically: into a temporary file
-// in the same directory, renamed over path once complete. On failure the
-// temporary file is removed and whatever was at path is left as it was.
-// The file gets the mode of the one it replaces, or 0644.
-func writeFile(path string, write func(io.Writer) error) (err error) {
-	mode := os.FileMode(0o644)
-	if st, err := os.Stat(path); err == nil {
-		if !st.Mode().IsRegular() {
-			return fmt.Errorf("%s: not a regular file", path)
-		}
-		mode = st.Mode().Perm()
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-			err = fmt.Errorf("%s: %w", path, err)
-		}
-	}()
-	err = write(f)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+// writeFile writes a file through write atomically (package outfile): a
+// failure leaves whatever was at path as it was.
+func writeFile(path string, write func(io.Writer) error) error {
+	return outfile.Write(path, os.Stdout, write)
 }
 
 func parseModes(s string) ([]engine.Mode, error) {

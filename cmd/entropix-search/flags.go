@@ -225,6 +225,15 @@ func (c *config) check() error {
 	if c.temp < 0 || c.topK < 0 || c.topP < 0 || c.topP > 1 || c.minP < 0 || c.minP > 1 {
 		errs = append(errs, errors.New("--temp must be >= 0, --top-k >= 0, --top-p and --min-p in [0, 1]"))
 	}
+	dashes := 0
+	for _, p := range []string{c.dot, c.json, c.svg} {
+		if p == "-" {
+			dashes++
+		}
+	}
+	if dashes > 1 {
+		errs = append(errs, errors.New("only one of --dot, --json and --svg can be - (standard output)"))
+	}
 	if c.prompt != "" && c.promptFile != "" {
 		errs = append(errs, errors.New("give the prompt with -p or -f, not both"))
 	}

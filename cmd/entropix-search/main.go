@@ -18,8 +18,8 @@ import (
 	"github.com/entropix-search/entropix-search/bench"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
@@ -41,9 +41,7 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(watchSignals(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // usageError is bad input: the message is printed and the exit code is 2.
@@ -65,12 +63,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	err = execute(ctx, c, stdin, stdout, stderr)
 	var ue usageError
+	var in interrupt
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "entropix-search:", ue.error)
 		return exitUsage
+	case errors.As(err, &in):
+		fmt.Fprintln(stderr, "entropix-search:", in)
+		return in.exitCode()
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(stderr, "entropix-search: interrupted")
 		return exitInterrupted
@@ -96,6 +98,13 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	if c.printPolicy {
 		return pf.Write(stdout)
 	}
+	if err := checkOutputs(c); err != nil {
+		return usageError{err}
+	}
+	// A write to standard output that fails (a closed pipe) stops the
+	// search like a signal: the files are still written.
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
 	m, err := model.Load(c.model, c.tokenizer)
 	if err != nil {
 		return usageError{err}
@@ -119,14 +128,27 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return usageError{fmt.Errorf("--kv-type: %w", err)}
 	}
+	stream := stdout // where "-" outputs go
+	if c.dot == "-" || c.json == "-" || c.svg == "-" {
+		stdout = io.Discard // that output is the run's whole output
+	}
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
+	emit := func(s string) {
+		_, err := out.WriteString(s)
+		if err == nil {
+			err = out.Flush()
+		}
+		if err != nil && ctx.Err() == nil {
+			stopRun(interrupt{syscall.SIGPIPE})
+		}
+	}
 	opts := []engine.Option{
 		engine.WithMode(c.mode), engine.WithSeed(c.seed), engine.WithPolicy(pf.Config), engine.WithScore(pf.Score),
 		engine.WithClarifyText(pf.ClarifyText), engine.WithLogger(log),
 		engine.WithStopTokens(stops...), engine.WithKVType(kv),
 		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP}),
-		engine.WithStream(func(s string) { out.WriteString(s); out.Flush() }),
+		engine.WithStream(emit),
 	}
 	if c.beam > 0 {
 		opts = append(opts, engine.WithWidth(c.beam))
@@ -150,14 +172,12 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		return usageError{err}
 	}
 	if !c.chat {
-		out.WriteString(prompt)
-		out.Flush()
+		emit(prompt)
 	}
 	res, err := eng.SearchTokens(ctx, prompt, ids, engine.Budget{
 		MaxTokens: c.maxTokens, MaxRows: c.budgetRows, MaxWidth: c.maxWidth, Timeout: c.timeout,
 	})
-	out.WriteString("\n")
-	out.Flush()
+	emit("\n")
 	if prog != nil {
 		prog.clear()
 	}
@@ -165,13 +185,16 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	if err != nil && !interrupted && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	if werr := writeOutputs(c, m, prompt, res); werr != nil {
+	if werr := writeOutputs(hardStop, c, m, prompt, res, stream); werr != nil {
 		return werr
 	}
 	if !c.quiet {
 		summary(stderr, term, c, res)
 	}
 	if interrupted {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return cause
+		}
 		return context.Canceled
 	}
 	return nil

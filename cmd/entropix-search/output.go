@@ -1,18 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/entropix-search/entropix-search/bench"
+	"github.com/entropix-search/entropix-search/cmd/internal/outfile"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/policy"
@@ -30,8 +31,9 @@ type report struct {
 }
 
 // writeOutputs writes the --dot, --json and --svg files (also after an
-// interrupt, for the partial tree).
-func writeOutputs(c *config, m *model.Model, prompt string, res *engine.Result) error {
+// interrupt, for the partial tree), each atomically (package outfile: a
+// failure leaves whatever was at the path as it was). ctx stops Graphviz.
+func writeOutputs(ctx context.Context, c *config, m *model.Model, prompt string, res *engine.Result, stdout io.Writer) error {
 	if res == nil {
 		return nil
 	}
@@ -39,29 +41,39 @@ func writeOutputs(c *config, m *model.Model, prompt string, res *engine.Result) 
 		if path == "" {
 			return nil
 		}
-		f, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		w := bufio.NewWriter(f)
-		err = fn(w)
-		err = errors.Join(err, w.Flush(), f.Close())
-		if err != nil {
-			os.Remove(path)
-			return fmt.Errorf("writing %s: %w", path, err)
-		}
-		return nil
+		return outfile.Write(path, stdout, fn)
 	}
 	opt := tree.DOTOptions{Title: fmt.Sprintf("%s · %s", c.mode, m.Source)}
 	return errors.Join(
 		write(c.dot, func(w io.Writer) error { return res.Tree.WriteDOT(w, opt) }),
-		write(c.svg, func(w io.Writer) error { return res.Tree.WriteSVG(w, opt) }),
+		write(c.svg, func(w io.Writer) error { return res.Tree.WriteSVGContext(ctx, w, opt) }),
 		write(c.json, func(w io.Writer) error {
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", " ")
 			return enc.Encode(report{Version: version, Model: m.Source, Prompt: prompt, Seed: c.seed, Result: res})
 		}),
 	)
+}
+
+// checkOutputs tells, before the model is loaded, whether every output
+// can be written: its folder exists and is writable, and Graphviz is
+// installed for --svg.
+func checkOutputs(c *config) error {
+	var errs []error
+	for _, o := range []struct{ flag, path string }{{"--dot", c.dot}, {"--json", c.json}, {"--svg", c.svg}} {
+		if o.path == "" {
+			continue
+		}
+		if err := outfile.Check(o.path); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", o.flag, err))
+		}
+	}
+	if c.svg != "" {
+		if _, err := exec.LookPath("dot"); err != nil {
+			errs = append(errs, errors.New("--svg needs Graphviz's dot on the PATH (or write --dot and render it elsewhere)"))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // summary prints the run's numbers on stderr.
