@@ -110,6 +110,9 @@ type Result struct {
 // ErrEmptyPrompt is returned for an empty prompt.
 var ErrEmptyPrompt = errors.New("engine: empty prompt")
 
+// ErrPromptTooLong is returned for a prompt that fills the model's context.
+var ErrPromptTooLong = errors.New("engine: the prompt does not fit the context")
+
 // Search continues prompt within the budget and returns the best
 // continuation found. When ctx is canceled or its deadline passes, Search
 // returns the partial result together with the context's error; on any
@@ -136,7 +139,7 @@ func (e *Engine) SearchTokens(ctx context.Context, promptText string, ids []int,
 		return nil, err
 	}
 	if len(ids) >= e.m.Config.ContextLen {
-		return nil, fmt.Errorf("engine: prompt of %d tokens does not fit the context of %d", len(ids), e.m.Config.ContextLen)
+		return nil, fmt.Errorf("%w: %d tokens, context of %d", ErrPromptTooLong, len(ids), e.m.Config.ContextLen)
 	}
 	if b.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -53,8 +53,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("model: RoPE theta %v", c.RopeTheta)
 	case c.RopeFreqFactors != nil && len(c.RopeFreqFactors) != c.HeadDim/2:
 		return fmt.Errorf("model: %d RoPE frequency factors for head dim %d (want %d)", len(c.RopeFreqFactors), c.HeadDim, c.HeadDim/2)
-	case !(c.NormEps > 0):
-		return fmt.Errorf("model: norm epsilon %v", c.NormEps)
+	case !(c.NormEps > 0 && c.NormEps <= 1):
+		return fmt.Errorf("model: norm epsilon %v outside (0, 1]", c.NormEps)
 	}
 	return nil
 }

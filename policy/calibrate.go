@@ -287,7 +287,24 @@ func WriteThresholds(w io.Writer, th Thresholds) error {
 // ReadThresholds reads and validates thresholds written by WriteThresholds.
 // Unknown fields are an error (a misspelt threshold would silently be 0).
 func ReadThresholds(r io.Reader) (Thresholds, error) {
-	dec := json.NewDecoder(io.LimitReader(r, maxThresholdsJSON))
+	b, err := io.ReadAll(io.LimitReader(r, maxThresholdsJSON+1))
+	if err != nil {
+		return Thresholds{}, fmt.Errorf("thresholds: %w", err)
+	}
+	if len(b) > maxThresholdsJSON {
+		return Thresholds{}, fmt.Errorf("thresholds: larger than %d bytes", maxThresholdsJSON)
+	}
+	// Every threshold must be given: a missing one would silently be 0.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return Thresholds{}, fmt.Errorf("thresholds: %w", err)
+	}
+	for _, k := range []string{"low_entropy", "low_varentropy", "high_entropy", "high_varentropy", "branch_entropy", "lost_entropy"} {
+		if _, ok := fields[k]; !ok {
+			return Thresholds{}, fmt.Errorf("thresholds: %q is missing", k)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var th Thresholds
 	if err := dec.Decode(&th); err != nil {

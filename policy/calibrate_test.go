@@ -131,6 +131,8 @@ func TestThresholdsJSON(t *testing.T) {
 		`{"low_entropy": 5, "high_entropy": 1}`,
 		`[1,2]`,
 		``,
+		`{}`, // every threshold 0 (issue 19): each must be given
+		`{"low_entropy": 0.1, "low_varentropy": 0.1, "high_entropy": 3, "high_varentropy": 5, "branch_entropy": 5}`,
 	} {
 		if _, err := ReadThresholds(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q: no error", bad)

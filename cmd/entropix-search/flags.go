@@ -5,15 +5,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/policy"
 )
 
 // config is the parsed command line.
 type config struct {
+	// set holds the flags given on the command line (by name, without
+	// dashes), to tell "--beam 0" from no --beam.
+	set map[string]bool
+
 	model, tokenizer, prompt, promptFile string
 	maxTokens                            int
 	seed                                 uint64
@@ -55,10 +61,10 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("entropix-search", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageHeader)
-		fs.PrintDefaults()
-	}
+	// The flag package prints the usage on every parse error; a bad value
+	// deserves one line (the error), not the whole list: the list is for
+	// -h only.
+	fs.Usage = func() {}
 	str := func(p *string, short, long, def, usage string) {
 		if short != "" {
 			fs.StringVar(p, short, def, usage+" (same as --"+long+")")
@@ -114,8 +120,15 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usageHeader)
+			fs.PrintDefaults()
+			fmt.Fprintf(stderr, "\nThreshold presets (--thresholds): %s\n", strings.Join(policy.PresetNames(), ", "))
+		}
 		return nil, err
 	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (quote the prompt: -p \"...\")", fs.Arg(0))
 	}
@@ -198,11 +211,11 @@ func (c *config) check() error {
 	set(c.greedy, "--greedy", engine.Greedy)
 	set(c.sample, "--sample", engine.Sample)
 	set(c.entropix, "--entropix", engine.Entropix)
-	set(c.beam != 0, "--beam", engine.Beam)
-	set(c.cot != 0, "--cot-decoding", engine.CoTDecoding)
+	set(c.set["beam"], "--beam", engine.Beam)
+	set(c.set["cot-decoding"], "--cot-decoding", engine.CoTDecoding)
 	set(c.adaptive, "--beam-adaptive", engine.BeamAdaptive)
-	set(c.selfConsistency != 0, "--self-consistency", engine.SelfConsistency)
-	set(c.bestOf != 0, "--best-of", engine.BestOfN)
+	set(c.set["self-consistency"], "--self-consistency", engine.SelfConsistency)
+	set(c.set["best-of"], "--best-of", engine.BestOfN)
 	var errs []error
 	if _, _, err := model.ParseKVType(c.kvType); err != nil {
 		errs = append(errs, fmt.Errorf("--kv-type: %w", err))
@@ -210,10 +223,10 @@ func (c *config) check() error {
 	if len(modes) > 1 {
 		errs = append(errs, fmt.Errorf("choose one mode, not %s", strings.Join(modes, " and ")))
 	}
-	if c.beam < 0 || c.beam > 64 || c.cot < 0 || c.cot > 64 {
+	if (c.set["beam"] && (c.beam < 1 || c.beam > 64)) || (c.set["cot-decoding"] && (c.cot < 1 || c.cot > 64)) {
 		errs = append(errs, errors.New("--beam and --cot-decoding take a width K in 1..64"))
 	}
-	if c.selfConsistency < 0 || c.selfConsistency > 64 || c.bestOf < 0 || c.bestOf > 64 {
+	if (c.set["self-consistency"] && (c.selfConsistency < 1 || c.selfConsistency > 64)) || (c.set["best-of"] && (c.bestOf < 1 || c.bestOf > 64)) {
 		errs = append(errs, errors.New("--self-consistency and --best-of take a number of samples N in 1..64"))
 	}
 	if c.maxTokens <= 0 {
@@ -222,7 +235,10 @@ func (c *config) check() error {
 	if c.budgetRows < 0 || c.maxWidth < 0 || c.timeout < 0 || c.threads < 0 {
 		errs = append(errs, errors.New("budgets, --timeout and --threads must not be negative"))
 	}
-	if c.temp < 0 || c.topK < 0 || c.topP < 0 || c.topP > 1 || c.minP < 0 || c.minP > 1 {
+	if c.maxWidth > policy.MaxForkWidth {
+		errs = append(errs, fmt.Errorf("--max-width %d: at most %d live branches", c.maxWidth, policy.MaxForkWidth))
+	}
+	if !(c.temp >= 0) || math.IsInf(c.temp, 0) || c.topK < 0 || !(c.topP >= 0 && c.topP <= 1) || !(c.minP >= 0 && c.minP <= 1) {
 		errs = append(errs, errors.New("--temp must be >= 0, --top-k >= 0, --top-p and --min-p in [0, 1]"))
 	}
 	dashes := 0

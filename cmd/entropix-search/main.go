@@ -55,6 +55,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case err != nil:
 		if !strings.Contains(err.Error(), "flag provided but not defined") && !strings.Contains(err.Error(), "invalid value") {
 			fmt.Fprintln(stderr, "entropix-search:", err)
+		} else {
+			fmt.Fprintln(stderr, "entropix-search: -h lists the flags")
 		}
 		return exitUsage
 	case c.version:
@@ -182,7 +184,10 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		prog.clear()
 	}
 	interrupted := errors.Is(err, context.Canceled)
-	if err != nil && !interrupted && !errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, engine.ErrPromptTooLong), errors.Is(err, engine.ErrEmptyPrompt):
+		return usageError{err}
+	case err != nil && !interrupted && !errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
 	if werr := writeOutputs(hardStop, c, m, prompt, res, stream); werr != nil {

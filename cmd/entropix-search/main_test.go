@@ -84,6 +84,8 @@ func TestUsageErrors(t *testing.T) {
 	gg := modeltest.Stories260KGGUFPath(t)
 	junk := filepath.Join(t.TempDir(), "junk.gguf")
 	os.WriteFile(junk, []byte("GGUF\x03\x00\x00\x00garbage"), 0o644)
+	emptyJSON := filepath.Join(t.TempDir(), "empty.json")
+	os.WriteFile(emptyJSON, []byte("{}"), 0o644)
 	with := func(args ...string) []string { return append(slices.Clone(m), args...) }
 	checkUsageErrors(t, []usageCase{
 		{[]string{"-p", "hi"}, "no model"},
@@ -100,7 +102,27 @@ func TestUsageErrors(t *testing.T) {
 		{with("-p", "hi", "-f", "x.txt"), "not both"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{with("stray"), "unexpected argument"},
+		// Values that must be refused (issue 19, defect 7).
+		{with("-p", "hi", "--temp", "NaN"), "--temp"},
+		{with("-p", "hi", "--temp", "Inf"), "--temp"},
+		{with("-p", "hi", "--top-p", "NaN"), "--top-p"},
+		{with("-p", "hi", "--min-p", "NaN"), "--min-p"},
+		{with("-p", "hi", "--beam", "0"), "1..64"},
+		{with("-p", "hi", "--cot-decoding", "0"), "1..64"},
+		{with("-p", "hi", "--self-consistency", "0"), "1..64"},
+		{with("-p", "hi", "--max-width", "100000"), "at most 64"},
+		{with("-p", strings.Repeat("a b ", 600)), "does not fit the context"},
+		{with("-p", "hi", "--thresholds", emptyJSON), "missing"},
 	})
+	// A bad flag value is one line and a hint, not the whole usage.
+	code, _, errs := runCLI("--temp", "warm")
+	if code != exitUsage || strings.Count(errs, "\n") > 3 || !strings.Contains(errs, "-h lists the flags") {
+		t.Errorf("bad value: exit %d, %d lines:\n%s", code, strings.Count(errs, "\n"), errs)
+	}
+	// -h lists the flags and the threshold presets it promises.
+	if code, _, errs := runCLI("-h"); code != 0 || !strings.Contains(errs, "budget-rows") || !strings.Contains(errs, "entropix-70b") {
+		t.Errorf("-h: exit %d:\n%s", code, errs)
+	}
 }
 
 // Greedy decoding stops at end of text: the committed path ends with the
