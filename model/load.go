@@ -19,6 +19,15 @@ import (
 // a tokenizer.bin beside the model. A non-empty tokenizerPath overrides
 // the tokenizer embedded in a GGUF file only for llama2.c-format files.
 func Load(path, tokenizerPath string) (*Model, error) {
+	for _, p := range []string{path, tokenizerPath} {
+		if p == "" {
+			continue
+		}
+		// A FIFO would block the open, a device (/dev/zero) never end.
+		if fi, err := os.Stat(p); err == nil && !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("model: %s is not a regular file (%v)", p, fi.Mode().Type())
+		}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)

@@ -165,7 +165,9 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		opts = append(opts, engine.WithAnswer(bench.MarkedAnswer))
 	}
 	var prog *progress
-	if term {
+	// The progress line redraws itself with a carriage return: on the
+	// terminal the text streams to, it would erase that text.
+	if term && !isTerminal(stdout) {
 		prog = &progress{w: stderr}
 		opts = append(opts, engine.WithProgress(prog.update))
 	}
@@ -234,21 +236,54 @@ func effectivePolicy(c *config) (policy.File, error) {
 	return pf, pf.Validate()
 }
 
-// readPrompt takes the prompt from -p, -f or standard input.
+// maxPromptBytes bounds a prompt read from a file or standard input.
+const maxPromptBytes = 16 << 20
+
+// readSmallFile reads a regular file of at most max bytes: a device
+// (/dev/zero) or a FIFO is refused before it is opened, and a file that
+// grows past max while read is cut off with an error.
+func readSmallFile(path string, max int) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%v)", path, fi.Mode().Type())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("%s is larger than %d MiB", path, max>>20)
+	}
+	return b, nil
+}
+
+// readPrompt takes the prompt from -p, -f (- for standard input) or
+// standard input.
 func readPrompt(c *config, stdin io.Reader) (string, error) {
 	switch {
 	case c.prompt != "":
 		return c.prompt, nil
-	case c.promptFile != "":
-		b, err := os.ReadFile(c.promptFile)
+	case c.promptFile != "" && c.promptFile != "-":
+		b, err := readSmallFile(c.promptFile, maxPromptBytes)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("-f: %w", err)
 		}
 		return strings.TrimRight(string(b), "\n"), nil
-	case stdin != nil && !isTerminal(stdin):
-		b, err := io.ReadAll(io.LimitReader(stdin, 16<<20))
+	case stdin != nil && (c.promptFile == "-" || !isTerminal(stdin)):
+		b, err := io.ReadAll(io.LimitReader(stdin, maxPromptBytes+1))
 		if err != nil {
 			return "", fmt.Errorf("reading the prompt from standard input: %w", err)
+		}
+		if len(b) > maxPromptBytes {
+			return "", fmt.Errorf("the prompt on standard input is larger than %d MiB", maxPromptBytes>>20)
 		}
 		if s := strings.TrimRight(string(b), "\n"); s != "" {
 			return s, nil

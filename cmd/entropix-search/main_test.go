@@ -430,6 +430,72 @@ func TestInterrupt(t *testing.T) {
 	}
 }
 
+// On a terminal the progress line never overwrites the streamed text
+// (issue 19: it erased the line stdout was writing), and NO_COLOR turns
+// the summary's styles off. script(1) gives the run a terminal.
+func TestTerminalOutput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script(1)")
+	}
+	exe := buildCLI(t)
+	args := append([]string{exe}, stories(t)...)
+	args = append(args, "-p", "Lily wanted to", "-n", "300", "--max-width", "64", "--budget-rows", "4000")
+	var quoted []string
+	for _, a := range args {
+		quoted = append(quoted, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
+	}
+	cmd := exec.Command(script, "-qec", strings.Join(quoted, " "), "/dev/null")
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if bytes.Contains(out, []byte("\x1b[2K")) || bytes.Contains(out, []byte("\x1b[1m")) {
+		t.Errorf("terminal output holds line erasures or styles:\n%q", out)
+	}
+	if !bytes.Contains(out, []byte("Lily wanted to")) || !bytes.Contains(out, []byte("stopped:")) {
+		t.Errorf("terminal output lacks the text or the summary:\n%q", out)
+	}
+}
+
+// Inputs that would never end or never open are refused at once: a
+// device as a model, tokenizer, prompt file or calibration file, and a
+// FIFO nobody writes to.
+func TestBoundedInputs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	exe := buildCLI(t)
+	m := stories(t)
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFO:", err)
+	}
+	cases := [][]string{
+		{"-m", "/dev/zero", "-p", "hi"},
+		{"-m", fifo, "-p", "hi"},
+		append(slices.Clone(m), "-f", "/dev/zero"),
+		append(slices.Clone(m), "-f", fifo),
+		append(slices.Clone(m), "--calibrate", "/dev/zero"),
+	}
+	if bin, err := os.Stat(filepath.Join(modeltest.RepoRoot(), "..", "shared", "models", "stories260K", "stories260K.bin")); err == nil && bin.Mode().IsRegular() {
+		cases = append(cases, []string{"-m", modeltest.Path(t, modeltest.Stories260KBin), "-z", "/dev/zero", "-p", "hi"})
+	}
+	for _, args := range cases {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := exec.CommandContext(ctx, exe, args...).CombinedOutput()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !bytes.Contains(out, []byte("not a regular file")) {
+			t.Errorf("%v: %v\n%s", args, err, out)
+		}
+	}
+}
+
 // A closed standard output (| head -c 30) stops the search like a signal:
 // the JSON is still written, and the exit code is 141 (SIGPIPE).
 func TestClosedStdout(t *testing.T) {

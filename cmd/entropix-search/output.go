@@ -95,7 +95,11 @@ func summary(w io.Writer, term bool, c *config, res *engine.Result) {
 			c.mode, st.Generated, res.Stopped, cut, st.Rows, st.ForwardPasses, st.Forks, st.Prunes, st.KVBlocksPeak, st.Wall.Seconds())
 		return
 	}
-	fmt.Fprintf(w, "\n\x1b[1m%s\x1b[0m  %d tokens, stopped: %s%s\n", c.mode, st.Generated, res.Stopped, cut)
+	bold, plain := "\x1b[1m", "\x1b[0m"
+	if os.Getenv("NO_COLOR") != "" { // https://no-color.org
+		bold, plain = "", ""
+	}
+	fmt.Fprintf(w, "\n%s%s%s  %d tokens, stopped: %s%s\n", bold, c.mode, plain, st.Generated, res.Stopped, cut)
 	fmt.Fprintf(w, "  compute   %d rows (+%d prompt) in %d forward passes, %.1f rows/s\n", st.Rows, st.PromptRows, st.ForwardPasses, tps)
 	fmt.Fprintf(w, "  search    %d forks, %d prunes, at most %d live branches, %d nodes\n", st.Forks, st.Prunes, st.MaxLive, res.Tree.Len())
 	fmt.Fprintf(w, "  memory    KV peak %d blocks\n", st.KVBlocksPeak)
@@ -123,8 +127,12 @@ func (p *progress) update(pr engine.Progress) {
 		budget = fmt.Sprintf(" (%.0f%% of budget)", 100*float64(st.Rows)/float64(pr.Budget.MaxRows))
 	}
 	rate := float64(st.Rows) / max(st.Wall.Seconds(), 1e-9)
-	fmt.Fprintf(p.w, "\r\x1b[2K\x1b[2m%d/%d tokens · %d live · %d forks · %d prunes · %d rows%s · %.0f rows/s\x1b[0m",
-		max(pr.Committed, pr.Deepest), pr.Budget.MaxTokens, pr.Live, st.Forks, st.Prunes, st.Rows, budget, rate)
+	dim, plain := "\x1b[2m", "\x1b[0m"
+	if os.Getenv("NO_COLOR") != "" {
+		dim, plain = "", ""
+	}
+	fmt.Fprintf(p.w, "\r\x1b[2K%s%d/%d tokens · %d live · %d forks · %d prunes · %d rows%s · %.0f rows/s%s", dim,
+		max(pr.Committed, pr.Deepest), pr.Budget.MaxTokens, pr.Live, st.Forks, st.Prunes, st.Rows, budget, rate, plain)
 	p.on = true
 }
 
@@ -140,7 +148,7 @@ func (p *progress) clear() {
 // entropix sampler continues each prompt of the file, and the percentiles
 // of the (entropy, varentropy) it met give the quadrant cuts.
 func calibrate(ctx context.Context, c *config, m *model.Model, pf policy.File, stdout, stderr io.Writer) error {
-	data, err := os.ReadFile(c.calibrate)
+	data, err := readSmallFile(c.calibrate, maxPromptBytes)
 	if err != nil {
 		return usageError{fmt.Errorf("--calibrate: %w", err)}
 	}
