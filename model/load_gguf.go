@@ -22,10 +22,25 @@ type ggufLoader struct {
 	f    *gguf.File
 	path string
 	errs []error
+	// missing counts the missing tensors past the first few reported.
+	missing int
 }
+
+// maxReported bounds the missing tensors named one by one; the rest are
+// counted (a crafted block_count of a million once printed 899,957 lines).
+const maxReported = 8
 
 func (g *ggufLoader) fail(format string, args ...any) {
 	g.errs = append(g.errs, fmt.Errorf(format, args...))
+}
+
+// err joins the problems found, the uncounted missing tensors as one line.
+func (g *ggufLoader) err() error {
+	errs := g.errs
+	if g.missing > 0 {
+		errs = append(errs, fmt.Errorf("and %d more missing tensors", g.missing))
+	}
+	return errors.Join(errs...)
 }
 
 // num reads a required (or defaulted, when def >= 0) integer key.
@@ -50,7 +65,11 @@ func (g *ggufLoader) num(key string, def int) int {
 func (g *ggufLoader) tensor(name string, dims ...int) *gguf.TensorInfo {
 	t, ok := g.f.Tensor(name)
 	if !ok {
-		g.fail("missing tensor %s", name)
+		if len(g.errs) < maxReported {
+			g.fail("missing tensor %s", name)
+		} else {
+			g.missing++
+		}
 		return nil
 	}
 	same := len(t.Dims) == len(dims)
@@ -164,8 +183,17 @@ func loadGGUF(path string) (_ *Model, err error) {
 	// "llama" architecture rotates adjacent pairs; Qwen2 keeps NeoX halves.
 	c.RopeInterleaved = arch == "llama"
 	c.QKVBias = arch == "qwen2"
+	// Counts are checked against the tensors present before anything is
+	// sized by them: a block needs 9 tensors, and its last one must exist.
+	if c.Layers > 0 {
+		if c.Layers > len(f.Tensors)/9 {
+			g.fail("block_count %d, but the file holds %d tensors (a block needs 9)", c.Layers, len(f.Tensors))
+		} else if _, ok := f.Tensor(fmt.Sprintf("blk.%d.attn_norm.weight", c.Layers-1)); !ok {
+			g.fail("block_count %d, but the file has no tensors for block %d", c.Layers, c.Layers-1)
+		}
+	}
 	if len(g.errs) > 0 {
-		return nil, fmt.Errorf("model: %s: %w", path, errors.Join(g.errs...))
+		return nil, fmt.Errorf("model: %s: %w", path, g.err())
 	}
 
 	// The tokenizer fixes the vocabulary size.
@@ -209,8 +237,8 @@ func loadGGUF(path string) (_ *Model, err error) {
 		l.W2 = g.mat(p+"ffn_down.weight", c.Dim, c.HiddenDim)
 		l.W3 = g.mat(p+"ffn_up.weight", c.HiddenDim, c.Dim)
 	}
-	if len(g.errs) > 0 {
-		return nil, fmt.Errorf("model: %s: %w", path, errors.Join(g.errs...))
+	if len(g.errs) > 0 || g.missing > 0 {
+		return nil, fmt.Errorf("model: %s: %w", path, g.err())
 	}
 	m.Config, m.Weights = c, w
 	return m, nil

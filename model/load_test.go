@@ -3,6 +3,7 @@ package model_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,7 +97,30 @@ func TestLoadBadInput(t *testing.T) {
 		}
 		return kv, ts
 	}
+	blocks := func(n uint32) func([]gguf.KV, []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+		return func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+			for i := range kv {
+				if kv[i].Key == "llama.block_count" {
+					kv[i].Value = gguf.Uint32(n)
+				}
+			}
+			return kv, ts
+		}
+	}
+	// Tensors renamed in a real file: the missing ones past the first few
+	// are one line with a count.
+	dropMany := func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+		for i := 3; i < 23; i++ {
+			ts[i].Name = fmt.Sprintf("junk.%d", i)
+		}
+		return kv, ts
+	}
 	checkBadLoads(t, []badLoad{
+		// A crafted block count must not size anything (2,000,000 once
+		// took 6.4 GB and ended the process).
+		{"huge block count", writeFile(t, "blocks.gguf", rewriteGGUF(t, blocks(2_000_000))), "", "block_count 2000000, but the file holds"},
+		{"block count past the tensors", writeFile(t, "blocks6.gguf", rewriteGGUF(t, blocks(6))), "", "block_count 6, but the file holds 48 tensors"},
+		{"many missing tensors", writeFile(t, "many.gguf", rewriteGGUF(t, dropMany)), "", "more missing tensors"},
 		{"missing file", filepath.Join(t.TempDir(), "nope.gguf"), "", "no such file"},
 		{"empty file", writeFile(t, "empty.bin", nil), "", "too short"},
 		{"wrong magic", writeFile(t, "junk.bin", []byte("not a model at all, just some text\n")), "", "out of range"},
