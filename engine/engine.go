@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/entropix-search/entropix-search/kvcache"
@@ -13,9 +14,10 @@ import (
 )
 
 // Engine searches over one model. It owns a KV cache pool and the scratch
-// of the forward pass, so it runs one Search at a time; it is not safe for
-// concurrent use.
+// of the forward pass, so it runs one Search at a time: concurrent calls
+// are safe and wait for each other.
 type Engine struct {
+	mu   sync.Mutex // one search at a time
 	m    *model.Model
 	opts Options
 	kv   *kvcache.Pool
@@ -27,9 +29,17 @@ type Engine struct {
 
 // New returns an engine for m.
 func New(m *model.Model, opts ...Option) (*Engine, error) {
+	if m == nil {
+		return nil, errors.New("engine: nil model")
+	}
+	if m.Closed() {
+		return nil, fmt.Errorf("engine: %w", model.ErrClosed)
+	}
 	o := defaultOptions()
 	for _, f := range opts {
-		f(&o)
+		if f != nil {
+			f(&o)
+		}
 	}
 	if int(o.Mode) >= len(modeNames) {
 		return nil, fmt.Errorf("engine: invalid mode %d", o.Mode)
@@ -48,7 +58,10 @@ func New(m *model.Model, opts ...Option) (*Engine, error) {
 	if err := o.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	if o.CacheTokens <= 0 {
+	if o.CacheTokens < 0 {
+		return nil, fmt.Errorf("engine: cache of %d tokens: want > 0 (or 0 for the default)", o.CacheTokens)
+	}
+	if o.CacheTokens == 0 {
 		o.CacheTokens = min(4*m.Config.ContextLen, 65536)
 	}
 	kv, err := m.NewCache(o.CacheTokens, 16, o.KVType)
@@ -132,8 +145,21 @@ func (e *Engine) Search(ctx context.Context, prompt string, b Budget) (*Result, 
 // SearchTokens is Search for a prompt already tokenized; promptText is
 // used for display (the tree's root).
 func (e *Engine) SearchTokens(ctx context.Context, promptText string, ids []int, b Budget) (*Result, error) {
+	if ctx == nil {
+		return nil, errors.New("engine: nil context")
+	}
 	if len(ids) == 0 {
 		return nil, ErrEmptyPrompt
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m.Closed() {
+		return nil, fmt.Errorf("engine: %w", model.ErrClosed)
+	}
+	for i, id := range ids {
+		if id < 0 || id >= e.m.Config.Vocab {
+			return nil, fmt.Errorf("engine: prompt token %d is %d, outside the vocabulary of %d", i, id, e.m.Config.Vocab)
+		}
 	}
 	if err := e.checkBudget(&b); err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model/kernels"
@@ -56,7 +57,15 @@ type Model struct {
 
 	invFreq []float64 // RoPE frequency per pair
 	closers []io.Closer
+	closed  atomic.Bool
 }
+
+// ErrClosed is returned for a model used after Close.
+var ErrClosed = errors.New("model: used after Close")
+
+// Closed reports whether Close was called: the weights of a file model
+// are unmapped then, and nothing may run on them.
+func (m *Model) Closed() bool { return m.closed.Load() }
 
 // New assembles a model from a config, weights and tokenizer (which may be
 // nil for models that only run on token ids), checking that they agree.
@@ -74,6 +83,7 @@ func New(c Config, w *Weights, tok *tokenizer.Tokenizer, source string) (*Model,
 // Close releases the model's file mappings. The model must not be used
 // afterwards.
 func (m *Model) Close() error {
+	m.closed.Store(true)
 	var errs []error
 	for _, c := range m.closers {
 		errs = append(errs, c.Close())

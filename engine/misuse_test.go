@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/modeltest"
+)
+
+// Misuse of the library is an error, never a panic (issue 19, defect 9).
+func TestMisuseIsAnError(t *testing.T) {
+	if _, err := New(nil); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+	m := loadStories(t)
+	if _, err := New(m, WithCacheTokens(-5)); err == nil {
+		t.Error("WithCacheTokens(-5) accepted")
+	}
+	if _, err := New(m, nil); err != nil {
+		t.Errorf("a nil option: %v", err)
+	}
+	e := newEngine(t, m, WithMode(Greedy))
+	var nilCtx context.Context
+	if _, err := e.Search(nilCtx, "Once", Budget{MaxTokens: 4}); err == nil {
+		t.Error("a nil context was accepted")
+	}
+	if _, err := e.SearchTokens(context.Background(), "x", []int{1, 1 << 30}, Budget{MaxTokens: 4}); err == nil {
+		t.Error("a token outside the vocabulary was accepted")
+	}
+	// After Close the weights are gone: an error, not a SIGSEGV.
+	m2, err := model.Load(modeltest.Stories260K(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := newEngine(t, m2, WithMode(Greedy))
+	m2.Close()
+	if _, err := e2.Search(context.Background(), "Once", Budget{MaxTokens: 4}); !errors.Is(err, model.ErrClosed) {
+		t.Errorf("search after Close: %v", err)
+	}
+	if _, err := New(m2); !errors.Is(err, model.ErrClosed) {
+		t.Errorf("New after Close: %v", err)
+	}
+}
+
+// One Engine used from many goroutines: the searches wait for each other
+// and each gets the answer it would get alone.
+func TestConcurrentSearches(t *testing.T) {
+	m := loadStories(t)
+	e := newEngine(t, m, WithMode(BeamAdaptive), WithSeed(3))
+	b := Budget{MaxTokens: 24, MaxRows: 60}
+	want := runSearch(t, e, "Lily wanted to", b).Text
+	var wg sync.WaitGroup
+	texts := make([]string, 8)
+	errs := make([]error, 8)
+	for i := range texts {
+		wg.Go(func() {
+			res, err := e.Search(context.Background(), "Lily wanted to", b)
+			if err == nil {
+				texts[i] = res.Text
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i := range texts {
+		if errs[i] != nil || texts[i] != want {
+			t.Errorf("goroutine %d: %q, %v; alone: %q", i, texts[i], errs[i], want)
+		}
+	}
+	if n := e.Cache().Stats().BlocksInUse; n != 0 {
+		t.Fatalf("%d blocks leaked", n)
+	}
+}
