@@ -105,9 +105,13 @@ type Stats struct {
 
 // Result is the outcome of a search.
 type Result struct {
-	Mode   Mode   `json:"mode"`
-	Text   string `json:"text"`   // the committed continuation, prompt excluded
-	Tokens []int  `json:"tokens"` // its token ids
+	Mode Mode   `json:"mode"`
+	Text string `json:"text"` // the committed continuation, prompt excluded
+	// TextBytes is Text exactly, base64 in JSON, when Text is not valid
+	// UTF-8 (JSON replaces the bad bytes of "text" with U+FFFD), as the
+	// tree's nodes give theirs.
+	TextBytes []byte `json:"text_bytes,omitempty"`
+	Tokens    []int  `json:"tokens"` // its token ids
 	// Tree holds every node the search made; the committed path is marked.
 	Tree  *tree.Tree `json:"tree"`
 	Stats Stats      `json:"stats"`

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -488,6 +489,9 @@ func (s *search) result() *Result {
 		}
 	}
 	s.res.Text = decodeAfter(s.tok, s.prompt[len(s.prompt)-1], s.res.Tokens)
+	if !utf8.ValidString(s.res.Text) {
+		s.res.TextBytes = []byte(s.res.Text)
+	}
 	s.res.Tree = s.t
 	s.res.Stats.Generated = len(s.res.Tokens)
 	s.res.Stats.Wall = time.Since(s.start)

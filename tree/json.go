@@ -16,8 +16,11 @@ import (
 //
 //	{"prompt_tokens": [...], "nodes": [{"id": 0, "parent": -1, ...}, ...]}
 //
-// with the nodes in ID order and every Node field but Seq. Floats that are
-// not finite are written as the strings "NaN", "+Inf" and "-Inf"; a text
+// with the nodes in ID order and every Node field but Seq. Every number
+// is a JSON number: a float that is not finite (a log-probability of -Inf,
+// a NaN score) is null, read back as NaN (JSON has no such numbers, and
+// strings in their place break the readers that expect numbers; files
+// written with the strings "NaN", "+Inf" and "-Inf" are still read). A text
 // that is not valid UTF-8 is also given exactly, base64-encoded, in
 // text_bytes (its "text" then has U+FFFD in place of the bad bytes).
 
@@ -60,18 +63,13 @@ type jsonAttention struct {
 	Interaction jsonFloat `json:"interaction"`
 }
 
-// jsonFloat is a float64 that also encodes NaN and ±Inf (as strings).
+// jsonFloat is a float64 that encodes NaN and ±Inf as null.
 type jsonFloat float64
 
 func (f jsonFloat) MarshalJSON() ([]byte, error) {
 	v := float64(f)
-	switch {
-	case math.IsNaN(v):
-		return []byte(`"NaN"`), nil
-	case math.IsInf(v, 1):
-		return []byte(`"+Inf"`), nil
-	case math.IsInf(v, -1):
-		return []byte(`"-Inf"`), nil
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return []byte(`null`), nil
 	}
 	// The shortest representation that parses back to v.
 	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
@@ -79,7 +77,7 @@ func (f jsonFloat) MarshalJSON() ([]byte, error) {
 
 func (f *jsonFloat) UnmarshalJSON(b []byte) error {
 	switch string(b) {
-	case `"NaN"`:
+	case `null`, `"NaN"`:
 		*f = jsonFloat(math.NaN())
 		return nil
 	case `"+Inf"`:
@@ -91,7 +89,7 @@ func (f *jsonFloat) UnmarshalJSON(b []byte) error {
 	}
 	v, err := strconv.ParseFloat(string(b), 64)
 	if err != nil || len(b) == 0 || b[0] == '"' {
-		return fmt.Errorf("tree: %.40q is not a number, \"NaN\", \"+Inf\" or \"-Inf\"", b)
+		return fmt.Errorf("tree: %.40q is not a number or null", b)
 	}
 	*f = jsonFloat(v)
 	return nil

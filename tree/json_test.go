@@ -85,15 +85,25 @@ func TestJSONNonFinite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"logprob":"-Inf"`, `"score":"NaN"`, `"entropy":"+Inf"`} {
+	// Numbers stay numbers: not-finite ones are null (issue 19).
+	for _, want := range []string{`"logprob":null`, `"score":null`, `"entropy":null`} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("JSON lacks %s: %s", want, b)
 		}
 	}
+	if bytes.Contains(b, []byte(`"NaN"`)) || bytes.Contains(b, []byte(`Inf"`)) {
+		t.Errorf("JSON holds a number as a string: %s", b)
+	}
 	got := roundTrip(t, tr)
 	n := got.Node(id)
-	if !math.IsInf(n.LogProb, -1) || !math.IsInf(n.CumLogProb, -1) || !math.IsNaN(n.Score) || !math.IsInf(n.Metrics.Entropy, 1) {
-		t.Errorf("non-finite values lost: %+v", n)
+	if !math.IsNaN(n.LogProb) || !math.IsNaN(n.Score) || !math.IsNaN(n.Metrics.Entropy) {
+		t.Errorf("non-finite values not read back as NaN: %+v", n)
+	}
+	// Files from earlier versions, with the strings, still read.
+	old := []byte(`{"prompt_tokens":[1],"nodes":[{"id":0,"parent":-1,"token":-1,"children":[1]},{"id":1,"parent":0,"depth":1,"logprob":"-Inf","score":"NaN"}]}`)
+	var back Tree
+	if err := json.Unmarshal(old, &back); err != nil || !math.IsInf(back.Node(1).LogProb, -1) {
+		t.Errorf("old strings: %v, %+v", err, back.Node(1))
 	}
 }
 

@@ -571,7 +571,7 @@ func TestOutputsLoseNothing(t *testing.T) {
 	// --json - is standard output, and then the only thing on it.
 	code, stdout, errs := runCLI(append(m, "-p", "Once", "-n", "5", "--greedy", "--json", "-", "--quiet")...)
 	var rep map[string]any
-	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil {
+	if code != 0 || json.Unmarshal([]byte(stdout), &rep) != nil || rep["schema"] != 1.0 {
 		t.Errorf("--json -: exit %d, stdout %q, %s", code, stdout, errs)
 	}
 	if code, _, errs := runCLI(append(m, "-p", "Once", "--json", "-", "--dot", "-")...); code != exitUsage {

@@ -21,14 +21,19 @@ import (
 )
 
 // report is what --json writes: the run's inputs and its whole result,
-// search tree included.
+// search tree included. The README's "JSON output" documents it; Schema
+// changes when a field changes meaning or goes away.
 type report struct {
+	Schema  int            `json:"schema"`
 	Version string         `json:"version"`
 	Model   string         `json:"model"`
 	Prompt  string         `json:"prompt"`
 	Seed    uint64         `json:"seed"`
 	Result  *engine.Result `json:"result"`
 }
+
+// reportSchema is the version of --json's format.
+const reportSchema = 1
 
 // writeOutputs writes the --dot, --json and --svg files (also after an
 // interrupt, for the partial tree), each atomically (package outfile: a
@@ -50,7 +55,7 @@ func writeOutputs(ctx context.Context, c *config, m *model.Model, prompt string,
 		write(c.json, func(w io.Writer) error {
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", " ")
-			return enc.Encode(report{Version: version, Model: m.Source, Prompt: prompt, Seed: c.seed, Result: res})
+			return enc.Encode(report{Schema: reportSchema, Version: version, Model: m.Source, Prompt: prompt, Seed: c.seed, Result: res})
 		}),
 	)
 }
