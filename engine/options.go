@@ -86,9 +86,13 @@ type Sampling struct {
 	TopP        float64 // 0 or 1: off
 	MinP        float64 // 0: off
 	// RepeatPenalty divides (or multiplies, when negative) the logits of
-	// the last RepeatWindow tokens; 0 or 1: off.
-	RepeatPenalty float64
-	RepeatWindow  int
+	// the last RepeatWindow tokens; 0 or 1: off. PresencePenalty subtracts
+	// from the logit of every token among them, FrequencyPenalty that
+	// much per occurrence (OpenAI's and llama.cpp's penalties; 0: off).
+	RepeatPenalty    float64
+	RepeatWindow     int
+	PresencePenalty  float64
+	FrequencyPenalty float64
 }
 
 // DefaultSampling returns llama.cpp-like defaults.
@@ -137,6 +141,9 @@ type Options struct {
 	// Self-consistency votes on it; without it, it votes on the whole
 	// text.
 	Answer func(completion string) (string, bool)
+	// IgnoreEOS never lets the model end the text: the end-of-sequence
+	// token gets probability 0 (llama.cpp's --ignore-eos).
+	IgnoreEOS bool
 	// Observe, if set, receives every decision row of beam-adaptive
 	// search (for calibration: policy.CalibrateSearch).
 	Observe func(policy.Observation)
@@ -160,6 +167,9 @@ func WithMode(m Mode) Option { return func(o *Options) { o.Mode = m } }
 
 // WithSeed sets the seed of every random draw.
 func WithSeed(seed uint64) Option { return func(o *Options) { o.Seed = seed } }
+
+// WithIgnoreEOS sets Options.IgnoreEOS.
+func WithIgnoreEOS(on bool) Option { return func(o *Options) { o.IgnoreEOS = on } }
 
 // WithObserver sets Options.Observe.
 func WithObserver(f func(policy.Observation)) Option { return func(o *Options) { o.Observe = f } }

@@ -21,8 +21,9 @@ import (
 func (s *search) sampleChain(stream uint64) *policy.Chain {
 	sp := s.opts.Sampling
 	var stages []policy.Sampler
-	if sp.RepeatPenalty != 0 && sp.RepeatPenalty != 1 {
-		stages = append(stages, &policy.Penalties{Window: max(sp.RepeatWindow, 64), Repeat: sp.RepeatPenalty})
+	if pen := (policy.Penalties{Window: max(sp.RepeatWindow, 64), Repeat: sp.RepeatPenalty,
+		Presence: sp.PresencePenalty, Frequency: sp.FrequencyPenalty}); pen.Active() {
+		stages = append(stages, &pen)
 	}
 	stages = append(stages, policy.Temperature(sp.Temperature))
 	if sp.MinP > 0 {

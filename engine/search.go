@@ -298,6 +298,16 @@ func (s *search) forward() error {
 		st.Rows += len(s.rows)
 		st.TokensExplored += len(s.rows)
 	}
+	if s.opts.IgnoreEOS {
+		if eos := s.tok.EOS(); eos >= 0 {
+			for _, br := range s.live {
+				s.out.Logits(br.row)[eos] = float32(math.Inf(-1))
+				if stash && len(br.feed) > 1 {
+					s.out.Logits(br.row - 1)[eos] = float32(math.Inf(-1))
+				}
+			}
+		}
+	}
 	for _, br := range s.live {
 		if stash && len(br.feed) > 1 {
 			br.prev = append(br.prev[:0], out.Logits(br.row-1)...)

@@ -23,6 +23,11 @@ type config struct {
 	model, tokenizer, prompt, promptFile string
 	maxTokens                            int
 	seed                                 uint64
+	seedFlag                             int64
+	ctxSize                              int
+	ignoreEOS                            bool
+	repeatPenalty, presence, frequency   float64
+	repeatLastN                          int
 	temp, topP, minP                     float64
 	topK                                 int
 
@@ -83,7 +88,13 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	str(&c.promptFile, "f", "file", "", "read the prompt from this file, as it is (no escapes)")
 	fs.BoolVar(&c.noEscape, "no-escape", false, "take the -p prompt as it is, backslashes included (-f and standard input always are)")
 	integer(&c.maxTokens, "n", "max-tokens", 256, "maximum new tokens")
-	fs.Uint64Var(&c.seed, "seed", 42, "seed of every random draw")
+	fs.Int64Var(&c.seedFlag, "seed", 42, "seed of every random draw (-1: a random one, printed)")
+	integer(&c.ctxSize, "c", "ctx-size", 0, "context size in tokens, at most the model's (0: the model's)")
+	fs.BoolVar(&c.ignoreEOS, "ignore-eos", false, "never end at the end-of-sequence token (generate -n tokens)")
+	fs.Float64Var(&c.repeatPenalty, "repeat-penalty", 1, "divide the logits of the last --repeat-last-n tokens by this (1: off)")
+	fs.IntVar(&c.repeatLastN, "repeat-last-n", 64, "tokens the penalties look back on")
+	fs.Float64Var(&c.presence, "presence-penalty", 0, "subtract this from the logit of every recent token (0: off)")
+	fs.Float64Var(&c.frequency, "frequency-penalty", 0, "subtract this per recent occurrence of a token (0: off)")
 	fs.Float64Var(&c.temp, "temp", 0.8, "temperature (--sample)")
 	fs.IntVar(&c.topK, "top-k", 40, "top-k (--sample; 0 = off)")
 	fs.Float64Var(&c.topP, "top-p", 0.95, "top-p (--sample; 1 = off)")
@@ -234,6 +245,23 @@ func (c *config) check() error {
 	}
 	if c.budgetRows < 0 || c.maxWidth < 0 || c.timeout < 0 || c.threads < 0 {
 		errs = append(errs, errors.New("budgets, --timeout and --threads must not be negative"))
+	}
+	if c.seedFlag < -1 {
+		errs = append(errs, fmt.Errorf("--seed %d: want a seed >= 0, or -1 for a random one", c.seedFlag))
+	}
+	if c.ctxSize < 0 {
+		errs = append(errs, fmt.Errorf("-c %d: want a context size > 0 (0: the model's)", c.ctxSize))
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"--repeat-penalty", c.repeatPenalty}, {"--presence-penalty", c.presence}, {"--frequency-penalty", c.frequency}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || (f.name == "--repeat-penalty" && f.v < 0) {
+			errs = append(errs, fmt.Errorf("%s %v: want a finite value (>= 0 for --repeat-penalty)", f.name, f.v))
+		}
+	}
+	if c.repeatLastN < 0 || c.repeatLastN > 1<<16 {
+		errs = append(errs, fmt.Errorf("--repeat-last-n %d: want 0..65536", c.repeatLastN))
 	}
 	if c.maxWidth > policy.MaxForkWidth {
 		errs = append(errs, fmt.Errorf("--max-width %d: at most %d live branches", c.maxWidth, policy.MaxForkWidth))

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"github.com/entropix-search/entropix-search/bench"
 	"io"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"syscall"
@@ -112,6 +113,25 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		return usageError{err}
 	}
 	defer m.Close()
+	if c.ctxSize > 0 {
+		if c.ctxSize > m.Config.ContextLen {
+			return usageError{fmt.Errorf("-c %d: the model's context is %d tokens", c.ctxSize, m.Config.ContextLen)}
+		}
+		m.Config.ContextLen = c.ctxSize
+	}
+	c.seed = uint64(c.seedFlag)
+	if c.seedFlag == -1 {
+		c.seed = rand.Uint64()
+		fmt.Fprintf(stderr, "entropix-search: seed %d\n", c.seed)
+	}
+	pf.Penalties = policy.Penalties{Window: c.repeatLastN, Repeat: c.repeatPenalty, Presence: c.presence, Frequency: c.frequency}
+	if c.set["temp"] || c.set["top-k"] || c.set["top-p"] || c.set["min-p"] {
+		switch c.mode {
+		case engine.Sample, engine.SelfConsistency, engine.BestOfN:
+		default:
+			fmt.Fprintf(stderr, "entropix-search: note: --temp, --top-k, --top-p and --min-p set the sampler of --sample, --self-consistency and --best-of; %s does not use them\n", c.mode)
+		}
+	}
 
 	if c.calibrate != "" {
 		return calibrate(ctx, c, m, pf, stdout, stderr)
@@ -149,7 +169,9 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		engine.WithMode(c.mode), engine.WithSeed(c.seed), engine.WithPolicy(pf.Config), engine.WithScore(pf.Score),
 		engine.WithClarifyText(pf.ClarifyText), engine.WithLogger(log),
 		engine.WithStopTokens(stops...), engine.WithKVType(kv),
-		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP}),
+		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP,
+			RepeatPenalty: c.repeatPenalty, RepeatWindow: c.repeatLastN, PresencePenalty: c.presence, FrequencyPenalty: c.frequency}),
+		engine.WithIgnoreEOS(c.ignoreEOS),
 		engine.WithStream(emit),
 	}
 	if c.beam > 0 {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -689,4 +690,59 @@ func TestSamplingBaselines(t *testing.T) {
 		{[]string{"-m", arith, "-p", "hi", "--best-of", "-1"}, "1..64"},
 		{[]string{"-m", arith, "-p", "hi", "--best-of", "2", "--greedy"}, "choose one mode"},
 	})
+}
+
+// Flags llama.cpp users reach for (issue 19): --seed -1, -c, --ignore-eos,
+// the penalties, -f -, and a note when sampling flags do nothing.
+func TestLlamaCppHabits(t *testing.T) {
+	m := stories(t)
+	with := func(args ...string) []string { return append(slices.Clone(m), args...) }
+	code, _, errs := runCLI(with("-p", "Once", "-n", "5", "--seed", "-1", "--quiet")...)
+	if code != 0 || !regexp.MustCompile(`seed \d+`).MatchString(errs) {
+		t.Errorf("--seed -1: exit %d, %s", code, errs)
+	}
+	checkUsageErrors(t, []usageCase{
+		{with("-p", strings.Repeat("a b ", 20), "-c", "16"), "does not fit the context"},
+		{with("-p", "hi", "-c", "100000"), "the model's context is 512"},
+		{with("-p", "hi", "--seed", "-2"), "--seed -2"},
+		{with("-p", "hi", "--repeat-penalty", "NaN"), "--repeat-penalty"},
+	})
+	// --ignore-eos: greedy arith stops at its end of text after about 50
+	// tokens; with the flag it runs to -n.
+	arith := filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf")
+	prompt := `Question: Fay has 75 eggs. She sells 67 eggs. How many eggs does Fay have now?\nAnswer:`
+	for _, c := range []struct {
+		flag string
+		want func(int) bool
+	}{{"--greedy", func(n int) bool { return n < 100 }}, {"--ignore-eos", func(n int) bool { return n == 120 }}} {
+		out := filepath.Join(t.TempDir(), "r.json")
+		args := []string{"-m", arith, "-p", prompt, "-n", "120", "--greedy", "--json", out, "--quiet"}
+		if c.flag != "--greedy" {
+			args = append(args, c.flag)
+		}
+		if code, _, errs := runCLI(args...); code != 0 {
+			t.Fatalf("%s: exit %d, %s", c.flag, code, errs)
+		}
+		var r struct {
+			Result struct {
+				Stats struct {
+					Generated int `json:"generated"`
+				} `json:"stats"`
+			} `json:"result"`
+		}
+		b, _ := os.ReadFile(out)
+		if json.Unmarshal(b, &r) != nil || !c.want(r.Result.Stats.Generated) {
+			t.Errorf("%s: %d tokens", c.flag, r.Result.Stats.Generated)
+		}
+	}
+	// The penalties reach the sampler.
+	_, plain, _ := runCLI(with("-p", "Once upon a time", "-n", "40", "--sample", "--quiet")...)
+	_, penal, _ := runCLI(with("-p", "Once upon a time", "-n", "40", "--sample", "--quiet", "--repeat-penalty", "1.5", "--presence-penalty", "1")...)
+	if plain == penal {
+		t.Errorf("penalties changed nothing: %q", plain)
+	}
+	// Sampling flags on a mode that does not sample: a note, not silence.
+	if _, _, errs := runCLI(with("-p", "Once", "-n", "3", "--temp", "1.2", "--quiet")...); !strings.Contains(errs, "does not use them") {
+		t.Errorf("--temp with beam-adaptive: %q", errs)
+	}
 }
