@@ -28,6 +28,7 @@ type config struct {
 	ignoreEOS                            bool
 	repeatPenalty, presence, frequency   float64
 	repeatLastN                          int
+	stops                                stopList
 	temp, topP, minP                     float64
 	topK                                 int
 
@@ -89,6 +90,8 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.noEscape, "no-escape", false, "take the -p prompt as it is, backslashes included (-f and standard input always are)")
 	integer(&c.maxTokens, "n", "max-tokens", 256, "maximum new tokens")
 	fs.Int64Var(&c.seedFlag, "seed", 42, "seed of every random draw (-1: a random one, printed)")
+	fs.Var(&c.stops, "r", "stop at this text, which is not output (repeatable; same as --stop)")
+	fs.Var(&c.stops, "stop", "stop at this text, which is not output (repeatable)")
 	integer(&c.ctxSize, "c", "ctx-size", 0, "context size in tokens, at most the model's (0: the model's)")
 	fs.BoolVar(&c.ignoreEOS, "ignore-eos", false, "never end at the end-of-sequence token (generate -n tokens)")
 	fs.Float64Var(&c.repeatPenalty, "repeat-penalty", 1, "divide the logits of the last --repeat-last-n tokens by this (1: off)")
@@ -290,4 +293,18 @@ func (c *config) check() error {
 		errs = append(errs, errors.New("no model: give one with -m FILE (GGUF or llama2.c .bin)"))
 	}
 	return errors.Join(errs...)
+}
+
+// stopList is a repeatable -r/--stop flag.
+type stopList []string
+
+func (l *stopList) String() string { return strings.Join(*l, ", ") }
+
+func (l *stopList) Set(s string) error {
+	s = unescape(s)
+	if s == "" {
+		return errors.New("an empty stop string")
+	}
+	*l = append(*l, s)
+	return nil
 }

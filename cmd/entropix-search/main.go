@@ -156,6 +156,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	}
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
+	filter := &stopFilter{stops: c.stops, onStop: func() { stopRun(errStopString) }}
 	emit := func(s string) {
 		_, err := out.WriteString(s)
 		if err == nil {
@@ -172,7 +173,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP,
 			RepeatPenalty: c.repeatPenalty, RepeatWindow: c.repeatLastN, PresencePenalty: c.presence, FrequencyPenalty: c.frequency}),
 		engine.WithIgnoreEOS(c.ignoreEOS),
-		engine.WithStream(emit),
+		engine.WithStream(filter.write),
 	}
 	if c.beam > 0 {
 		opts = append(opts, engine.WithWidth(c.beam))
@@ -197,13 +198,23 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return usageError{err}
 	}
+	filter.emit = emit
 	if !c.chat {
 		emit(prompt)
 	}
 	res, err := eng.SearchTokens(ctx, prompt, ids, engine.Budget{
 		MaxTokens: c.maxTokens, MaxRows: c.budgetRows, MaxWidth: c.maxWidth, Timeout: c.timeout,
 	})
+	filter.flush()
 	emit("\n")
+	if filter.cut && res != nil {
+		// The text ends before the stop string; the tokens are what was
+		// generated.
+		res.Text, res.TextBytes, res.Stopped, res.BudgetExhausted = filter.text.String(), nil, "stop", false
+		if errors.Is(context.Cause(ctx), errStopString) {
+			err = nil
+		}
+	}
 	if prog != nil {
 		prog.clear()
 	}

@@ -741,6 +741,18 @@ func TestLlamaCppHabits(t *testing.T) {
 	if plain == penal {
 		t.Errorf("penalties changed nothing: %q", plain)
 	}
+	// -r/--stop: the text ends before the stop string, in streaming and in
+	// branching modes alike, and the JSON says so.
+	for _, mode := range []string{"--greedy", "--beam=4"} {
+		out := filepath.Join(t.TempDir(), "r.json")
+		code, stdout, errs := runCLI(with("-p", "Once upon a time", "-n", "60", mode, "-r", "Lily", "--stop", "\\n\\n", "--json", out, "--quiet")...)
+		if code != 0 || !strings.HasPrefix(stdout, "Once upon a time") || strings.Contains(stdout, "Lily") {
+			t.Errorf("%s -r Lily: exit %d, %q, %s", mode, code, stdout, errs)
+		}
+		if r := readReport(t, out); r.Result.Stopped != "stop" || strings.Contains(r.Result.Text, "Lily") {
+			t.Errorf("%s -r Lily: stopped %q, text %q", mode, r.Result.Stopped, r.Result.Text)
+		}
+	}
 	// Sampling flags on a mode that does not sample: a note, not silence.
 	if _, _, errs := runCLI(with("-p", "Once", "-n", "3", "--temp", "1.2", "--quiet")...); !strings.Contains(errs, "does not use them") {
 		t.Errorf("--temp with beam-adaptive: %q", errs)
