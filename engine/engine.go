@@ -58,6 +58,9 @@ func New(m *model.Model, opts ...Option) (*Engine, error) {
 	if err := o.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
+	if o.TopProbs < 0 || o.TopProbs > 1000 {
+		return nil, fmt.Errorf("engine: %d top probabilities per token: want 0..1000", o.TopProbs)
+	}
 	if o.CacheTokens < 0 {
 		return nil, fmt.Errorf("engine: cache of %d tokens: want > 0 (or 0 for the default)", o.CacheTokens)
 	}

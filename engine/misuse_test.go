@@ -74,3 +74,32 @@ func TestConcurrentSearches(t *testing.T) {
 		t.Fatalf("%d blocks leaked", n)
 	}
 }
+
+// WithTopProbs keeps each node's most probable tokens, in every mode, and
+// does not change the search.
+func TestTopProbs(t *testing.T) {
+	m := loadStories(t)
+	for _, mode := range Modes() {
+		b := Budget{MaxTokens: 12, MaxRows: 40}
+		plain := runSearch(t, newEngine(t, m, WithMode(mode), WithSeed(2)), "Once upon a time", b)
+		e := newEngine(t, m, WithMode(mode), WithSeed(2), WithTopProbs(3))
+		res := runSearch(t, e, "Once upon a time", b)
+		if res.Text != plain.Text {
+			t.Errorf("%v: with top probabilities %q, without %q", mode, res.Text, plain.Text)
+		}
+		for id, n := range res.Tree.All() {
+			if id == 0 {
+				continue
+			}
+			if len(n.Top) != 3 || n.Top[0].LogProb < n.Top[1].LogProb {
+				t.Fatalf("%v: node %d top %+v", mode, id, n.Top)
+			}
+			if n.LogProb != 0 && n.LogProb > n.Top[0].LogProb+1e-9 {
+				t.Fatalf("%v: node %d has log p %v above the best %v", mode, id, n.LogProb, n.Top[0].LogProb)
+			}
+		}
+	}
+	if _, err := New(m, WithTopProbs(-1)); err == nil {
+		t.Error("WithTopProbs(-1) accepted")
+	}
+}

@@ -141,6 +141,10 @@ type Options struct {
 	// Self-consistency votes on it; without it, it votes on the whole
 	// text.
 	Answer func(completion string) (string, bool)
+	// TopProbs, when above 0, keeps in every tree node the TopProbs most
+	// probable tokens of the distribution its token was chosen from
+	// (tree.Node.Top; llama.cpp's n_probs).
+	TopProbs int
 	// IgnoreEOS never lets the model end the text: the end-of-sequence
 	// token gets probability 0 (llama.cpp's --ignore-eos).
 	IgnoreEOS bool
@@ -167,6 +171,9 @@ func WithMode(m Mode) Option { return func(o *Options) { o.Mode = m } }
 
 // WithSeed sets the seed of every random draw.
 func WithSeed(seed uint64) Option { return func(o *Options) { o.Seed = seed } }
+
+// WithTopProbs sets Options.TopProbs.
+func WithTopProbs(n int) Option { return func(o *Options) { o.TopProbs = n } }
 
 // WithIgnoreEOS sets Options.IgnoreEOS.
 func WithIgnoreEOS(on bool) Option { return func(o *Options) { o.IgnoreEOS = on } }

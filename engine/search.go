@@ -65,8 +65,9 @@ type search struct {
 	// mode holds the decoding mode's own state and decisions.
 	mode decoder
 	// Scratch shared by the modes.
-	cand policy.Candidates
-	top  []int
+	cand     policy.Candidates
+	top      []int
+	topProbs []int // extend's, for Options.TopProbs
 }
 
 // decoder is one decoding mode: one type per mode, each holding its own
@@ -355,6 +356,15 @@ func (s *search) extend(br *branch, tok int, logProb float64, m policy.Metrics, 
 	s.t.Node(br.leaf).Seq = nil
 	br.leaf = id
 	n := s.t.Node(id)
+	if k := s.opts.TopProbs; k > 0 && s.out != nil {
+		logits := s.out.Logits(br.row)
+		lz, _ := logSumExp(logits)
+		s.topProbs = topK(logits, k, s.topProbs) // not s.top: callers iterate it
+		n.Top = make([]policy.Candidate, len(s.topProbs))
+		for i, t := range s.topProbs {
+			n.Top[i] = policy.Candidate{Token: t, LogProb: float64(logits[t]) - lz}
+		}
+	}
 	if s.isStop(tok) {
 		n.Status, n.Reason = tree.Finished, "eos"
 		n.Seq = br.seq // released with the branch
@@ -383,7 +393,7 @@ func (s *search) isStop(tok int) bool { return slices.Contains(s.stops, tok) }
 
 // fork returns a child branch sharing br's cache (copy on write).
 func (s *search) fork(br *branch) *branch {
-	return &branch{leaf: br.leaf, seq: s.e.kv.Fork(br.seq), score: br.score, before: br.before}
+	return &branch{leaf: br.leaf, seq: s.e.kv.Fork(br.seq), score: br.score, before: br.before, row: br.row}
 }
 
 // prune removes br from the live set, marks its leaf pruned and frees

@@ -47,6 +47,13 @@ type jsonNode struct {
 	Status     Status          `json:"status"`
 	Reason     string          `json:"reason"`
 	Committed  bool            `json:"committed"`
+	Top        []jsonCandidate `json:"top,omitempty"`
+}
+
+// jsonCandidate is one of a node's most probable tokens.
+type jsonCandidate struct {
+	Token   int       `json:"token"`
+	LogProb jsonFloat `json:"logprob"`
 }
 
 // jsonMetrics mirrors policy.Metrics with the same names, through jsonFloat.
@@ -116,6 +123,9 @@ func toJSON(n *Node) jsonNode {
 	if jn.Children == nil {
 		jn.Children = []ID{}
 	}
+	for _, c := range n.Top {
+		jn.Top = append(jn.Top, jsonCandidate{Token: c.Token, LogProb: jsonFloat(c.LogProb)})
+	}
 	if !utf8.ValidString(n.Text) {
 		jn.TextBytes = []byte(n.Text)
 	}
@@ -141,6 +151,9 @@ func fromJSON(jn *jsonNode) Node {
 	}
 	if jn.TextBytes != nil {
 		n.Text = string(jn.TextBytes)
+	}
+	for _, c := range jn.Top {
+		n.Top = append(n.Top, policy.Candidate{Token: c.Token, LogProb: float64(c.LogProb)})
 	}
 	if len(jn.Children) > 0 {
 		n.Children = jn.Children

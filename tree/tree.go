@@ -83,6 +83,10 @@ type Node struct {
 	Quadrant policy.Quadrant // of that distribution
 	Action   policy.Action   // how Token was chosen
 	Score    float64         // path score the engine assigned
+	// Top are the most probable tokens of the distribution Token was
+	// chosen from, most probable first, when the engine was asked for
+	// them (engine.WithTopProbs); nil otherwise.
+	Top []policy.Candidate
 
 	Status    Status
 	Reason    string // why finished or pruned ("eos", "max-depth", "kv-full", ...)

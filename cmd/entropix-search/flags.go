@@ -29,6 +29,7 @@ type config struct {
 	repeatPenalty, presence, frequency   float64
 	repeatLastN                          int
 	stops                                stopList
+	nProbs                               int
 	temp, topP, minP                     float64
 	topK                                 int
 
@@ -90,6 +91,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.noEscape, "no-escape", false, "take the -p prompt as it is, backslashes included (-f and standard input always are)")
 	integer(&c.maxTokens, "n", "max-tokens", 256, "maximum new tokens")
 	fs.Int64Var(&c.seedFlag, "seed", 42, "seed of every random draw (-1: a random one, printed)")
+	fs.IntVar(&c.nProbs, "n-probs", 0, "show the N most probable tokens of each generated token's distribution (stderr; in --json: each node's top)")
 	fs.Var(&c.stops, "r", "stop at this text, which is not output (repeatable; same as --stop)")
 	fs.Var(&c.stops, "stop", "stop at this text, which is not output (repeatable)")
 	integer(&c.ctxSize, "c", "ctx-size", 0, "context size in tokens, at most the model's (0: the model's)")
@@ -262,6 +264,9 @@ func (c *config) check() error {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || (f.name == "--repeat-penalty" && f.v < 0) {
 			errs = append(errs, fmt.Errorf("%s %v: want a finite value (>= 0 for --repeat-penalty)", f.name, f.v))
 		}
+	}
+	if c.nProbs < 0 || c.nProbs > 100 {
+		errs = append(errs, fmt.Errorf("--n-probs %d: want 0..100", c.nProbs))
 	}
 	if c.repeatLastN < 0 || c.repeatLastN > 1<<16 {
 		errs = append(errs, fmt.Errorf("--repeat-last-n %d: want 0..65536", c.repeatLastN))

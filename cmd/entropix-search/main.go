@@ -172,7 +172,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		engine.WithStopTokens(stops...), engine.WithKVType(kv),
 		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP,
 			RepeatPenalty: c.repeatPenalty, RepeatWindow: c.repeatLastN, PresencePenalty: c.presence, FrequencyPenalty: c.frequency}),
-		engine.WithIgnoreEOS(c.ignoreEOS),
+		engine.WithIgnoreEOS(c.ignoreEOS), engine.WithTopProbs(c.nProbs),
 		engine.WithStream(filter.write),
 	}
 	if c.beam > 0 {
@@ -230,6 +230,9 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	}
 	if !c.quiet {
 		summary(stderr, term, c, res)
+	}
+	if c.nProbs > 0 {
+		printProbs(stderr, m, res)
 	}
 	if interrupted {
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {

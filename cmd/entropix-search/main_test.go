@@ -753,6 +753,11 @@ func TestLlamaCppHabits(t *testing.T) {
 			t.Errorf("%s -r Lily: stopped %q, text %q", mode, r.Result.Stopped, r.Result.Text)
 		}
 	}
+	// --n-probs: each token with its probability and the top alternatives.
+	code, _, errs = runCLI(with("-p", "Once upon a time", "-n", "5", "--greedy", "--n-probs", "3", "--quiet")...)
+	if lines := strings.Count(errs, "p="); code != 0 || lines != 5 || strings.Count(strings.Split(errs, "\n")[0], ", ") != 2 {
+		t.Errorf("--n-probs 3: exit %d, %d token lines:\n%s", code, lines, errs)
+	}
 	// Sampling flags on a mode that does not sample: a note, not silence.
 	if _, _, errs := runCLI(with("-p", "Once", "-n", "3", "--temp", "1.2", "--quiet")...); !strings.Contains(errs, "does not use them") {
 		t.Errorf("--temp with beam-adaptive: %q", errs)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -79,6 +80,24 @@ func checkOutputs(c *config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// printProbs prints, for each token of the result's path, its probability
+// and the most probable tokens of its distribution (--n-probs).
+func printProbs(w io.Writer, m *model.Model, res *engine.Result) {
+	if res == nil || res.Tree == nil {
+		return
+	}
+	for id, n := range res.Tree.All() {
+		if id == tree.Root || !n.Committed {
+			continue
+		}
+		var alts []string
+		for _, c := range n.Top {
+			alts = append(alts, fmt.Sprintf("%q %.3f", m.Tokenizer.Piece(c.Token), math.Exp(c.LogProb)))
+		}
+		fmt.Fprintf(w, "%-16q p=%.3f  [%s]\n", n.Text, math.Exp(n.LogProb), strings.Join(alts, ", "))
+	}
 }
 
 // summary prints the run's numbers on stderr.
