@@ -45,6 +45,7 @@ type config struct {
 	printPolicy                        bool
 	dot, json, svg                     string
 	chat                               bool
+	system, messages                   string
 	threads                            int
 	kvType                             string
 	logLevel, logFormat                string
@@ -127,7 +128,9 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.dot, "dot", "", "write the search tree as Graphviz DOT to this `file`")
 	fs.StringVar(&c.json, "json", "", "write the search tree and result as JSON to this `file`")
 	fs.StringVar(&c.svg, "svg", "", "write the search tree as SVG to this `file` (needs Graphviz)")
-	fs.BoolVar(&c.chat, "chat", false, "apply the model's chat template to the prompt (GGUF)")
+	fs.BoolVar(&c.chat, "chat", false, "apply the model's chat template (GGUF, rendered as Jinja) to the prompt as a user turn")
+	fs.StringVar(&c.system, "system", "", "a system message first (implies --chat)")
+	fs.StringVar(&c.messages, "messages", "", "a conversation `file`: a JSON array of {\"role\", \"content\"}, before the prompt (implies --chat)")
 	integer(&c.threads, "t", "threads", 0, "worker threads (0 = all cores)")
 	fs.StringVar(&c.kvType, "kv-type", "auto", "KV cache type: f32; f16 for half the memory and attention traffic; auto: f16 for quantized weights, f32 for float ones")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
@@ -153,6 +156,9 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	}
 	if !c.noEscape {
 		c.prompt = unescape(c.prompt)
+	}
+	if c.system != "" || c.messages != "" {
+		c.chat = true
 	}
 	return c, c.check()
 }

@@ -11,7 +11,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -137,13 +139,22 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		return calibrate(ctx, c, m, pf, stdout, stderr)
 	}
 
-	prompt, err := readPrompt(c, stdin)
-	if err != nil {
-		return usageError{err}
-	}
-	ids, stops, err := m.EncodePrompt(prompt, c.chat)
-	if err != nil {
-		return usageError{fmt.Errorf("--chat: %w", err)}
+	var prompt string
+	var ids, stops []int
+	if c.chat {
+		msgs, err := chatMessages(c, stdin)
+		if err != nil {
+			return usageError{err}
+		}
+		if ids, stops, err = m.EncodeChat(msgs); err != nil {
+			return usageError{fmt.Errorf("--chat: %w", err)}
+		}
+		prompt = msgs[len(msgs)-1].Content
+	} else {
+		if prompt, err = readPrompt(c, stdin); err != nil {
+			return usageError{err}
+		}
+		ids, stops, _ = m.EncodePrompt(prompt, false)
 	}
 
 	kv, err := m.KVType(c.kvType)
@@ -270,6 +281,47 @@ func effectivePolicy(c *config) (policy.File, error) {
 		}
 	}
 	return pf, pf.Validate()
+}
+
+// chatMessages is the conversation of --chat: the --messages file's
+// messages, a --system message first when given, and the prompt (-p, -f
+// or standard input) as the last user turn when there is one.
+func chatMessages(c *config, stdin io.Reader) ([]model.Message, error) {
+	var msgs []model.Message
+	if c.system != "" {
+		msgs = append(msgs, model.Message{Role: "system", Content: c.system})
+	}
+	if c.messages != "" {
+		b, err := readSmallFile(c.messages, maxPromptBytes)
+		if err != nil {
+			return nil, fmt.Errorf("--messages: %w", err)
+		}
+		var file []model.Message
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&file); err != nil {
+			return nil, fmt.Errorf("--messages %s: want a JSON array of {\"role\", \"content\"}: %w", c.messages, err)
+		}
+		for i, m := range file {
+			switch m.Role {
+			case "system", "user", "assistant", "tool":
+			default:
+				return nil, fmt.Errorf("--messages %s: message %d has role %q (want system, user, assistant or tool)", c.messages, i, m.Role)
+			}
+		}
+		msgs = append(msgs, file...)
+	}
+	if c.prompt != "" || c.promptFile != "" || (stdin != nil && !isTerminal(stdin) && c.messages == "") {
+		p, err := readPrompt(c, stdin)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, model.Message{Role: "user", Content: p})
+	}
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role == "system" {
+		return nil, errors.New("--chat: no user message: give -p TEXT, -f FILE or --messages FILE")
+	}
+	return msgs, nil
 }
 
 // maxPromptBytes bounds a prompt read from a file or standard input.

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/entropix-search/entropix-search/model/gguf"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
@@ -762,4 +763,45 @@ func TestLlamaCppHabits(t *testing.T) {
 	if _, _, errs := runCLI(with("-p", "Once", "-n", "3", "--temp", "1.2", "--quiet")...); !strings.Contains(errs, "does not use them") {
 		t.Errorf("--temp with beam-adaptive: %q", errs)
 	}
+}
+
+// --chat renders the GGUF's own Jinja template, with --system and a
+// --messages conversation (issue 19, defect 11). stories260K carries no
+// template: the test gives a copy of it one.
+func TestChatTemplate(t *testing.T) {
+	f, err := gguf.Open(modeltest.Stories260KGGUFPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := append(slices.Clone(f.KV), gguf.KV{Key: "tokenizer.chat_template",
+		Value: gguf.String("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")})
+	var ts []gguf.WriteTensor
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		ts = append(ts, gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: bytes.Clone(f.TensorData(ti))})
+	}
+	f.Close()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "chat.gguf")
+	var buf bytes.Buffer
+	if err := gguf.Write(&buf, kv, ts); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(path, buf.Bytes(), 0o644)
+	msgs := filepath.Join(dir, "msgs.json")
+	os.WriteFile(msgs, []byte(`[{"role": "user", "content": "Tell me a story."}, {"role": "assistant", "content": "Once upon a time"}]`), 0o644)
+	out := filepath.Join(dir, "r.json")
+	code, _, errs := runCLI("-m", path, "--system", "You tell stories.", "--messages", msgs, "-p", "Go on.", "-n", "8", "--greedy", "--json", out, "--quiet")
+	if code != 0 {
+		t.Fatalf("--chat: exit %d, %s", code, errs)
+	}
+	if r := readReport(t, out); r.Prompt != "Go on." || r.Result.Text == "" {
+		t.Errorf("--chat report: %+v", r)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`[{"role": "wizard", "content": "x"}]`), 0o644)
+	checkUsageErrors(t, []usageCase{
+		{[]string{"-m", path, "--messages", bad}, "role \"wizard\""},
+		{[]string{"-m", path, "--system", "only a system message"}, "no user message"},
+	})
 }
