@@ -130,6 +130,10 @@ type Result struct {
 // ErrEmptyPrompt is returned for an empty prompt.
 var ErrEmptyPrompt = errors.New("engine: empty prompt")
 
+// ErrNonFinite is returned when the model's output is not finite (NaN or
+// infinite logits): its weights are corrupt, or overflow.
+var ErrNonFinite = errors.New("engine: the model's logits are not finite (corrupt weights?)")
+
 // ErrPromptTooLong is returned for a prompt that fills the model's context.
 var ErrPromptTooLong = errors.New("engine: the prompt does not fit the context")
 

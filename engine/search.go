@@ -299,6 +299,13 @@ func (s *search) forward() error {
 		st.Rows += len(s.rows)
 		st.TokensExplored += len(s.rows)
 	}
+	// Every row a decision reads must be finite: NaN logits (corrupt
+	// weights) would otherwise become arbitrary tokens.
+	for _, br := range s.live {
+		if !finiteRow(out.Logits(br.row)) {
+			return fmt.Errorf("%w: step %d", ErrNonFinite, s.step)
+		}
+	}
 	if s.opts.IgnoreEOS {
 		if eos := s.tok.EOS(); eos >= 0 {
 			for _, br := range s.live {
@@ -544,6 +551,17 @@ func stopReason(err error) string {
 		return "deadline"
 	}
 	return "canceled"
+}
+
+// finiteRow reports whether no logit is NaN or +Inf (-Inf is a masked
+// token).
+func finiteRow(logits []float32) bool {
+	for _, v := range logits {
+		if v != v || v > math.MaxFloat32 {
+			return false
+		}
+	}
+	return true
 }
 
 // logSumExp returns log Σ exp(logits) and the index of the largest.

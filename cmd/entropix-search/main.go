@@ -231,7 +231,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	}
 	interrupted := errors.Is(err, context.Canceled)
 	switch {
-	case errors.Is(err, engine.ErrPromptTooLong), errors.Is(err, engine.ErrEmptyPrompt):
+	case errors.Is(err, engine.ErrPromptTooLong), errors.Is(err, engine.ErrEmptyPrompt), errors.Is(err, engine.ErrNonFinite):
 		return usageError{err}
 	case err != nil && !interrupted && !errors.Is(err, context.DeadlineExceeded):
 		return err

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -769,25 +771,11 @@ func TestLlamaCppHabits(t *testing.T) {
 // --messages conversation (issue 19, defect 11). stories260K carries no
 // template: the test gives a copy of it one.
 func TestChatTemplate(t *testing.T) {
-	f, err := gguf.Open(modeltest.Stories260KGGUFPath(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := append(slices.Clone(f.KV), gguf.KV{Key: "tokenizer.chat_template",
-		Value: gguf.String("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")})
-	var ts []gguf.WriteTensor
-	for i := range f.Tensors {
-		ti := &f.Tensors[i]
-		ts = append(ts, gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: bytes.Clone(f.TensorData(ti))})
-	}
-	f.Close()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "chat.gguf")
-	var buf bytes.Buffer
-	if err := gguf.Write(&buf, kv, ts); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(path, buf.Bytes(), 0o644)
+	path := rewriteStories(t, dir, func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+		return append(kv, gguf.KV{Key: "tokenizer.chat_template",
+			Value: gguf.String("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")}), ts
+	})
 	msgs := filepath.Join(dir, "msgs.json")
 	os.WriteFile(msgs, []byte(`[{"role": "user", "content": "Tell me a story."}, {"role": "assistant", "content": "Once upon a time"}]`), 0o644)
 	out := filepath.Join(dir, "r.json")
@@ -804,4 +792,49 @@ func TestChatTemplate(t *testing.T) {
 		{[]string{"-m", path, "--messages", bad}, "role \"wizard\""},
 		{[]string{"-m", path, "--system", "only a system message"}, "no user message"},
 	})
+}
+
+// rewriteStories writes an edited copy of the bundled stories260K GGUF
+// into dir and returns its path.
+func rewriteStories(t *testing.T, dir string, edit func([]gguf.KV, []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor)) string {
+	t.Helper()
+	f, err := gguf.Open(modeltest.Stories260KGGUFPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ts []gguf.WriteTensor
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		ts = append(ts, gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: bytes.Clone(f.TensorData(ti))})
+	}
+	kv, ts := edit(slices.Clone(f.KV), ts)
+	var buf bytes.Buffer
+	if err := gguf.Write(&buf, kv, ts); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "edited.gguf")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// NaN weights are one clear line and exit 2, in every mode (issue 19,
+// defect 8: they exited 1, or printed arbitrary tokens).
+func TestNaNWeights(t *testing.T) {
+	path := rewriteStories(t, t.TempDir(), func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
+		for i := range ts {
+			if ts[i].Name == "output_norm.weight" {
+				binary.LittleEndian.PutUint32(ts[i].Data, math.Float32bits(float32(math.NaN())))
+			}
+		}
+		return kv, ts
+	})
+	for _, mode := range []string{"--greedy", "--beam-adaptive", "--sample", "--beam=4"} {
+		code, _, errs := runCLI("-m", path, "-p", "Once", "-n", "5", mode, "--quiet")
+		if code != exitUsage || !strings.Contains(errs, "not finite") || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%s on NaN weights: exit %d, %q", mode, code, errs)
+		}
+	}
 }
