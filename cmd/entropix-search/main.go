@@ -311,18 +311,20 @@ func chatMessages(c *config, stdin io.Reader) ([]model.Message, error) {
 		}
 		msgs = append(msgs, file...)
 	}
-	if c.prompt != "" || c.promptFile != "" || (stdin != nil && !isTerminal(stdin) && c.messages == "") {
-		p, err := readPrompt(c, stdin)
-		if err != nil {
-			return nil, err
-		}
+	switch p, err := readPrompt(c, stdin); {
+	case err == nil:
 		msgs = append(msgs, model.Message{Role: "user", Content: p})
+	case !errors.Is(err, errNoPrompt) || c.promptFile != "":
+		return nil, err
 	}
 	if len(msgs) == 0 || msgs[len(msgs)-1].Role == "system" {
 		return nil, errors.New("--chat: no user message: give -p TEXT, -f FILE or --messages FILE")
 	}
 	return msgs, nil
 }
+
+// errNoPrompt is readPrompt's error when no source gave a prompt.
+var errNoPrompt = errors.New("empty prompt: give one with -p TEXT, -f FILE or on standard input")
 
 // maxPromptBytes bounds a prompt read from a file or standard input.
 const maxPromptBytes = 16 << 20
@@ -377,7 +379,7 @@ func readPrompt(c *config, stdin io.Reader) (string, error) {
 			return s, nil
 		}
 	}
-	return "", errors.New("empty prompt: give one with -p TEXT, -f FILE or on standard input")
+	return "", errNoPrompt
 }
 
 func newLogger(c *config, stderr io.Writer) (zerolog.Logger, error) {

@@ -24,9 +24,20 @@ import (
 	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
+// runCLI runs the real binary (built once by TestMain) with args and an
+// empty standard input.
 func runCLI(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
-	code = run(context.Background(), args, nil, &out, &errb)
+	cmd := exec.Command(builtExe, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		return -1, "", err.Error()
+	}
 	return code, out.String(), errb.String()
 }
 
@@ -283,24 +294,32 @@ var (
 // buildCLI compiles the command once per test binary.
 func buildCLI(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "entropix-cli-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtExe = filepath.Join(dir, "entropix-search")
-		if out, err := exec.Command("go", "build", "-o", builtExe, ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
+	buildOnce.Do(build)
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return builtExe
 }
 
+// build builds the command into a temporary folder (builtExe).
+func build() {
+	dir, err := os.MkdirTemp("", "entropix-cli-test")
+	if err != nil {
+		buildErr = err
+		return
+	}
+	builtExe = filepath.Join(dir, "entropix-search")
+	if out, err := exec.Command("go", "build", "-o", builtExe, ".").CombinedOutput(); err != nil {
+		buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+	}
+}
+
 func TestMain(m *testing.M) {
+	buildOnce.Do(build)
+	if buildErr != nil {
+		fmt.Fprintln(os.Stderr, buildErr)
+		os.Exit(1)
+	}
 	code := m.Run()
 	if builtExe != "" {
 		os.RemoveAll(filepath.Dir(builtExe))
