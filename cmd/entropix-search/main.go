@@ -237,6 +237,9 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		return err
 	}
 	if werr := writeOutputs(hardStop, c, m, prompt, res, stream); werr != nil {
+		if cause := context.Cause(hardStop); cause != nil {
+			return cause // a second signal stopped the writing
+		}
 		return werr
 	}
 	if !c.quiet {

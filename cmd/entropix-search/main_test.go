@@ -519,6 +519,41 @@ func TestBoundedInputs(t *testing.T) {
 	}
 }
 
+// A second signal stops at once, even while Graphviz lays out a big tree
+// (it ran 67 s after a Ctrl-C), and leaves no partial file.
+func TestSecondSignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if _, err := exec.LookPath("dot"); err != nil {
+		t.Skip("no Graphviz")
+	}
+	exe := buildCLI(t)
+	dir := t.TempDir()
+	svg := filepath.Join(dir, "t.svg")
+	os.WriteFile(svg, []byte("old"), 0o644)
+	cmd := exec.Command(exe, append(stories(t), "-p", "Once upon a time", "-n", "450", "--beam", "64", "--svg", svg, "--quiet")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT) // stop the search: dot starts on its tree
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGINT) // stop dot
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("exit %v, want 130", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the second signal took %v to stop the run", d)
+	}
+	if b, _ := os.ReadFile(svg); string(b) != "old" {
+		t.Errorf("the old SVG became %d bytes", len(b))
+	}
+}
+
 // A closed standard output (| head -c 30) stops the search like a signal:
 // the JSON is still written, and the exit code is 141 (SIGPIPE).
 func TestClosedStdout(t *testing.T) {
