@@ -327,6 +327,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// tinyReport is the part of --json's report the tests read.
 type tinyReport struct {
 	Prompt string `json:"prompt"`
 	Result struct {
@@ -334,6 +335,12 @@ type tinyReport struct {
 		Text    string          `json:"text"`
 		Stopped string          `json:"stopped"`
 		Tree    json.RawMessage `json:"tree"`
+		Stats   struct {
+			Rows      int `json:"rows"`
+			MaxLive   int `json:"max_live"`
+			Forks     int `json:"forks"`
+			Generated int `json:"generated"`
+		} `json:"stats"`
 	} `json:"result"`
 }
 
@@ -686,31 +693,6 @@ func TestCalibrateThenUse(t *testing.T) {
 	}
 }
 
-// resultJSON is the part of --json's report the baseline tests read.
-type resultJSON struct {
-	Result struct {
-		Mode  string `json:"mode"`
-		Stats struct {
-			Rows    int `json:"rows"`
-			MaxLive int `json:"max_live"`
-			Forks   int `json:"forks"`
-		} `json:"stats"`
-	} `json:"result"`
-}
-
-func readResult(t *testing.T, path string) resultJSON {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r resultJSON
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 // TestSamplingBaselines runs --self-consistency and --best-of on the
 // arith model: N samples in one batch, the rows they spent in --json, and
 // the usage errors.
@@ -726,7 +708,7 @@ func TestSamplingBaselines(t *testing.T) {
 		if !strings.Contains(stdout, "#### ") {
 			t.Errorf("%s: no answer in %q", mode, stdout)
 		}
-		r := readResult(t, out)
+		r := readReport(t, out)
 		if r.Result.Mode != strings.TrimPrefix(mode, "--") || r.Result.Stats.MaxLive != 4 || r.Result.Stats.Rows < 4*40 {
 			t.Errorf("%s: JSON result %+v", mode, r.Result)
 		}
@@ -738,7 +720,7 @@ func TestSamplingBaselines(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "#### ") {
 		t.Fatalf("--beam-adaptive: exit %d, %q: %s", code, stdout, stderr)
 	}
-	r := readResult(t, out)
+	r := readReport(t, out)
 	if r.Result.Mode != "beam-adaptive" || r.Result.Stats.Rows <= 48 || r.Result.Stats.Rows > 200 || r.Result.Stats.Forks == 0 {
 		t.Errorf("--beam-adaptive --budget-rows 200: JSON result %+v", r.Result)
 	}
@@ -780,15 +762,7 @@ func TestLlamaCppHabits(t *testing.T) {
 		if code, _, errs := runCLI(args...); code != 0 {
 			t.Fatalf("%s: exit %d, %s", c.flag, code, errs)
 		}
-		var r struct {
-			Result struct {
-				Stats struct {
-					Generated int `json:"generated"`
-				} `json:"stats"`
-			} `json:"result"`
-		}
-		b, _ := os.ReadFile(out)
-		if json.Unmarshal(b, &r) != nil || !c.want(r.Result.Stats.Generated) {
+		if r := readReport(t, out); !c.want(r.Result.Stats.Generated) {
 			t.Errorf("%s: %d tokens", c.flag, r.Result.Stats.Generated)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/google/renameio/v2"
 )
@@ -70,7 +71,8 @@ func Check(path string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if special {
-		f, err := os.OpenFile(real, os.O_WRONLY, 0)
+		// Non-blocking: a FIFO nobody reads is refused, not waited on.
+		f, err := os.OpenFile(real, os.O_WRONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
@@ -94,8 +96,7 @@ func Check(path string) error {
 // "-".
 func Write(path string, stdout io.Writer, write func(io.Writer) error) error {
 	if path == Stdout {
-		w := bufio.NewWriter(stdout)
-		return errors.Join(write(w), w.Flush())
+		return buffered(stdout, write)
 	}
 	real, special, err := target(path)
 	if err != nil {
@@ -106,8 +107,7 @@ func Write(path string, stdout io.Writer, write func(io.Writer) error) error {
 		if err != nil {
 			return fmt.Errorf("writing %s: %w", path, err)
 		}
-		w := bufio.NewWriter(f)
-		if err := errors.Join(write(w), w.Flush(), f.Close()); err != nil {
+		if err := errors.Join(buffered(f, write), f.Close()); err != nil {
 			return fmt.Errorf("writing %s: %w", path, err)
 		}
 		return nil
@@ -117,12 +117,17 @@ func Write(path string, stdout io.Writer, write func(io.Writer) error) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	defer t.Cleanup() // removes the temporary file unless it replaced path
-	w := bufio.NewWriter(t)
-	if err := errors.Join(write(w), w.Flush()); err != nil {
+	if err := buffered(t, write); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := t.CloseAtomicallyReplace(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// buffered runs write through a buffer on w and flushes it.
+func buffered(w io.Writer, write func(io.Writer) error) error {
+	bw := bufio.NewWriter(w)
+	return errors.Join(write(bw), bw.Flush())
 }

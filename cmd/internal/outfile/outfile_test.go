@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -95,5 +96,12 @@ func TestCheck(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("Check left files: %v", ents)
+	}
+	// A FIFO nobody reads is refused at once, not waited on.
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err == nil {
+		if err := Check(fifo); err == nil {
+			t.Error("Check passed a FIFO without a reader")
+		}
 	}
 }
