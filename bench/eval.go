@@ -270,27 +270,26 @@ type Output struct {
 	Stats   engine.Stats `json:"stats"`
 }
 
-// Eval runs every mode of cfg on the items of task at every budget of cfg
-// and scores the outputs. Its results depend only on the model, the task
-// and cfg (timings aside): item i runs with seed cfg.Seed+i.
-func Eval(ctx context.Context, m *model.Model, task Task, cfg EvalConfig) (*TaskReport, error) {
+// newEvaluator prepares the items of task for cfg (its defaults filled
+// in): their prompts encoded, their seeds and token limits.
+func newEvaluator(m *model.Model, task Task, cfg EvalConfig) (*evaluator, *TaskReport, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if m.Tokenizer == nil {
-		return nil, errors.New("bench: eval: the model has no tokenizer")
+		return nil, nil, errors.New("bench: eval: the model has no tokenizer")
 	}
 	items, err := task.Items(cfg.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("bench: eval: task %s: %w", task.Name(), err)
+		return nil, nil, fmt.Errorf("bench: eval: task %s: %w", task.Name(), err)
 	}
 	if len(items) == 0 {
-		return nil, fmt.Errorf("bench: eval: task %s has no items", task.Name())
+		return nil, nil, fmt.Errorf("bench: eval: task %s has no items", task.Name())
 	}
 	if cfg.Chat {
 		if _, err := model.DetectChatFormat(m.ChatTemplate); err != nil {
-			return nil, fmt.Errorf("bench: eval: chat: %w", err)
+			return nil, nil, fmt.Errorf("bench: eval: chat: %w", err)
 		}
 	}
 	ev := &evaluator{m: m, cfg: &cfg, scorer: NewScorer(m), items: make([]evalItem, len(items))}
@@ -298,16 +297,45 @@ func Eval(ctx context.Context, m *model.Model, task Task, cfg EvalConfig) (*Task
 	for i, it := range items {
 		ids, stops, err := m.EncodePrompt(it.Prompt, cfg.Chat)
 		if err != nil {
-			return nil, fmt.Errorf("bench: eval: %s: %w", it.ID, err)
+			return nil, nil, fmt.Errorf("bench: eval: %s: %w", it.ID, err)
 		}
 		room := m.Config.ContextLen - len(ids) - 1
 		if len(ids) == 0 || room < 1 {
-			return nil, fmt.Errorf("bench: eval: %s: a prompt of %d tokens leaves no room in the context of %d", it.ID, len(ids), m.Config.ContextLen)
+			return nil, nil, fmt.Errorf("bench: eval: %s: a prompt of %d tokens leaves no room in the context of %d", it.ID, len(ids), m.Config.ContextLen)
 		}
 		ev.items[i] = evalItem{Item: it, seed: cfg.Seed + uint64(i), ids: ids, stops: stops,
 			maxTokens: min(cfg.MaxTokens, room), scores: map[string]float64{}}
 		rep.Checked = rep.Checked || it.Check != nil
 	}
+	return ev, rep, nil
+}
+
+// SearchItem runs the item of task whose ID is id in mode at a budget of
+// rows exactly as Eval does (same seed, width, policy and token limit) and
+// returns the search's result, tree included: what a viewer of one item
+// of a report shows.
+func SearchItem(ctx context.Context, m *model.Model, task Task, cfg EvalConfig, id string, mode engine.Mode, budget int) (*engine.Result, error) {
+	ev, _, err := newEvaluator(m, task, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ev.items {
+		if ev.items[i].ID == id {
+			return ev.search(ctx, &ev.items[i], mode, budget)
+		}
+	}
+	return nil, fmt.Errorf("bench: task %s has no item %q among its first %d", task.Name(), id, len(ev.items))
+}
+
+// Eval runs every mode of cfg on the items of task at every budget of cfg
+// and scores the outputs. Its results depend only on the model, the task
+// and cfg (timings aside): item i runs with seed cfg.Seed+i.
+func Eval(ctx context.Context, m *model.Model, task Task, cfg EvalConfig) (*TaskReport, error) {
+	ev, rep, err := newEvaluator(m, task, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = *ev.cfg
 	if rep.Checked {
 		rep.Groups = itemGroups(ev.items)
 	}
@@ -327,7 +355,7 @@ func Eval(ctx context.Context, m *model.Model, task Task, cfg EvalConfig) (*Task
 			}
 			rep.Results = append(rep.Results, acc.result(mode, budget, cfg.modeWidth(mode, budget)))
 			if cfg.Progress != nil {
-				cfg.Progress(EvalProgress{Task: rep.Task, Budget: budget, Mode: mode, Items: len(items),
+				cfg.Progress(EvalProgress{Task: rep.Task, Budget: budget, Mode: mode, Items: len(ev.items),
 					Done: len(rep.Results), Total: total, Wall: time.Since(t0), Evaluated: time.Since(start)})
 			}
 		}
@@ -385,6 +413,15 @@ type evalItem struct {
 
 // run searches one item in one mode at one budget and scores the output.
 func (ev *evaluator) run(ctx context.Context, it *evalItem, mode engine.Mode, budget int) (Output, error) {
+	res, err := ev.search(ctx, it, mode, budget)
+	if err != nil {
+		return Output{}, err
+	}
+	return ev.score(it, mode, budget, res)
+}
+
+// search runs one item in one mode at one budget.
+func (ev *evaluator) search(ctx context.Context, it *evalItem, mode engine.Mode, budget int) (*engine.Result, error) {
 	k := ev.cfg.modeWidth(mode, budget)
 	opts := []engine.Option{engine.WithMode(mode), engine.WithSeed(it.seed), engine.WithWidth(k), engine.WithStopTokens(it.stops...), engine.WithKVType(ev.cfg.KVType),
 		engine.WithAnswer(ExtractAnswer)}
@@ -393,12 +430,18 @@ func (ev *evaluator) run(ctx context.Context, it *evalItem, mode engine.Mode, bu
 	}
 	eng, err := engine.New(ev.m, opts...)
 	if err != nil {
-		return Output{}, fmt.Errorf("bench: eval: %w", err)
+		return nil, fmt.Errorf("bench: eval: %w", err)
 	}
 	res, err := eng.SearchTokens(ctx, it.Prompt, it.ids, engine.Budget{MaxTokens: it.maxTokens, MaxRows: budget, MaxWidth: k})
 	if err != nil {
-		return Output{}, fmt.Errorf("bench: eval: %s, %s at %d rows: %w", it.ID, mode, budget, err)
+		return nil, fmt.Errorf("bench: eval: %s, %s at %d rows: %w", it.ID, mode, budget, err)
 	}
+	return res, nil
+}
+
+// score scores the output of one search.
+func (ev *evaluator) score(it *evalItem, mode engine.Mode, budget int, res *engine.Result) (Output, error) {
+	var err error
 	key := tokensKey(res.Tokens)
 	ll, ok := it.scores[key]
 	if !ok {

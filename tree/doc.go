@@ -50,9 +50,16 @@
 // printable (newlines as ⏎, other control characters and bytes that are not
 // UTF-8 spelled out) and escaped for DOT, and the output is deterministic.
 // WriteSVG renders it with Graphviz's dot when it is installed.
+// DOTOptions.HidePruned and MaxDepth cut a big tree down.
+//
+// WriteHTML writes an interactive, self-contained page (viewer.html,
+// embedded): the text coloured by quadrant with each token's numbers on
+// hover, a strip chart of entropy and varentropy, and the tree with its
+// forks opening on a click; a browser test drives it with chromedp.
 //
 // MarshalJSON writes every field of every node but Seq, for tools;
 // UnmarshalJSON checks that the input is a well-formed tree and restores
-// it exactly: floats keep every bit (NaN and infinities included) and texts
-// that are not UTF-8 keep their bytes.
+// it: texts that are not UTF-8 keep their bytes, and floats are JSON
+// numbers, the ones that are not finite written as null and read back as
+// NaN.
 package tree

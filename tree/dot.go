@@ -38,6 +38,13 @@ type DOTOptions struct {
 	Title string
 	// NoLegend leaves out the legend.
 	NoLegend bool
+	// HidePruned leaves out the pruned (and unexplored) subtrees that are
+	// not on the committed path, so that a big tree shows what was chosen
+	// and what was finished.
+	HidePruned bool
+	// MaxDepth, when above 0, draws only the nodes at most that many tokens
+	// below the prompt.
+	MaxDepth int
 }
 
 // Fill colours by quadrant.
@@ -87,14 +94,23 @@ func (t *Tree) WriteDOT(w io.Writer, opt DOTOptions) error {
 	}
 
 	run := t.runs(opt.CollapseRuns)
+	// Left out: a pruned node off the committed path (HidePruned), a node
+	// past MaxDepth, and everything below them (a parent's ID is always
+	// below its children's, so one pass in ID order sees parents first).
+	hide := make([]bool, t.Len())
 	for id, n := range t.All() {
-		if run[id] == 0 {
-			continue // inside a collapsed run
+		hide[id] = (opt.HidePruned && n.Status == Pruned && !n.Committed) || (opt.MaxDepth > 0 && n.Depth > opt.MaxDepth) ||
+			(n.Parent != None && hide[n.Parent])
+	}
+	hidden := func(n *Node) bool { return hide[n.ID] }
+	for id, n := range t.All() {
+		if run[id] == 0 || hidden(n) {
+			continue // inside a collapsed run, or left out
 		}
 		t.writeNode(&b, n, int(run[id]), opt.MaxLabel)
 	}
 	for id, n := range t.All() {
-		if id == Root || run[id] == 0 {
+		if id == Root || run[id] == 0 || hidden(n) {
 			continue // the root has no parent, a run member's edge is internal
 		}
 		p := t.Node(n.Parent)

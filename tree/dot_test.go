@@ -324,3 +324,35 @@ func FuzzDOTText(f *testing.F) {
 		}
 	})
 }
+
+// HidePruned and MaxDepth keep a big tree drawable: what they leave out
+// is gone with everything below it, and no edge points to a missing node.
+func TestDOTHideAndCut(t *testing.T) {
+	tr := New("p", []int{1})
+	a := tr.Add(Root, Node{Token: 2, Text: "a"})
+	b := tr.Add(a, Node{Token: 3, Text: "b"})
+	c := tr.Add(Root, Node{Token: 4, Text: "c"})
+	d := tr.Add(c, Node{Token: 5, Text: "d"})
+	tr.Finish(d, "eos", nil)
+	tr.PruneSubtree(c, "lost", nil)
+	tr.Commit(b)
+	count := func(opt DOTOptions) (nodes, edges int, dot string) {
+		var buf bytes.Buffer
+		opt.NoLegend = true
+		opt.CollapseRuns = 1
+		if err := tr.WriteDOT(&buf, opt); err != nil {
+			t.Fatal(err)
+		}
+		s := buf.String()
+		return strings.Count(s, "\tn") - strings.Count(s, "->") - strings.Count(s, "\tnode ["), strings.Count(s, "->"), s
+	}
+	if n, e, s := count(DOTOptions{}); n != 5 || e != 4 {
+		t.Errorf("all: %d nodes, %d edges\n%s", n, e, s)
+	}
+	if n, e, s := count(DOTOptions{HidePruned: true}); n != 3 || e != 2 || strings.Contains(s, `"d"`) {
+		t.Errorf("hide pruned: %d nodes, %d edges\n%s", n, e, s)
+	}
+	if n, e, s := count(DOTOptions{MaxDepth: 1}); n != 3 || e != 2 {
+		t.Errorf("depth 1: %d nodes, %d edges\n%s", n, e, s)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/policy"
+	"github.com/entropix-search/entropix-search/tree"
 )
 
 func init() {
@@ -72,6 +74,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	chat := fs.Bool("chat", false, "wrap prompts in the model's chat template (GGUF models that carry one)")
 	csvPath := fs.String("csv", "", "also write the results as CSV to this `file`")
 	jsonPath := fs.String("json", "", "also write the report, every output included, as JSON to this `file`")
+	htmlPath := fs.String("html", "", "also write the interactive viewer (tree/viewer) of one item's beam-adaptive search at the largest budget, as one HTML `file`")
+	htmlItem := fs.String("html-item", "", "the item -html shows, by ID (arith-0001, ...; default: the first task's first item)")
 	svgPath := fs.String("svg", "", "also plot versus rows spent (first task): accuracy with its 95% interval when the task has answers, loglik/token and loop share; as SVG to this `file`")
 	noTimings := fs.Bool("no-timings", false, "leave timings out of the markdown (to compare runs)")
 	noSpeed := fs.Bool("no-speed", false, "skip the speed section")
@@ -147,6 +151,13 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		kernels.SetThreads(*threads)
 	}
 
+	for _, o := range []struct{ flag, path string }{{"-csv", *csvPath}, {"-json", *jsonPath}, {"-svg", *svgPath}, {"-html", *htmlPath}} {
+		if o.path != "" {
+			if err := outfile.Check(o.path); err != nil {
+				return usagef("%s: %v", o.flag, err)
+			}
+		}
+	}
 	if *dataPath != "" && !slices.Contains(tasks, "arith") {
 		return usagef("-data is the arith task's file: add -task arith")
 	}
@@ -238,7 +249,41 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		fmt.Fprintf(stderr, "wrote %s\n", out.path)
 	}
+	if *htmlPath != "" {
+		if err := writeViewer(ctx, m, taskOf[tasks[0]], rep, *htmlItem, *htmlPath); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", *htmlPath)
+	}
 	return nil
+}
+
+// writeViewer writes the viewer of one item of the report's first task:
+// its beam-adaptive search at the largest budget, run again exactly as the
+// evaluation ran it.
+func writeViewer(ctx context.Context, m *model.Model, task bench.Task, rep *bench.Report, id, path string) error {
+	tr := rep.Tasks[0]
+	if id == "" {
+		if len(tr.Outputs) == 0 {
+			return errors.New("-html: the evaluation has no outputs")
+		}
+		id = tr.Outputs[0].Item
+	}
+	cfg := rep.Config
+	cfg.MaxTokens, cfg.Budgets, cfg.Limit = tr.MaxTokens, tr.Budgets, tr.Items
+	budget := slices.Max(tr.Budgets)
+	res, err := bench.SearchItem(ctx, m, task, cfg, id, engine.BeamAdaptive, budget)
+	if err != nil {
+		return fmt.Errorf("-html: %w", err)
+	}
+	th := policy.EntropixV1
+	if cfg.Policy != nil {
+		th = cfg.Policy.Thresholds
+	}
+	title := fmt.Sprintf("%s %s · beam-adaptive at %d rows · %s", tr.Task, id, budget, m.Source)
+	return writeFile(path, func(w io.Writer) error {
+		return res.Tree.WriteHTML(w, tree.HTMLOptions{Title: title, Thresholds: th, TokenText: m.Tokenizer.Piece})
+	})
 }
 
 // writeFile writes a file through write atomically (package outfile): a

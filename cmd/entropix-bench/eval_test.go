@@ -434,3 +434,22 @@ func TestWriteFileAtomic(t *testing.T) {
 		t.Errorf("the directory is gone: %v", err)
 	}
 }
+
+// -html writes the viewer of one item's beam-adaptive search, run as the
+// evaluation ran it.
+func TestEvalHTML(t *testing.T) {
+	needShared(t)
+	page := filepath.Join(t.TempDir(), "item.html")
+	arith := filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf")
+	code, _, errs := runCmd(t, "eval", "-m", arith, "-task", "arith", "-no-speed", "-no-timings", "-modes", "greedy", "-budgets", "1x", "-limit", "3", "-html", page, "-html-item", "arith-0002")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil || !bytes.Contains(b, []byte("arith-0002 · beam-adaptive")) || !bytes.Contains(b, []byte(`"nodes":[`)) {
+		t.Fatalf("the page (%d bytes): %v", len(b), err)
+	}
+	if code, _, errs := runCmd(t, "eval", "-m", arith, "-task", "arith", "-no-speed", "-modes", "greedy", "-budgets", "1x", "-limit", "3", "-html", page, "-html-item", "nope"); code == exitOK {
+		t.Errorf("an unknown item: exit %d, %s", code, errs)
+	}
+}

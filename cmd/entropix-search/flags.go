@@ -43,7 +43,9 @@ type config struct {
 	thresholds, calibrate, clarifyText string
 	policyPath, score                  string
 	printPolicy                        bool
-	dot, json, svg                     string
+	dot, json, svg, html               string
+	dotHidePruned                      bool
+	dotMaxDepth                        int
 	chat                               bool
 	system, messages                   string
 	threads                            int
@@ -127,6 +129,9 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.clarifyText, "clarify-text", "", `text inserted when the model is uniformly unsure (default " Wait,"; "-" = never)`)
 	fs.StringVar(&c.dot, "dot", "", "write the search tree as Graphviz DOT to this `file`")
 	fs.StringVar(&c.json, "json", "", "write the search tree and result as JSON to this `file`")
+	fs.StringVar(&c.html, "html", "", "write an interactive view of the search (text, chart, tree) as one self-contained HTML `file`")
+	fs.BoolVar(&c.dotHidePruned, "dot-hide-pruned", false, "leave pruned and unexplored branches out of --dot and --svg")
+	fs.IntVar(&c.dotMaxDepth, "dot-max-depth", 0, "draw --dot and --svg only down to this many tokens below the prompt (0: all)")
 	fs.StringVar(&c.svg, "svg", "", "write the search tree as SVG to this `file` (needs Graphviz)")
 	fs.BoolVar(&c.chat, "chat", false, "apply the model's chat template (GGUF, rendered as Jinja) to the prompt as a user turn")
 	fs.StringVar(&c.system, "system", "", "a system message first (implies --chat)")
@@ -284,13 +289,16 @@ func (c *config) check() error {
 		errs = append(errs, errors.New("--temp must be >= 0, --top-k >= 0, --top-p and --min-p in [0, 1]"))
 	}
 	dashes := 0
-	for _, p := range []string{c.dot, c.json, c.svg} {
+	for _, p := range []string{c.dot, c.json, c.svg, c.html} {
 		if p == "-" {
 			dashes++
 		}
 	}
 	if dashes > 1 {
-		errs = append(errs, errors.New("only one of --dot, --json and --svg can be - (standard output)"))
+		errs = append(errs, errors.New("only one of --dot, --json, --svg and --html can be - (standard output)"))
+	}
+	if c.dotMaxDepth < 0 {
+		errs = append(errs, fmt.Errorf("--dot-max-depth %d: want >= 0", c.dotMaxDepth))
 	}
 	if c.prompt != "" && c.promptFile != "" {
 		errs = append(errs, errors.New("give the prompt with -p or -f, not both"))

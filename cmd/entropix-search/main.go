@@ -162,7 +162,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		return usageError{fmt.Errorf("--kv-type: %w", err)}
 	}
 	stream := stdout // where "-" outputs go
-	if c.dot == "-" || c.json == "-" || c.svg == "-" {
+	if c.dot == "-" || c.json == "-" || c.svg == "-" || c.html == "-" {
 		stdout = io.Discard // that output is the run's whole output
 	}
 	out := bufio.NewWriter(stdout)
@@ -236,7 +236,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	case err != nil && !interrupted && !errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
-	if werr := writeOutputs(hardStop, c, m, prompt, res, stream); werr != nil {
+	if werr := writeOutputs(hardStop, c, m, prompt, res, pf.Thresholds, stream); werr != nil {
 		if cause := context.Cause(hardStop); cause != nil {
 			return cause // a second signal stopped the writing
 		}

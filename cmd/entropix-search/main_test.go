@@ -866,3 +866,27 @@ func TestNaNWeights(t *testing.T) {
 		}
 	}
 }
+
+// --html writes the viewer; --dot-hide-pruned and --dot-max-depth shrink
+// the DOT of a big tree.
+func TestHTMLAndDOTOptions(t *testing.T) {
+	dir := t.TempDir()
+	page, full, cut := filepath.Join(dir, "t.html"), filepath.Join(dir, "full.dot"), filepath.Join(dir, "cut.dot")
+	args := append(stories(t), "-p", "Once upon a time", "-n", "60", "--budget-rows", "240", "--quiet")
+	if code, _, errs := runCLI(append(slices.Clone(args), "--html", page, "--dot", full)...); code != 0 {
+		t.Fatalf("--html: exit %d, %s", code, errs)
+	}
+	b, err := os.ReadFile(page)
+	if err != nil || !bytes.Contains(b, []byte(`<script type="application/json" id="data">`)) || !bytes.Contains(b, []byte(`"nodes":[`)) {
+		t.Fatalf("--html wrote %d bytes: %v", len(b), err)
+	}
+	if code, _, errs := runCLI(append(slices.Clone(args), "--dot", cut, "--dot-hide-pruned", "--dot-max-depth", "10")...); code != 0 {
+		t.Fatalf("--dot-max-depth: exit %d, %s", code, errs)
+	}
+	fb, _ := os.ReadFile(full)
+	cb, _ := os.ReadFile(cut)
+	if n, m := bytes.Count(fb, []byte("->")), bytes.Count(cb, []byte("->")); m == 0 || m >= n {
+		t.Errorf("the cut DOT has %d edges, the full one %d", m, n)
+	}
+	checkDOT(t, cut)
+}

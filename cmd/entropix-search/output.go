@@ -39,7 +39,7 @@ const reportSchema = 1
 // writeOutputs writes the --dot, --json and --svg files (also after an
 // interrupt, for the partial tree), each atomically (package outfile: a
 // failure leaves whatever was at the path as it was). ctx stops Graphviz.
-func writeOutputs(ctx context.Context, c *config, m *model.Model, prompt string, res *engine.Result, stdout io.Writer) error {
+func writeOutputs(ctx context.Context, c *config, m *model.Model, prompt string, res *engine.Result, thresholds policy.Thresholds, stdout io.Writer) error {
 	if res == nil {
 		return nil
 	}
@@ -49,10 +49,14 @@ func writeOutputs(ctx context.Context, c *config, m *model.Model, prompt string,
 		}
 		return outfile.Write(path, stdout, fn)
 	}
-	opt := tree.DOTOptions{Title: fmt.Sprintf("%s · %s", c.mode, m.Source)}
+	title := fmt.Sprintf("%s · %s", c.mode, m.Source)
+	opt := tree.DOTOptions{Title: title, HidePruned: c.dotHidePruned, MaxDepth: c.dotMaxDepth}
 	return errors.Join(
 		write(c.dot, func(w io.Writer) error { return res.Tree.WriteDOT(w, opt) }),
 		write(c.svg, func(w io.Writer) error { return res.Tree.WriteSVGContext(ctx, w, opt) }),
+		write(c.html, func(w io.Writer) error {
+			return res.Tree.WriteHTML(w, tree.HTMLOptions{Title: title, Thresholds: thresholds, TokenText: m.Tokenizer.Piece})
+		}),
 		write(c.json, func(w io.Writer) error {
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", " ")
@@ -66,7 +70,7 @@ func writeOutputs(ctx context.Context, c *config, m *model.Model, prompt string,
 // installed for --svg.
 func checkOutputs(c *config) error {
 	var errs []error
-	for _, o := range []struct{ flag, path string }{{"--dot", c.dot}, {"--json", c.json}, {"--svg", c.svg}} {
+	for _, o := range []struct{ flag, path string }{{"--dot", c.dot}, {"--json", c.json}, {"--svg", c.svg}, {"--html", c.html}} {
 		if o.path == "" {
 			continue
 		}
