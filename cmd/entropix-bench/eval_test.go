@@ -137,7 +137,8 @@ func TestEvalUsage(t *testing.T) {
 	}
 	dir := t.TempDir()
 	if code, _, errs := runCmd(t, append([]string{"eval", "-m", modeltest.Path(t, modeltest.Stories260KBin), "-z", modeltest.Path(t, modeltest.Tok512),
-		"-csv", filepath.Join(dir, "no", "such", "dir.csv")}, tinyArgs...)...); code != exitFailure {
+		"-csv", filepath.Join(dir, "no", "such", "dir.csv")}, tinyArgs...)...); code != exitUsage || !strings.Contains(errs, "-csv") {
+		// Refused before the evaluation runs, not after it.
 		t.Errorf("unwritable CSV: exit %d (%s)", code, errs)
 	}
 }
