@@ -183,7 +183,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		engine.WithStopTokens(stops...), engine.WithKVType(kv),
 		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP,
 			RepeatPenalty: c.repeatPenalty, RepeatWindow: c.repeatLastN, PresencePenalty: c.presence, FrequencyPenalty: c.frequency}),
-		engine.WithIgnoreEOS(c.ignoreEOS), engine.WithTopProbs(c.nProbs),
+		engine.WithIgnoreEOS(c.ignoreEOS), engine.WithTopProbs(topProbs(c)),
 		engine.WithStream(filter.write),
 	}
 	if c.beam > 0 {
@@ -255,6 +255,15 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		return context.Canceled
 	}
 	return nil
+}
+
+// topProbs is how many alternatives each tree node keeps: --n-probs, or
+// 5 for --html's tooltips (they change nothing in the search).
+func topProbs(c *config) int {
+	if c.nProbs == 0 && c.html != "" {
+		return 5
+	}
+	return c.nProbs
 }
 
 // effectivePolicy is the policy the flags give: the defaults, then the
