@@ -93,15 +93,14 @@ func (s *adaptive) advance() error {
 			return err
 		}
 	}
-	a := s
-	if len(a.leaves) > 0 && s.voteSettled() {
+	if len(s.leaves) > 0 && s.voteSettled() {
 		s.finish("settled", false)
 		return nil
 	}
 	s.refill()
 	if len(s.live) == 0 {
-		reason := "eos"
-		if a.frontier.Len() > 0 {
+		reason := "eos" // or max-tokens: finalize says which path won
+		if s.frontier.Len() > 0 {
 			reason = "budget"
 		}
 		s.finish(reason, reason == "budget")
@@ -272,21 +271,19 @@ func (s *adaptive) endIfDone(br *branch) {
 		n.Seq = nil
 	}
 	s.live = slices.DeleteFunc(s.live, func(b *branch) bool { return b == br })
-	a := s
-	a.leaves = append(a.leaves, br.leaf)
-	a.scores[br.leaf] = br.score
-	a.answers[br.leaf] = s.answer(br.leaf)
-	a.pathLen = max(a.pathLen, n.Depth)
+	s.leaves = append(s.leaves, br.leaf)
+	s.scores[br.leaf] = br.score
+	s.answers[br.leaf] = s.answer(br.leaf)
+	s.pathLen = max(s.pathLen, n.Depth)
 }
 
 // refill re-opens the best waiting alternatives while the width allows and
 // the rows left can pay for every live path to finish.
 func (s *adaptive) refill() {
-	a := s
-	if len(a.leaves) == 0 && len(s.live) > 0 {
+	if len(s.leaves) == 0 && len(s.live) > 0 {
 		return // the first path runs alone (unless it was dropped)
 	}
-	if len(s.live) >= s.b.MaxWidth || a.frontier.Len() == 0 {
+	if len(s.live) >= s.b.MaxWidth || s.frontier.Len() == 0 {
 		return
 	}
 	// Best first: the most probable alternatives that the rows left can
@@ -298,7 +295,7 @@ func (s *adaptive) refill() {
 	}
 	var open []tree.ID
 	seen := 0
-	for id := range a.frontier.All() {
+	for id := range s.frontier.All() {
 		if len(s.live)+len(open) >= s.b.MaxWidth || seen >= maxRefillScan {
 			break
 		}
@@ -311,7 +308,7 @@ func (s *adaptive) refill() {
 		open = append(open, id)
 	}
 	for _, id := range open {
-		s.live = append(s.live, a.take(id))
+		s.live = append(s.live, s.take(id))
 	}
 }
 
@@ -321,15 +318,11 @@ const maxRefillScan = 256
 // dropWaiting drops the least probable waiting alternative, freeing its
 // cache (the KV pool is full); it reports false when none waits.
 func (s *adaptive) dropWaiting(reason string) bool {
-	a := s
-	if a == nil {
-		return false
-	}
-	id, _, ok := a.frontier.Last()
+	id, _, ok := s.frontier.Last()
 	if !ok {
 		return false
 	}
-	a.take(id)
+	s.take(id)
 	s.pruneNode(id, reason)
 	return true
 }
@@ -394,19 +387,18 @@ func (s *adaptive) voteSettled() bool {
 // of the answer with the most weight, or, when no path has finished, the
 // most probable of the paths still open.
 func (s *adaptive) finalize() {
-	a := s
-	for id := range a.waiting {
+	for id := range s.waiting {
 		// Not explored, which is not a prune: Stats.Prunes leaves them out.
 		s.t.PruneSubtree(id, "unexplored", s.free)
 	}
 	for _, br := range s.live {
-		a.scores[br.leaf] = br.score
+		s.scores[br.leaf] = br.score
 	}
 	better := func(x, y tree.ID) bool {
 		wx, wy := s.voteWeight(x), s.voteWeight(y)
 		return wx > wy || (wx == wy && x < y)
 	}
-	if len(a.leaves) == 0 {
+	if len(s.leaves) == 0 {
 		best := tree.None
 		for _, br := range s.live {
 			if best == tree.None || s.t.Node(br.leaf).CumLogProb > s.t.Node(best).CumLogProb {
@@ -420,10 +412,13 @@ func (s *adaptive) finalize() {
 	}
 	win := heaviest(s.tally())
 	best := tree.None
-	for _, id := range a.leaves {
-		if a.answers[id] == win && (best == tree.None || better(id, best)) {
+	for _, id := range s.leaves {
+		if s.answers[id] == win && (best == tree.None || better(id, best)) {
 			best = id
 		}
 	}
 	s.commit(best, 0)
+	if n := s.t.Node(best); s.res.Stopped == "eos" && n.Reason == "max-tokens" {
+		s.res.Stopped = "max-tokens" // every path was explored; the winner ran to the limit
+	}
 }
