@@ -316,16 +316,14 @@ func ReadThresholds(r io.Reader) (Thresholds, error) {
 	return th, nil
 }
 
-// SaveThresholds writes th to the file at path.
+// SaveThresholds writes th to the file at path atomically (see SaveFile):
+// a failure leaves any earlier file whole.
 func SaveThresholds(path string, th Thresholds) error {
 	var b bytes.Buffer
 	if err := WriteThresholds(&b, th); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("save thresholds: %w", err)
-	}
-	return nil
+	return saveAtomic(path, b.Bytes())
 }
 
 // LoadThresholds reads thresholds from the file at path.

@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+
+	"github.com/google/renameio/v2"
 )
 
 // File is a search policy as a file: every knob of the trunk policy
@@ -106,32 +107,19 @@ func LoadFile(path string) (File, error) {
 // SaveFile writes f to path atomically: a temporary file in the same
 // folder, synced, then renamed over path, so that a failure (a full disk)
 // leaves any earlier file whole.
-func SaveFile(path string, f File) (err error) {
+func SaveFile(path string, f File) error {
 	var b bytes.Buffer
 	if err := f.Write(&b); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("save policy: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(b.Bytes()); err != nil {
-		return fmt.Errorf("save policy %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("save policy %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("save policy %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("save policy %s: %w", path, err)
+	return saveAtomic(path, b.Bytes())
+}
+
+// saveAtomic writes data to path atomically (github.com/google/renameio),
+// keeping the mode of a file it replaces.
+func saveAtomic(path string, data []byte) error {
+	if err := renameio.WriteFile(path, data, 0o644, renameio.WithExistingPermissions()); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
 	}
 	return nil
 }
