@@ -93,6 +93,7 @@ func (s *adaptive) advance() error {
 			return err
 		}
 	}
+	s.streamTrunk()
 	if len(s.leaves) > 0 && s.voteSettled() {
 		s.finish("settled", false)
 		return nil
@@ -106,6 +107,18 @@ func (s *adaptive) advance() error {
 		s.finish(reason, reason == "budget")
 	}
 	return nil
+}
+
+// streamTrunk commits, and so streams, the text every path shares: until
+// the first fork there is one path, and its tokens but the last (which a
+// backspace may still take back) are the result's.
+func (s *adaptive) streamTrunk() {
+	if s.res.Stats.Forks > 0 || len(s.live) != 1 || len(s.leaves) > 0 || s.frontier.Len() > 0 {
+		return
+	}
+	if p := s.t.Node(s.live[0].leaf).Parent; p != tree.None && p != tree.Root && p != s.committed {
+		s.commit(p, 0)
+	}
 }
 
 // decideAdaptive applies the policy's decision for br.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/entropix-search/entropix-search/policy"
@@ -103,5 +104,29 @@ func TestAdaptiveObserver(t *testing.T) {
 		if !(o.Ratio >= 0 && o.Ratio <= 1 && o.PrevP > 0 && o.PrevP <= 1) {
 			t.Fatalf("observation %+v", o)
 		}
+	}
+}
+
+// Beam-adaptive streams the text before its first fork as it goes (every
+// path shares it), and the rest once the vote is decided; the streamed
+// text is the result's.
+func TestAdaptiveStreamsTrunk(t *testing.T) {
+	m := loadArith(t)
+	var streamed strings.Builder
+	step, first := 0, -1
+	e := newEngine(t, m, WithMode(BeamAdaptive), WithAnswer(hashAnswer),
+		WithProgress(func(p Progress) { step = p.Step }),
+		WithStream(func(s string) {
+			if first < 0 {
+				first = step
+			}
+			streamed.WriteString(s)
+		}))
+	res := runSearch(t, e, fayPrompt, Budget{MaxTokens: 192, MaxRows: 280})
+	if streamed.String() != res.Text {
+		t.Errorf("streamed %q, result %q", streamed.String(), res.Text)
+	}
+	if res.Stats.Forks == 0 || first < 1 || first >= res.Stats.ForwardPasses-2 {
+		t.Errorf("first text streamed at step %d of %d (forks %d)", first, res.Stats.ForwardPasses, res.Stats.Forks)
 	}
 }
