@@ -378,9 +378,6 @@ func checkDOT(t *testing.T, path string) {
 
 // Must-show 1: the binary in several modes, its text, exit codes and files.
 func TestEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	m := stories(t)
 	exe := buildCLI(t)
 	dir := t.TempDir()
@@ -426,9 +423,6 @@ func TestEndToEnd(t *testing.T) {
 // Must-show 2: SIGINT during a long search leaves a valid JSON and DOT of
 // the partial tree, the partial text, and exit code 130.
 func TestInterrupt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	m := stories(t)
 	exe := buildCLI(t)
 	// SIGINT, and what timeout, systemd, Docker and Kubernetes send
@@ -464,9 +458,6 @@ func TestInterrupt(t *testing.T) {
 // (issue 19: it erased the line stdout was writing), and NO_COLOR turns
 // the summary's styles off. script(1) gives the run a terminal.
 func TestTerminalOutput(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	script, err := exec.LookPath("script")
 	if err != nil {
 		t.Skip("no script(1)")
@@ -496,9 +487,6 @@ func TestTerminalOutput(t *testing.T) {
 // device as a model, tokenizer, prompt file or calibration file, and a
 // FIFO nobody writes to.
 func TestBoundedInputs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	exe := buildCLI(t)
 	m := stories(t)
 	fifo := filepath.Join(t.TempDir(), "fifo")
@@ -529,9 +517,6 @@ func TestBoundedInputs(t *testing.T) {
 // A second signal stops at once, even while Graphviz lays out a big tree
 // (it ran 67 s after a Ctrl-C), and leaves no partial file.
 func TestSecondSignal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	if _, err := exec.LookPath("dot"); err != nil {
 		t.Skip("no Graphviz")
 	}
@@ -564,9 +549,6 @@ func TestSecondSignal(t *testing.T) {
 // A closed standard output (| head -c 30) stops the search like a signal:
 // the JSON is still written, and the exit code is 141 (SIGPIPE).
 func TestClosedStdout(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	exe := buildCLI(t)
 	jsonPath := filepath.Join(t.TempDir(), "t.json")
 	cmd := exec.Command(exe, append(stories(t), "-p", "Once upon a time", "-n", "400", "--greedy", "--json", jsonPath)...)
@@ -595,9 +577,6 @@ func TestClosedStdout(t *testing.T) {
 // Outputs never lose what was at their path, and are checked before the
 // model is even loaded.
 func TestOutputsLoseNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	exe := buildCLI(t)
 	m := stories(t)
 	dir := t.TempDir()
