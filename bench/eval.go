@@ -17,6 +17,7 @@ import (
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/policy"
+	"github.com/entropix-search/entropix-search/tree"
 )
 
 // EvalConfig says what an evaluation runs. Every mode runs every item of
@@ -256,18 +257,21 @@ type GroupResult struct {
 
 // Output is one completion.
 type Output struct {
-	Item    string       `json:"item"`
-	Group   string       `json:"group,omitempty"`
-	Budget  int          `json:"budget_rows"`
-	Mode    engine.Mode  `json:"mode"`
-	Text    string       `json:"text"`
-	Tokens  []int        `json:"tokens"`
-	LogLik  float64      `json:"loglik"` // sum over the tokens
-	Loop    bool         `json:"loop"`
-	Correct bool         `json:"correct,omitempty"`
-	Stopped string       `json:"stopped"`
-	Cut     bool         `json:"cut,omitempty"` // the row budget stopped the search
-	Stats   engine.Stats `json:"stats"`
+	Item    string      `json:"item"`
+	Group   string      `json:"group,omitempty"`
+	Budget  int         `json:"budget_rows"`
+	Mode    engine.Mode `json:"mode"`
+	Text    string      `json:"text"`
+	Tokens  []int       `json:"tokens"`
+	LogLik  float64     `json:"loglik"` // sum over the tokens
+	Loop    bool        `json:"loop"`
+	Correct bool        `json:"correct,omitempty"`
+	Stopped string      `json:"stopped"`
+	// Cut: the row budget stopped the search before its result reached
+	// the end of text or the token limit (a search that still had
+	// alternatives to explore but whose answer is complete is not cut).
+	Cut   bool         `json:"cut,omitempty"`
+	Stats engine.Stats `json:"stats"`
 }
 
 // newEvaluator prepares the items of task for cfg (its defaults filled
@@ -439,6 +443,20 @@ func (ev *evaluator) search(ctx context.Context, it *evalItem, mode engine.Mode,
 	return res, nil
 }
 
+// complete reports whether a result's path ended at end of text or at the
+// token limit.
+func complete(res *engine.Result) bool {
+	if res.Tree == nil {
+		return false
+	}
+	for id, n := range res.Tree.All() {
+		if id != tree.Root && n.Committed && n.IsLeaf() {
+			return n.Status == tree.Finished
+		}
+	}
+	return false
+}
+
 // score scores the output of one search.
 func (ev *evaluator) score(it *evalItem, mode engine.Mode, budget int, res *engine.Result) (Output, error) {
 	var err error
@@ -452,7 +470,7 @@ func (ev *evaluator) score(it *evalItem, mode engine.Mode, budget int, res *engi
 	}
 	return Output{Item: it.ID, Group: it.Group, Budget: budget, Mode: mode, Text: res.Text, Tokens: res.Tokens, LogLik: ll,
 		Loop: ev.cfg.Loop.Loops(res.Tokens), Correct: it.Check != nil && it.Check(res.Text),
-		Stopped: res.Stopped, Cut: res.BudgetExhausted, Stats: res.Stats}, nil
+		Stopped: res.Stopped, Cut: res.BudgetExhausted && !complete(res), Stats: res.Stats}, nil
 }
 
 // modeAcc sums the outputs of one mode at one budget.
