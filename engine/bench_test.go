@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/entropix-search/entropix-search/policy"
@@ -40,6 +41,50 @@ func BenchmarkSearchOverhead(b *testing.B) {
 				b.ReportMetric(100*(1-fwd/wall), "%outside-forward")
 				b.ReportMetric(live/float64(b.N), "live/step")
 				b.ReportMetric(1e6*(wall-fwd)/rows, "µs-overhead/row")
+			})
+		}
+	}
+}
+
+// BenchmarkConcurrentSearches runs N beam-adaptive searches one after
+// another and then all at once on one Engine, whose driver batches the
+// concurrent ones into shared forward passes; compare the two ns/op (one
+// op is all N searches) for the batching's gain. On stories260K the
+// forward pass is tiny, so the gain here is a floor.
+//
+//	go test ./engine -run X -bench ConcurrentSearches
+func BenchmarkConcurrentSearches(b *testing.B) {
+	m := loadStories(b)
+	for _, n := range []int{4, 16} {
+		for _, concurrent := range []bool{false, true} {
+			name := fmt.Sprintf("n=%d/sequential", n)
+			if concurrent {
+				name = fmt.Sprintf("n=%d/concurrent", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				e := newEngine(b, m, WithMode(BeamAdaptive), WithSeed(1), WithCacheTokens(1<<16))
+				budget := Budget{MaxTokens: 64, MaxRows: 256}
+				prompts := []string{"Once upon a time", "Lily wanted to", "The little dog", "Tom and his mom"}
+				one := func(i int) {
+					if _, err := e.Search(context.Background(), prompts[i%len(prompts)], budget); err != nil {
+						b.Error(err)
+					}
+				}
+				for b.Loop() {
+					if !concurrent {
+						for i := range n {
+							one(i)
+						}
+						continue
+					}
+					var wg sync.WaitGroup
+					for i := range n {
+						wg.Go(func() { one(i) })
+					}
+					wg.Wait()
+				}
+				passes, rows := e.Batching()
+				b.ReportMetric(float64(rows)/float64(max(passes, 1)), "rows/pass")
 			})
 		}
 	}

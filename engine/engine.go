@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/entropix-search/entropix-search/kvcache"
@@ -14,14 +15,21 @@ import (
 )
 
 // Engine searches over one model. It owns a KV cache pool and the scratch
-// of the forward pass, so it runs one Search at a time: concurrent calls
-// are safe and wait for each other.
+// of the forward pass. Concurrent Search calls are safe and batched
+// together: one driver goroutine advances every running search by one
+// step per forward pass (continuous batching: searches join and leave
+// between steps), so their branches share each pass's weight reads.
 type Engine struct {
-	mu   sync.Mutex // one search at a time
-	m    *model.Model
-	opts Options
-	kv   *kvcache.Pool
-	run  *model.Runner
+	mu      sync.Mutex // guards queue and driving
+	queue   []*search  // submitted, not yet driven
+	driving bool       // a driver goroutine runs
+	// passes and rows count the driver's forward passes and their rows,
+	// over every search (the batching: rows per pass).
+	passes, rows atomic.Int64
+	m            *model.Model
+	opts         Options
+	kv           *kvcache.Pool
+	run          *model.Runner
 
 	// stepHook, when set (by tests), runs before every step and may fail it.
 	stepHook func(step int) error
@@ -79,6 +87,10 @@ func (e *Engine) Options() Options { return e.opts }
 
 // Model returns the engine's model.
 func (e *Engine) Model() *model.Model { return e.m }
+
+// Batching reports the forward passes the engine ran and their rows, over
+// every search: rows/passes is how many rows a pass carried on average.
+func (e *Engine) Batching() (passes, rows int64) { return e.passes.Load(), e.rows.Load() }
 
 // Cache returns the engine's KV cache pool (for inspection).
 func (e *Engine) Cache() *kvcache.Pool { return e.kv }
@@ -162,8 +174,6 @@ func (e *Engine) SearchTokens(ctx context.Context, promptText string, ids []int,
 	if len(ids) == 0 {
 		return nil, ErrEmptyPrompt
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.m.Closed() {
 		return nil, fmt.Errorf("engine: %w", model.ErrClosed)
 	}
@@ -189,13 +199,125 @@ func (e *Engine) SearchTokens(ctx context.Context, promptText string, ids []int,
 		defer cancel()
 	}
 	s := newSearch(e, ctx, promptText, ids, b)
-	defer s.release()
-	err := s.run()
-	res := s.result()
-	if err != nil && ctx.Err() == nil {
-		return nil, err
+	e.submit(s)
+	<-s.done
+	if s.err != nil && ctx.Err() == nil {
+		return nil, s.err
 	}
-	return res, err
+	return s.res, s.err
+}
+
+// submit queues s for the driver, starting one when none runs.
+func (e *Engine) submit(s *search) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.queue = append(e.queue, s)
+	if !e.driving {
+		e.driving = true
+		go e.drive()
+	}
+}
+
+// drive runs the submitted searches to their ends, one forward pass per
+// step over the rows of all of them, and returns when none is left.
+func (e *Engine) drive() {
+	var active, stepping []*search
+	var rows []model.Row
+	var bases []int
+	for {
+		e.mu.Lock()
+		for _, s := range e.queue {
+			if err := s.begin(); err != nil {
+				s.err = err
+				e.end(s)
+				continue
+			}
+			active = append(active, s)
+		}
+		e.queue = e.queue[:0]
+		if len(active) == 0 {
+			e.driving = false
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
+
+		// Each search prepares its step within the blocks the ones
+		// before it left; the ended ones leave.
+		free := e.kv.Stats().FreeBlocks
+		rows, bases, stepping = rows[:0], bases[:0], stepping[:0]
+		var attn []int
+		live := active[:0]
+		for _, s := range active {
+			r := s.prepare(&free)
+			if s.ended() {
+				e.end(s)
+				continue
+			}
+			live = append(live, s)
+			if len(r) == 0 {
+				continue
+			}
+			bases = append(bases, len(rows))
+			rows = append(rows, r...)
+			stepping = append(stepping, s)
+			if len(s.attn) > 0 {
+				attn = s.attn // one model: the same layer for every search that reads attention
+			}
+		}
+		active = live
+		if len(rows) == 0 {
+			continue
+		}
+		t0 := time.Now()
+		out, err := e.run.Forward(rows, attn...)
+		took := time.Since(t0)
+		e.passes.Add(1)
+		e.rows.Add(int64(len(rows)))
+		switch {
+		case errors.Is(err, kvcache.ErrCacheFull):
+			// The blocks were counted conservatively, so this is rare:
+			// the widest search gives up a branch and the step is tried
+			// again (Forward left the cache as it was).
+			w := stepping[0]
+			for _, s := range stepping[1:] {
+				if len(s.live) > len(w.live) {
+					w = s
+				}
+			}
+			switch {
+			case w.shedWaiting("kv-full"):
+			case len(w.live) <= 1:
+				w.finish("kv-full", true)
+			default:
+				w.prune(w.worst(), "kv-full")
+			}
+			continue
+		case errors.Is(err, model.ErrContextFull):
+			for _, s := range stepping {
+				s.finish("context-full", false)
+			}
+			continue
+		case err != nil:
+			for _, s := range stepping {
+				s.err = err
+			}
+			continue
+		}
+		for i, s := range stepping {
+			s.consume(out, bases[i], took)
+		}
+	}
+}
+
+// end completes an ended search: its result, its cache released, its
+// caller woken.
+func (e *Engine) end(s *search) {
+	if s.err == nil || errors.Is(s.err, context.Canceled) || errors.Is(s.err, context.DeadlineExceeded) {
+		s.res = s.result()
+	}
+	s.release()
+	close(s.done)
 }
 
 // checkBudget validates b and fills its defaults for the engine's mode.

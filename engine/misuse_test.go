@@ -48,6 +48,7 @@ func TestMisuseIsAnError(t *testing.T) {
 // One Engine used from many goroutines: the searches wait for each other
 // and each gets the answer it would get alone.
 func TestConcurrentSearches(t *testing.T) {
+	var mu sync.Mutex
 	m := loadStories(t)
 	e := newEngine(t, m, WithMode(BeamAdaptive), WithSeed(3))
 	b := Budget{MaxTokens: 24, MaxRows: 60}
@@ -72,6 +73,26 @@ func TestConcurrentSearches(t *testing.T) {
 	}
 	if n := e.Cache().Stats().BlocksInUse; n != 0 {
 		t.Fatalf("%d blocks leaked", n)
+	}
+	// They ran batched: far fewer forward passes than the searches' steps.
+	steps := 0
+	e2 := newEngine(t, m, WithMode(Greedy))
+	var wg2 sync.WaitGroup
+	for range 8 {
+		wg2.Go(func() {
+			res, err := e2.Search(context.Background(), "Lily wanted to", Budget{MaxTokens: 30})
+			if err == nil {
+				mu.Lock()
+				steps += res.Stats.ForwardPasses
+				mu.Unlock()
+			}
+		})
+	}
+	wg2.Wait()
+	if passes, rows := e2.Batching(); passes >= int64(steps) || rows < int64(8*30) {
+		t.Errorf("8 searches of %d steps in all ran in %d passes of %d rows", steps, passes, rows)
+	} else {
+		t.Logf("8 greedy searches, %d steps in all: %d forward passes, %.1f rows per pass", steps, passes, float64(rows)/float64(passes))
 	}
 }
 

@@ -64,6 +64,10 @@ type search struct {
 
 	// mode holds the decoding mode's own state and decisions.
 	mode decoder
+	// err is why the search failed (nil: it did not); done is closed when
+	// it has ended and its result is ready.
+	err  error
+	done chan struct{}
 	// Scratch shared by the modes.
 	cand     policy.Candidates
 	top      []int
@@ -117,8 +121,8 @@ func newSearch(e *Engine, ctx context.Context, text string, ids []int, b Budget)
 		stops: stopTokens(e),
 		t:     tree.New(text, ids), prompt: ids, start: time.Now(),
 		res:       &Result{Mode: e.opts.Mode},
-		committed: tree.Root,
-		dec:       e.m.Tokenizer.NewDecoder(ids[len(ids)-1]),
+		committed: tree.Root, done: make(chan struct{}),
+		dec: e.m.Tokenizer.NewDecoder(ids[len(ids)-1]),
 	}
 	if e.opts.Mode == Entropix || e.opts.Mode == BeamAdaptive {
 		s.attn = []int{e.m.Config.Layers - 1}
@@ -127,70 +131,97 @@ func newSearch(e *Engine, ctx context.Context, text string, ids []int, b Budget)
 	return s
 }
 
-// run drives the search to its end: one batched forward pass per step over
-// every live branch, then the mode's decisions.
-func (s *search) run() error {
+// begin gives the search its root branch, which feeds the prompt.
+func (s *search) begin() error {
 	root := &branch{leaf: tree.Root, seq: s.e.kv.NewSeq(), feed: slices.Clone(s.prompt)}
 	s.t.Node(tree.Root).Seq = root.seq
 	s.live = []*branch{root}
-	if err := s.init(root); err != nil {
-		return err
+	return s.init(root)
+}
+
+// ended reports whether the search is over (its result is decided, or it
+// failed).
+func (s *search) ended() bool { return s.res.Stopped != "" || s.err != nil }
+
+// prepare readies the search's next step and returns its rows, or none
+// when the search has ended. free is the KV blocks the step may take
+// (what the searches before it in the same batch left); prepare prunes
+// its branches to fit them and lowers free by what it takes.
+func (s *search) prepare(free *int) []model.Row {
+	if s.ended() {
+		return nil
 	}
-	for s.res.Stopped == "" {
-		if err := s.ctx.Err(); err != nil {
-			s.finish(stopReason(err), true)
-			return err
-		}
-		if len(s.live) == 0 {
-			s.finish("eos", false)
-			break
-		}
-		if !s.fit() {
-			break
-		}
-		if s.rowsNeeded() == 0 {
-			return fmt.Errorf("engine: internal error: %d live branches with no token to run", len(s.live))
-		}
-		if h := s.e.stepHook; h != nil {
-			if err := h(s.step); err != nil {
-				return err
-			}
-		}
-		err := s.forward()
-		switch {
-		case errors.Is(err, model.ErrContextFull):
+	if err := s.ctx.Err(); err != nil {
+		s.finish(stopReason(err), true)
+		s.err = err
+		return nil
+	}
+	if len(s.live) == 0 {
+		s.finish("eos", false)
+		return nil
+	}
+	// A branch that would pass the context ends the search as before:
+	// the batch must not fail for every search.
+	for _, br := range s.live {
+		if br.seq.Len()+len(br.feed) > s.e.m.Config.ContextLen {
 			s.finish("context-full", false)
 			return nil
-		case errors.Is(err, kvcache.ErrCacheFull):
-			// fit counts blocks conservatively, so this is rare: drop
-			// the worst branch and try again, or stop.
-			if s.shedWaiting("kv-full") {
-				continue
-			}
-			if len(s.live) <= 1 {
-				s.finish("kv-full", true)
-				return nil
-			}
-			s.prune(s.worst(), "kv-full")
-			continue
-		case err != nil:
-			return err
-		}
-		if err := s.mode.advance(); err != nil {
-			return err
-		}
-		s.step++
-		if f := s.opts.Progress; f != nil {
-			st := s.res.Stats
-			st.Wall = time.Since(s.start)
-			deepest := 0
-			for _, br := range s.live {
-				deepest = max(deepest, s.t.Node(br.leaf).Depth)
-			}
-			f(Progress{Step: s.step, Live: len(s.live), Committed: len(s.res.Tokens), Deepest: deepest, Stats: st, Budget: s.b})
 		}
 	}
-	return nil
+	if !s.fit(*free) {
+		return nil
+	}
+	if s.rowsNeeded() == 0 {
+		s.err = fmt.Errorf("engine: internal error: %d live branches with no token to run", len(s.live))
+		return nil
+	}
+	if h := s.e.stepHook; h != nil {
+		if err := h(s.step); err != nil {
+			s.err = err
+			return nil
+		}
+	}
+	*free -= s.blocksNeeded()
+	// A multi-token feed after the prompt is a clarify insertion; when
+	// Backspace may follow, the logits that predicted its last token are
+	// kept too.
+	stash := s.step > 0 && s.backspaceOn()
+	s.rows = s.rows[:0]
+	for _, br := range s.live {
+		n := len(br.feed)
+		for i, t := range br.feed {
+			want := i == n-1 || (stash && i == n-2)
+			s.rows = append(s.rows, model.Row{Seq: br.seq, Token: t, NoLogits: !want})
+		}
+		br.row = len(s.rows) - 1
+	}
+	return s.rows
+}
+
+// consume takes the search's part of a forward pass, whose rows start at
+// base in out, and applies the mode's decisions.
+func (s *search) consume(out *model.Output, base int, took time.Duration) {
+	for _, br := range s.live {
+		br.row += base
+	}
+	if err := s.afterForward(out, took); err != nil {
+		s.err = err
+		return
+	}
+	if err := s.mode.advance(); err != nil {
+		s.err = err
+		return
+	}
+	s.step++
+	if f := s.opts.Progress; f != nil {
+		st := s.res.Stats
+		st.Wall = time.Since(s.start)
+		deepest := 0
+		for _, br := range s.live {
+			deepest = max(deepest, s.t.Node(br.leaf).Depth)
+		}
+		f(Progress{Step: s.step, Live: len(s.live), Committed: len(s.res.Tokens), Deepest: deepest, Stats: st, Budget: s.b})
+	}
 }
 
 // init sets up the mode's policy state on the root branch.
@@ -243,10 +274,10 @@ func (s *search) blocksNeeded() int {
 	return n
 }
 
-// fit makes the next step fit the row budget and the KV pool by pruning
-// the worst branches; when even one branch does not fit, it ends the
-// search with the best result so far and returns false.
-func (s *search) fit() bool {
+// fit makes the next step fit the row budget and the free KV blocks by
+// pruning the worst branches; when even one branch does not fit, it ends
+// the search with the best result so far and returns false.
+func (s *search) fit(free int) bool {
 	if s.step > 0 && s.b.MaxRows > 0 {
 		for s.res.Stats.Rows+s.rowsNeeded() > s.b.MaxRows {
 			if len(s.live) <= 1 {
@@ -256,7 +287,7 @@ func (s *search) fit() bool {
 			s.prune(s.worst(), "budget")
 		}
 	}
-	for s.blocksNeeded() > s.e.kv.Stats().FreeBlocks {
+	for s.blocksNeeded() > free {
 		if s.shedWaiting("kv-full") {
 			continue
 		}
@@ -269,28 +300,13 @@ func (s *search) fit() bool {
 	return true
 }
 
-// forward runs every live branch's pending tokens as one batch.
-func (s *search) forward() error {
-	// A multi-token feed after the prompt is a clarify insertion; when
-	// Backspace may follow, the logits that predicted its last token are
-	// kept too.
+// afterForward records a forward pass's output for the search: its
+// statistics, the logits the decisions read (checked finite), the stashed
+// rows for Backspace.
+func (s *search) afterForward(out *model.Output, took time.Duration) error {
 	stash := s.step > 0 && s.backspaceOn()
-	s.rows = s.rows[:0]
-	for _, br := range s.live {
-		n := len(br.feed)
-		for i, t := range br.feed {
-			want := i == n-1 || (stash && i == n-2)
-			s.rows = append(s.rows, model.Row{Seq: br.seq, Token: t, NoLogits: !want})
-		}
-		br.row = len(s.rows) - 1
-	}
-	t0 := time.Now()
-	out, err := s.e.run.Forward(s.rows, s.attn...)
 	st := &s.res.Stats
-	st.ForwardTime += time.Since(t0)
-	if err != nil {
-		return err
-	}
+	st.ForwardTime += took
 	s.out = out
 	st.ForwardPasses++
 	if s.step == 0 {
