@@ -243,13 +243,13 @@ func (e *Engine) drive() {
 		e.mu.Unlock()
 
 		// Each search prepares its step within the blocks the ones
-		// before it left; the ended ones leave.
-		free := e.kv.Stats().FreeBlocks
+		// before it left free; the ended ones leave.
+		reserved := 0
 		rows, bases, stepping = rows[:0], bases[:0], stepping[:0]
 		var attn []int
 		live := active[:0]
 		for _, s := range active {
-			r := s.prepare(&free)
+			r := s.prepare(&reserved)
 			if s.ended() {
 				e.end(s)
 				continue

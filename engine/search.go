@@ -144,10 +144,10 @@ func (s *search) begin() error {
 func (s *search) ended() bool { return s.res.Stopped != "" || s.err != nil }
 
 // prepare readies the search's next step and returns its rows, or none
-// when the search has ended. free is the KV blocks the step may take
-// (what the searches before it in the same batch left); prepare prunes
-// its branches to fit them and lowers free by what it takes.
-func (s *search) prepare(free *int) []model.Row {
+// when the search has ended. reserved is the KV blocks the searches before
+// it in the same batch will take; prepare prunes its branches to fit what
+// is left and adds what it takes.
+func (s *search) prepare(reserved *int) []model.Row {
 	if s.ended() {
 		return nil
 	}
@@ -168,7 +168,7 @@ func (s *search) prepare(free *int) []model.Row {
 			return nil
 		}
 	}
-	if !s.fit(*free) {
+	if !s.fit(*reserved) {
 		return nil
 	}
 	if s.rowsNeeded() == 0 {
@@ -181,7 +181,7 @@ func (s *search) prepare(free *int) []model.Row {
 			return nil
 		}
 	}
-	*free -= s.blocksNeeded()
+	*reserved += s.blocksNeeded()
 	// A multi-token feed after the prompt is a clarify insertion; when
 	// Backspace may follow, the logits that predicted its last token are
 	// kept too.
@@ -274,10 +274,11 @@ func (s *search) blocksNeeded() int {
 	return n
 }
 
-// fit makes the next step fit the row budget and the free KV blocks by
-// pruning the worst branches; when even one branch does not fit, it ends
+// fit makes the next step fit the row budget and the free KV blocks (less
+// those reserved by other searches of the step) by pruning the worst
+// branches; when even one branch does not fit, it ends
 // the search with the best result so far and returns false.
-func (s *search) fit(free int) bool {
+func (s *search) fit(reserved int) bool {
 	if s.step > 0 && s.b.MaxRows > 0 {
 		for s.res.Stats.Rows+s.rowsNeeded() > s.b.MaxRows {
 			if len(s.live) <= 1 {
@@ -287,7 +288,7 @@ func (s *search) fit(free int) bool {
 			s.prune(s.worst(), "budget")
 		}
 	}
-	for s.blocksNeeded() > free {
+	for s.blocksNeeded() > s.e.kv.Stats().FreeBlocks-reserved { // shedding frees blocks: read again
 		if s.shedWaiting("kv-full") {
 			continue
 		}
