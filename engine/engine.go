@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,32 @@ type Engine struct {
 	stepHook func(step int) error
 }
 
+// resolve checks o's search-level fields for m and tokenizes its clarify
+// text.
+func (o *Options) resolve(m *model.Model) error {
+	if int(o.Mode) >= len(modeNames) {
+		return fmt.Errorf("engine: invalid mode %d", o.Mode)
+	}
+	if o.Width < 1 || o.Width > policy.MaxForkWidth {
+		return fmt.Errorf("engine: width %d outside [1, %d]", o.Width, policy.MaxForkWidth)
+	}
+	if m.Tokenizer == nil {
+		return errors.New("engine: the model has no tokenizer")
+	}
+	if o.ClarifyText != "" && o.ClarifyText != "-" {
+		o.Policy.Clarify = m.Tokenizer.EncodeContinuation(o.ClarifyText)
+	} else {
+		o.Policy.Clarify = nil
+	}
+	if err := o.Policy.Validate(); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if o.TopProbs < 0 || o.TopProbs > 1000 {
+		return fmt.Errorf("engine: %d top probabilities per token: want 0..1000", o.TopProbs)
+	}
+	return nil
+}
+
 // New returns an engine for m.
 func New(m *model.Model, opts ...Option) (*Engine, error) {
 	if m == nil {
@@ -49,25 +76,8 @@ func New(m *model.Model, opts ...Option) (*Engine, error) {
 			f(&o)
 		}
 	}
-	if int(o.Mode) >= len(modeNames) {
-		return nil, fmt.Errorf("engine: invalid mode %d", o.Mode)
-	}
-	if o.Width < 1 || o.Width > policy.MaxForkWidth {
-		return nil, fmt.Errorf("engine: width %d outside [1, %d]", o.Width, policy.MaxForkWidth)
-	}
-	if m.Tokenizer == nil {
-		return nil, errors.New("engine: the model has no tokenizer")
-	}
-	if o.ClarifyText != "" && o.ClarifyText != "-" {
-		o.Policy.Clarify = m.Tokenizer.EncodeContinuation(o.ClarifyText)
-	} else {
-		o.Policy.Clarify = nil
-	}
-	if err := o.Policy.Validate(); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
-	if o.TopProbs < 0 || o.TopProbs > 1000 {
-		return nil, fmt.Errorf("engine: %d top probabilities per token: want 0..1000", o.TopProbs)
+	if err := o.resolve(m); err != nil {
+		return nil, err
 	}
 	if o.CacheTokens < 0 {
 		return nil, fmt.Errorf("engine: cache of %d tokens: want > 0 (or 0 for the default)", o.CacheTokens)
@@ -168,6 +178,40 @@ func (e *Engine) Search(ctx context.Context, prompt string, b Budget) (*Result, 
 // SearchTokens is Search for a prompt already tokenized; promptText is
 // used for display (the tree's root).
 func (e *Engine) SearchTokens(ctx context.Context, promptText string, ids []int, b Budget) (*Result, error) {
+	return e.searchTokens(ctx, promptText, ids, b, &e.opts)
+}
+
+// SearchWith is Search with options for this search only (mode, seed,
+// width, policy, score, sampling, stream, answer, ...) on top of the
+// engine's: searches of different modes share the engine's KV cache and,
+// run concurrently, its forward passes. The engine-wide options, the cache
+// size and type, cannot change per search.
+func (e *Engine) SearchWith(ctx context.Context, prompt string, b Budget, opts ...Option) (*Result, error) {
+	if prompt == "" {
+		return nil, ErrEmptyPrompt
+	}
+	return e.SearchTokensWith(ctx, prompt, e.m.Tokenizer.Encode(prompt, e.m.Tokenizer.AddBOS()), b, opts...)
+}
+
+// SearchTokensWith is SearchWith for a prompt already tokenized.
+func (e *Engine) SearchTokensWith(ctx context.Context, promptText string, ids []int, b Budget, opts ...Option) (*Result, error) {
+	o := e.opts
+	o.StopTokens = slices.Clone(e.opts.StopTokens)
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	if o.CacheTokens != e.opts.CacheTokens || o.KVType != e.opts.KVType {
+		return nil, errors.New("engine: the KV cache's size and type are the engine's, not a search's")
+	}
+	if err := o.resolve(e.m); err != nil {
+		return nil, err
+	}
+	return e.searchTokens(ctx, promptText, ids, b, &o)
+}
+
+func (e *Engine) searchTokens(ctx context.Context, promptText string, ids []int, b Budget, o *Options) (*Result, error) {
 	if ctx == nil {
 		return nil, errors.New("engine: nil context")
 	}
@@ -182,7 +226,7 @@ func (e *Engine) SearchTokens(ctx context.Context, promptText string, ids []int,
 			return nil, fmt.Errorf("engine: prompt token %d is %d, outside the vocabulary of %d", i, id, e.m.Config.Vocab)
 		}
 	}
-	if err := e.checkBudget(&b); err != nil {
+	if err := o.checkBudget(&b); err != nil {
 		return nil, err
 	}
 	if len(ids) >= e.m.Config.ContextLen {
@@ -198,7 +242,7 @@ func (e *Engine) SearchTokens(ctx context.Context, promptText string, ids []int,
 		ctx, cancel = context.WithDeadline(ctx, b.Deadline)
 		defer cancel()
 	}
-	s := newSearch(e, ctx, promptText, ids, b)
+	s := newSearch(e, o, ctx, promptText, ids, b)
 	e.submit(s)
 	<-s.done
 	if s.err != nil && ctx.Err() == nil {
@@ -320,8 +364,8 @@ func (e *Engine) end(s *search) {
 	close(s.done)
 }
 
-// checkBudget validates b and fills its defaults for the engine's mode.
-func (e *Engine) checkBudget(b *Budget) error {
+// checkBudget validates b and fills its defaults for o's mode.
+func (o *Options) checkBudget(b *Budget) error {
 	switch {
 	case b.MaxTokens <= 0:
 		return fmt.Errorf("engine: budget of %d tokens: must be positive", b.MaxTokens)
@@ -329,16 +373,16 @@ func (e *Engine) checkBudget(b *Budget) error {
 		return fmt.Errorf("engine: negative budget %+v", *b)
 	}
 	if b.MaxWidth == 0 {
-		switch e.opts.Mode {
+		switch o.Mode {
 		case Beam, CoTDecoding, SelfConsistency, BestOfN:
-			b.MaxWidth = e.opts.Width
+			b.MaxWidth = o.Width
 		case BeamAdaptive:
 			b.MaxWidth = 4
 		default:
 			b.MaxWidth = 1
 		}
 	}
-	if e.opts.Mode == BeamAdaptive && b.MaxRows == 0 {
+	if o.Mode == BeamAdaptive && b.MaxRows == 0 {
 		// A tree search without a row budget would explore every fork:
 		// by default it may spend four paths' worth.
 		b.MaxRows = 4 * b.MaxTokens

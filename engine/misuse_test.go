@@ -124,3 +124,46 @@ func TestTopProbs(t *testing.T) {
 		t.Error("WithTopProbs(-1) accepted")
 	}
 }
+
+// Searches of different modes share one engine (SearchWith): run at once,
+// their forward passes are shared, and each gives what it gives alone.
+func TestMixedModesBatched(t *testing.T) {
+	m := loadStories(t)
+	e := newEngine(t, m)
+	b := Budget{MaxTokens: 24, MaxRows: 96}
+	modes := Modes()
+	want := make([]string, len(modes))
+	for i, mode := range modes {
+		want[i] = runSearch(t, newEngine(t, m, WithMode(mode), WithSeed(9)), "Lily wanted to", b).Text
+	}
+	var wg sync.WaitGroup
+	got := make([]string, len(modes))
+	steps := make([]int, len(modes))
+	for i, mode := range modes {
+		wg.Go(func() {
+			res, err := e.SearchWith(context.Background(), "Lily wanted to", b, WithMode(mode), WithSeed(9))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got[i], steps[i] = res.Text, res.Stats.ForwardPasses
+		})
+	}
+	wg.Wait()
+	total := 0
+	for i, mode := range modes {
+		total += steps[i]
+		if got[i] != want[i] {
+			t.Errorf("%v with others: %q, alone: %q", mode, got[i], want[i])
+		}
+	}
+	if passes, _ := e.Batching(); passes >= int64(total) {
+		t.Errorf("%d searches of %d steps in all ran in %d passes: not batched", len(modes), total, passes)
+	}
+	if _, err := e.SearchWith(context.Background(), "x", b, WithCacheTokens(64)); err == nil {
+		t.Error("a per-search cache size was accepted")
+	}
+	if n := e.Cache().Stats().BlocksInUse; n != 0 {
+		t.Fatalf("%d blocks leaked", n)
+	}
+}

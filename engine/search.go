@@ -115,16 +115,16 @@ func (s *search) shedWaiting(reason string) bool {
 	return ok && d.dropWaiting(reason)
 }
 
-func newSearch(e *Engine, ctx context.Context, text string, ids []int, b Budget) *search {
+func newSearch(e *Engine, o *Options, ctx context.Context, text string, ids []int, b Budget) *search {
 	s := &search{
-		e: e, ctx: ctx, b: b, opts: &e.opts, tok: e.m.Tokenizer, log: e.opts.Log,
-		stops: stopTokens(e),
+		e: e, ctx: ctx, b: b, opts: o, tok: e.m.Tokenizer, log: o.Log,
+		stops: stopTokens(e.m.Tokenizer, o),
 		t:     tree.New(text, ids), prompt: ids, start: time.Now(),
-		res:       &Result{Mode: e.opts.Mode},
+		res:       &Result{Mode: o.Mode},
 		committed: tree.Root, done: make(chan struct{}),
 		dec: e.m.Tokenizer.NewDecoder(ids[len(ids)-1]),
 	}
-	if e.opts.Mode == Entropix || e.opts.Mode == BeamAdaptive {
+	if o.Mode == Entropix || o.Mode == BeamAdaptive {
 		s.attn = []int{e.m.Config.Layers - 1}
 	}
 	s.mode = newDecoder(s)
@@ -402,9 +402,9 @@ func (s *search) extend(br *branch, tok int, logProb float64, m policy.Metrics, 
 // stopTokens are the tokens that end a branch: end of text; beginning of
 // text too, since a model that generates it has finished its document and
 // starts another (llama2.c's run.c stops there); and Options.StopTokens.
-func stopTokens(e *Engine) []int {
+func stopTokens(tok *tokenizer.Tokenizer, o *Options) []int {
 	var stops []int
-	for _, t := range append([]int{e.m.Tokenizer.EOS(), e.m.Tokenizer.BOS()}, e.opts.StopTokens...) {
+	for _, t := range append([]int{tok.EOS(), tok.BOS()}, o.StopTokens...) {
 		if t >= 0 && !slices.Contains(stops, t) {
 			stops = append(stops, t)
 		}
