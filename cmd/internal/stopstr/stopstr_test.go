@@ -1,38 +1,38 @@
-package main
+package stopstr
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestStopFilter(t *testing.T) {
+func TestFilter(t *testing.T) {
 	var out strings.Builder
 	stopped := 0
-	f := &stopFilter{stops: []string{"\n\n", "END"}, emit: func(s string) { out.WriteString(s) }, onStop: func() { stopped++ }}
+	f := &Filter{Stops: []string{"\n\n", "END"}, Emit: func(s string) { out.WriteString(s) }, OnStop: func() { stopped++ }}
 	for _, piece := range []string{"Hello", " wor", "ld\n", "\nmore", "END"} {
-		f.write(piece)
+		f.Write(piece)
 	}
-	f.flush()
-	if out.String() != "Hello world" || stopped != 1 || f.text.String() != "Hello world" {
+	f.Flush()
+	if out.String() != "Hello world" || stopped != 1 || f.Text() != "Hello world" {
 		t.Errorf("output %q, %d stops", out.String(), stopped)
 	}
 	// A stop string split over pieces, and text held back until it cannot
 	// begin one.
 	out.Reset()
-	f = &stopFilter{stops: []string{"ENDS"}, emit: func(s string) { out.WriteString(s) }, onStop: func() {}}
-	f.write("abcEN")
+	f = &Filter{Stops: []string{"ENDS"}, Emit: func(s string) { out.WriteString(s) }, OnStop: func() {}}
+	f.Write("abcEN")
 	if out.String() != "ab" {
 		t.Errorf("held back: %q", out.String())
 	}
-	f.write("Dx")
-	f.flush()
-	if out.String() != "abcENDx" || f.cut {
+	f.Write("Dx")
+	f.Flush()
+	if out.String() != "abcENDx" || f.Cut() {
 		t.Errorf("no stop: %q", out.String())
 	}
 	// No stop strings: everything passes at once.
 	out.Reset()
-	f = &stopFilter{emit: func(s string) { out.WriteString(s) }}
-	f.write("a")
+	f = &Filter{Emit: func(s string) { out.WriteString(s) }}
+	f.Write("a")
 	if out.String() != "a" {
 		t.Errorf("no stops: %q", out.String())
 	}
