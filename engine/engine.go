@@ -27,10 +27,13 @@ type Engine struct {
 	// passes and rows count the driver's forward passes and their rows,
 	// over every search (the batching: rows per pass).
 	passes, rows atomic.Int64
-	m            *model.Model
-	opts         Options
-	kv           *kvcache.Pool
-	run          *model.Runner
+	// inUse is the KV blocks in use after the driver's last step (0 when
+	// idle), readable while searches run.
+	inUse atomic.Int64
+	m     *model.Model
+	opts  Options
+	kv    *kvcache.Pool
+	run   *model.Runner
 
 	// stepHook, when set (by tests), runs before every step and may fail it.
 	stepHook func(step int) error
@@ -102,7 +105,12 @@ func (e *Engine) Model() *model.Model { return e.m }
 // every search: rows/passes is how many rows a pass carried on average.
 func (e *Engine) Batching() (passes, rows int64) { return e.passes.Load(), e.rows.Load() }
 
-// Cache returns the engine's KV cache pool (for inspection).
+// BlocksInUse is the KV blocks in use after the last step: unlike
+// Cache().Stats(), safe to call while searches run (metrics).
+func (e *Engine) BlocksInUse() int { return int(e.inUse.Load()) }
+
+// Cache returns the engine's KV cache pool (for inspection; its methods
+// are not safe while searches run: see BlocksInUse).
 func (e *Engine) Cache() *kvcache.Pool { return e.kv }
 
 // Stats describe the work a search did.
@@ -279,6 +287,7 @@ func (e *Engine) drive() {
 			active = append(active, s)
 		}
 		e.queue = e.queue[:0]
+		e.inUse.Store(int64(e.kv.Stats().BlocksInUse))
 		if len(active) == 0 {
 			e.driving = false
 			e.mu.Unlock()

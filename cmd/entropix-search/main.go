@@ -52,6 +52,25 @@ func main() {
 type usageError struct{ error }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "serve" {
+		err := runServe(ctx, args[1:], stderr, nil)
+		var ue usageError
+		switch {
+		case err == nil:
+			return exitOK
+		case errors.As(err, &ue):
+			if errors.Is(ue.error, flag.ErrHelp) {
+				return exitOK
+			}
+			if !strings.Contains(err.Error(), "flag provided but not defined") && !strings.Contains(err.Error(), "invalid value") {
+				fmt.Fprintln(stderr, "entropix-search:", ue.error)
+			}
+			return exitUsage
+		default:
+			fmt.Fprintln(stderr, "entropix-search:", err)
+			return exitFailure
+		}
+	}
 	c, err := parse(args, stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):

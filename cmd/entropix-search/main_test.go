@@ -869,3 +869,16 @@ func TestHTMLAndDOTOptions(t *testing.T) {
 	}
 	checkDOT(t, cut)
 }
+
+// The serve subcommand's usage errors and help (the server itself is
+// tested in cmd/internal/serve).
+func TestServeUsage(t *testing.T) {
+	if code, _, errs := runCLI("serve", "-h"); code != 0 || !strings.Contains(errs, "/v1/chat/completions") {
+		t.Errorf("serve -h: exit %d, %s", code, errs)
+	}
+	checkUsageErrors(t, []usageCase{
+		{[]string{"serve"}, "no model"},
+		{[]string{"serve", "-m", filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf"), "--max-searches", "0"}, "must be positive"},
+		{[]string{"serve", "-m", filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf"), "--addr", "256.0.0.1:1"}, "--addr"},
+	})
+}

@@ -1,0 +1,553 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/entropix-search/entropix-search/bench"
+	"github.com/entropix-search/entropix-search/cmd/internal/stopstr"
+	"github.com/entropix-search/entropix-search/engine"
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/policy"
+)
+
+// extension is the "entropix" object of a request: the search settings,
+// named as the command line's flags and the policy file.
+type extension struct {
+	Mode       string          `json:"mode"`
+	BudgetRows int             `json:"budget_rows"`
+	MaxWidth   int             `json:"max_width"`
+	Score      string          `json:"score"`
+	ReturnTree bool            `json:"return_tree"`
+	Policy     json.RawMessage `json:"policy"`
+}
+
+// common are the fields completions and chat share.
+type common struct {
+	Model       string          `json:"model"`
+	MaxTokens   *int            `json:"max_tokens"`
+	Temperature *float64        `json:"temperature"`
+	TopP        *float64        `json:"top_p"`
+	Seed        *int64          `json:"seed"`
+	Stop        json.RawMessage `json:"stop"`
+	N           *int            `json:"n"`
+	Stream      bool            `json:"stream"`
+	User        string          `json:"user"`
+	Entropix    *extension      `json:"entropix"`
+}
+
+type completionRequest struct {
+	common
+	Prompt   json.RawMessage `json:"prompt"`
+	Logprobs *int            `json:"logprobs"`
+}
+
+type chatRequest struct {
+	common
+	Messages            []model.Message `json:"messages"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            bool            `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+}
+
+// decode reads a JSON body into v: unknown fields are ignored (clients
+// send many), a known field of the wrong type is a 400 naming it.
+func decode(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return badRequest("", "reading the body: %v", err)
+	}
+	if len(b) > maxBody {
+		return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", msg: fmt.Sprintf("the body is larger than %d bytes", maxBody), code: "too_large"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := strings.TrimPrefix(te.Field, "common.") // the embedded struct's name is no field of the API
+			return badRequest(field, "%s: want %s, got %s", field, te.Type, te.Value)
+		}
+		return badRequest("", "the body is not valid JSON: %v", err)
+	}
+	return nil
+}
+
+// job is one request's searches, ready to run.
+type job struct {
+	ids        []int
+	prompt     string
+	budget     engine.Budget
+	opts       []engine.Option
+	stops      []string
+	n          int
+	seed       uint64
+	mode       engine.Mode
+	returnTree bool
+	topProbs   int
+}
+
+// plan turns the common fields into a job (the prompt's tokens are set by
+// the caller).
+func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
+	j := &job{n: 1, mode: engine.BeamAdaptive, budget: engine.Budget{MaxTokens: 256}, topProbs: topProbs}
+	if maxTokens != nil {
+		if *maxTokens <= 0 || *maxTokens > s.cfg.MaxTokens {
+			return nil, badRequest("max_tokens", "max_tokens %d: want 1..%d", *maxTokens, s.cfg.MaxTokens)
+		}
+		j.budget.MaxTokens = *maxTokens
+	}
+	if c.N != nil {
+		if *c.N < 1 || *c.N > maxN {
+			return nil, badRequest("n", "n %d: want 1..%d", *c.N, maxN)
+		}
+		j.n = *c.N
+	}
+	if c.Stream && j.n > 1 {
+		return nil, badRequest("n", "streaming returns one choice: n must be 1")
+	}
+	if c.Seed != nil {
+		j.seed = uint64(*c.Seed)
+	}
+	sampling := engine.DefaultSampling()
+	if c.Temperature != nil {
+		if t := *c.Temperature; !(t >= 0 && t <= 2) {
+			return nil, badRequest("temperature", "temperature %v: want 0..2", t)
+		}
+		sampling.Temperature = *c.Temperature
+	}
+	if c.TopP != nil {
+		if p := *c.TopP; !(p > 0 && p <= 1) {
+			return nil, badRequest("top_p", "top_p %v: want (0, 1]", p)
+		}
+		sampling.TopP = *c.TopP
+	}
+	stops, err := parseStop(c.Stop)
+	if err != nil {
+		return nil, err
+	}
+	j.stops = stops
+	pf := s.cfg.Policy
+	if x := c.Entropix; x != nil {
+		if x.Mode != "" {
+			if j.mode, err = engine.ParseMode(x.Mode); err != nil {
+				return nil, badRequest("entropix.mode", "%v", err)
+			}
+		}
+		if x.BudgetRows < 0 || x.MaxWidth < 0 || x.MaxWidth > policy.MaxForkWidth {
+			return nil, badRequest("entropix", "budget_rows must be >= 0 and max_width in 0..%d", policy.MaxForkWidth)
+		}
+		j.budget.MaxRows, j.budget.MaxWidth = x.BudgetRows, x.MaxWidth
+		if len(x.Policy) > 0 && string(x.Policy) != "null" {
+			if pf, err = policy.ReadFile(bytes.NewReader(x.Policy)); err != nil {
+				return nil, badRequest("entropix.policy", "%v", err)
+			}
+		}
+		if x.Score != "" {
+			if err := pf.Score.UnmarshalText([]byte(x.Score)); err != nil {
+				return nil, badRequest("entropix.score", "%v", err)
+			}
+		}
+		j.returnTree = x.ReturnTree
+	}
+	j.opts = []engine.Option{engine.WithMode(j.mode), engine.WithPolicy(pf.Config), engine.WithScore(pf.Score),
+		engine.WithClarifyText(pf.ClarifyText), engine.WithSampling(sampling), engine.WithTopProbs(topProbs),
+		engine.WithAnswer(bench.MarkedAnswer)}
+	if j.mode == engine.SelfConsistency || j.mode == engine.BestOfN || j.mode == engine.Beam || j.mode == engine.CoTDecoding {
+		j.opts = append(j.opts, engine.WithWidth(max(j.budget.MaxWidth, 4)))
+	}
+	return j, nil
+}
+
+func parseStop(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		if one == "" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil || len(many) > 4 {
+		return nil, badRequest("stop", "stop: want a string or up to 4 strings")
+	}
+	return many, nil
+}
+
+// outcome is one search's answer.
+type outcome struct {
+	text   string
+	res    *engine.Result
+	reason string
+	treeID string
+}
+
+// run runs the job's searches (concurrently, batched by the engine) and
+// streams the first one's text through emit when emit is not nil.
+func (s *Server) run(ctx context.Context, j *job, emit func(string)) ([]outcome, error) {
+	release, err := s.admit(ctx, j.n)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	outs := make([]outcome, j.n)
+	errs := make([]error, j.n)
+	var wg sync.WaitGroup
+	for i := range j.n {
+		wg.Go(func() {
+			sctx, cancel := context.WithCancelCause(ctx)
+			defer cancel(nil)
+			filter := &stopstr.Filter{Stops: j.stops, OnStop: func() { cancel(stopstr.ErrStop) }, Emit: func(string) {}}
+			if i == 0 && emit != nil {
+				filter.Emit = emit
+			}
+			opts := append(append([]engine.Option(nil), j.opts...), engine.WithSeed(j.seed+uint64(i)), engine.WithStream(filter.Write))
+			res, err := s.eng.SearchTokensWith(sctx, j.prompt, j.ids, j.budget, opts...)
+			filter.Flush()
+			stopped := errors.Is(context.Cause(sctx), stopstr.ErrStop)
+			if err != nil && !(stopped && res != nil) {
+				errs[i] = err
+				return
+			}
+			o := outcome{text: res.Text, res: res, reason: "length"}
+			switch {
+			case stopped || filter.Cut():
+				o.text, o.reason = filter.Text(), "stop"
+			case res.Stopped == "eos" || res.Stopped == "settled":
+				o.reason = "stop"
+			}
+			if j.returnTree {
+				o.treeID = fmt.Sprintf("tree-%d", s.seq.Add(1))
+				s.trees.put(o.treeID, fmt.Sprintf("%s · %s", j.mode, s.cfg.ModelName), res.Tree)
+			}
+			s.met.rows.Add(float64(res.Stats.Rows))
+			s.met.generated.Add(float64(res.Stats.Generated))
+			outs[i] = o
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, &apiError{status: 499, typ: "invalid_request_error", msg: "the client went away", code: "canceled"}
+		case errors.Is(err, engine.ErrPromptTooLong):
+			return nil, badRequest("prompt", "%v", err)
+		}
+		return nil, err
+	}
+	return outs, nil
+}
+
+// completionID names a response.
+func (s *Server) completionID(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().Unix(), s.seq.Add(1))
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	var req completionRequest
+	if err := decode(r, &req); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	prompt, err := promptText(req.Prompt)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	top := 0
+	if req.Logprobs != nil {
+		if *req.Logprobs < 0 || *req.Logprobs > 20 {
+			writeAPIError(w, badRequest("logprobs", "logprobs %d: want 0..20", *req.Logprobs))
+			return
+		}
+		top = *req.Logprobs
+	}
+	j, err := s.plan(&req.common, req.MaxTokens, top)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	j.prompt = prompt
+	j.ids = s.m.Tokenizer.Encode(prompt, s.m.Tokenizer.AddBOS())
+	id := s.completionID("cmpl")
+	created := time.Now().Unix()
+	chunk := func(text string, reason any) map[string]any {
+		return map[string]any{"id": id, "object": "text_completion", "created": created, "model": s.cfg.ModelName,
+			"choices": []map[string]any{{"index": 0, "text": text, "finish_reason": reason, "logprobs": nil}}}
+	}
+	if req.Stream {
+		s.stream(w, r, j, func(text string) any { return chunk(text, nil) }, func(o outcome) any { return chunk("", o.reason) }, nil)
+		return
+	}
+	outs, err := s.run(r.Context(), j, nil)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	choices := make([]map[string]any, len(outs))
+	for i, o := range outs {
+		choices[i] = map[string]any{"index": i, "text": o.text, "finish_reason": o.reason, "logprobs": completionLogprobs(s, o, top)}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "text_completion", "created": created, "model": s.cfg.ModelName,
+		"choices": choices, "usage": usage(j, outs), "entropix": extensionOut(outs)})
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if err := decode(r, &req); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	if len(req.Messages) == 0 {
+		writeAPIError(w, badRequest("messages", "messages: want at least one"))
+		return
+	}
+	for i, m := range req.Messages {
+		switch m.Role {
+		case "system", "user", "assistant", "tool", "developer":
+		default:
+			writeAPIError(w, badRequest(fmt.Sprintf("messages[%d].role", i), "role %q: want system, user, assistant or tool", m.Role))
+			return
+		}
+		if m.Role == "developer" {
+			req.Messages[i].Role = "system"
+		}
+	}
+	maxTokens := req.MaxTokens
+	if req.MaxCompletionTokens != nil {
+		maxTokens = req.MaxCompletionTokens
+	}
+	top := 0
+	if req.Logprobs {
+		top = 1
+		if req.TopLogprobs != nil {
+			if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {
+				writeAPIError(w, badRequest("top_logprobs", "top_logprobs %d: want 0..20", *req.TopLogprobs))
+				return
+			}
+			top = max(*req.TopLogprobs, 1)
+		}
+	}
+	j, err := s.plan(&req.common, maxTokens, top)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	ids, stops, err := s.m.EncodeChat(req.Messages)
+	if err != nil {
+		writeAPIError(w, badRequest("messages", "this model cannot chat: %v", err))
+		return
+	}
+	j.ids, j.prompt = ids, req.Messages[len(req.Messages)-1].Content
+	j.opts = append(j.opts, engine.WithStopTokens(stops...))
+	id := s.completionID("chatcmpl")
+	created := time.Now().Unix()
+	chunk := func(delta map[string]any, reason any) map[string]any {
+		return map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": s.cfg.ModelName,
+			"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": reason}}}
+	}
+	if req.Stream {
+		s.stream(w, r, j, func(text string) any { return chunk(map[string]any{"content": text}, nil) },
+			func(o outcome) any { return chunk(map[string]any{}, o.reason) },
+			chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+		return
+	}
+	outs, err := s.run(r.Context(), j, nil)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	choices := make([]map[string]any, len(outs))
+	for i, o := range outs {
+		choices[i] = map[string]any{"index": i, "message": map[string]any{"role": "assistant", "content": o.text},
+			"finish_reason": o.reason, "logprobs": chatLogprobs(s, o, top)}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "chat.completion", "created": created, "model": s.cfg.ModelName,
+		"choices": choices, "usage": usage(j, outs), "entropix": extensionOut(outs)})
+}
+
+// stream runs the job and writes its text as server-sent events, then the
+// final chunk and "data: [DONE]". The engine's driver calls the stream
+// callback; the text goes through a buffer, so a slow client never holds
+// up the other searches.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, j *job, piece func(string) any, final func(outcome) any, first any) {
+	flusher, _ := w.(http.Flusher)
+	var mu sync.Mutex
+	var pending []string
+	wake := make(chan struct{}, 1)
+	emit := func(t string) {
+		mu.Lock()
+		pending = append(pending, t)
+		mu.Unlock()
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	type result struct {
+		outs []outcome
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		outs, err := s.run(r.Context(), j, emit)
+		done <- result{outs, err}
+	}()
+	started := false
+	send := func(v any) {
+		if !started {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	drain := func() {
+		mu.Lock()
+		ps := pending
+		pending = nil
+		mu.Unlock()
+		for _, p := range ps {
+			if p != "" {
+				if !started && first != nil {
+					send(first)
+				}
+				send(piece(p))
+			}
+		}
+	}
+	for {
+		select {
+		case <-wake:
+			drain()
+		case res := <-done:
+			drain()
+			if res.err != nil {
+				if !started {
+					writeAPIError(w, res.err)
+					return
+				}
+				var ae *apiError
+				msg := res.err.Error()
+				if errors.As(res.err, &ae) {
+					msg = ae.msg
+				}
+				send(map[string]any{"error": map[string]any{"message": msg, "type": "server_error"}})
+				fmt.Fprint(w, "data: [DONE]\n\n")
+				return
+			}
+			if !started && first != nil {
+				send(first)
+			}
+			send(final(res.outs[0]))
+			fmt.Fprint(w, "data: [DONE]\n\n")
+			if flusher != nil {
+				flusher.Flush()
+			}
+			return
+		}
+	}
+}
+
+// promptText reads a completion prompt: a string, or a list of one.
+func promptText(raw json.RawMessage) (string, error) {
+	var one string
+	if err := json.Unmarshal(raw, &one); err != nil {
+		var many []string
+		if json.Unmarshal(raw, &many) != nil || len(many) != 1 {
+			return "", badRequest("prompt", "prompt: want a string (or a list of one)")
+		}
+		one = many[0]
+	}
+	if strings.TrimSpace(one) == "" {
+		return "", badRequest("prompt", "the prompt is empty")
+	}
+	return one, nil
+}
+
+func usage(j *job, outs []outcome) map[string]any {
+	gen, rows := 0, 0
+	for _, o := range outs {
+		gen += len(o.res.Tokens)
+		rows += o.res.Stats.Rows
+	}
+	return map[string]any{"prompt_tokens": len(j.ids), "completion_tokens": gen, "total_tokens": len(j.ids) + gen, "forward_rows": rows}
+}
+
+// extensionOut is the response's "entropix" object: per choice, why the
+// search stopped, its statistics and, when asked, its tree's id.
+func extensionOut(outs []outcome) []map[string]any {
+	var xs []map[string]any
+	for _, o := range outs {
+		x := map[string]any{"stopped": o.res.Stopped, "stats": o.res.Stats}
+		if o.treeID != "" {
+			x["tree_id"] = o.treeID
+			x["tree"] = o.res.Tree
+		}
+		xs = append(xs, x)
+	}
+	return xs
+}
+
+// committedTop returns the result's tokens with their log-probabilities
+// and alternatives, from the tree.
+func committedTop(o outcome) (toks []int, lps []float64, tops [][]policy.Candidate) {
+	for id, n := range o.res.Tree.All() {
+		if id != 0 && n.Committed && !math.IsInf(n.LogProb, 0) {
+			toks = append(toks, n.Token)
+			lps = append(lps, n.LogProb)
+			tops = append(tops, n.Top)
+		}
+	}
+	return toks, lps, tops
+}
+
+func completionLogprobs(s *Server, o outcome, k int) any {
+	if k == 0 {
+		return nil
+	}
+	toks, lps, tops := committedTop(o)
+	var tokens []string
+	var top []map[string]float64
+	for i, t := range toks {
+		tokens = append(tokens, s.m.Tokenizer.Piece(t))
+		m := map[string]float64{}
+		for _, c := range tops[i][:min(k, len(tops[i]))] {
+			m[s.m.Tokenizer.Piece(c.Token)] = c.LogProb
+		}
+		top = append(top, m)
+	}
+	return map[string]any{"tokens": tokens, "token_logprobs": lps, "top_logprobs": top}
+}
+
+func chatLogprobs(s *Server, o outcome, k int) any {
+	if k == 0 {
+		return nil
+	}
+	toks, lps, tops := committedTop(o)
+	var content []map[string]any
+	for i, t := range toks {
+		var alts []map[string]any
+		for _, c := range tops[i][:min(k, len(tops[i]))] {
+			alts = append(alts, map[string]any{"token": s.m.Tokenizer.Piece(c.Token), "logprob": c.LogProb})
+		}
+		content = append(content, map[string]any{"token": s.m.Tokenizer.Piece(t), "logprob": lps[i], "top_logprobs": alts})
+	}
+	return map[string]any{"content": content}
+}
