@@ -50,7 +50,11 @@ func chatStories(t *testing.T) string {
 }
 
 // start serves path on a loopback port until the test ends.
-func start(t *testing.T, path string, cfg Config) (*Server, string) {
+func start(t *testing.T, path string, cfg Config) (*Server, string) { return startTB(t, path, cfg) }
+
+func jsonDecode(resp *http.Response, v any) { json.NewDecoder(resp.Body).Decode(v) }
+
+func startTB(t testing.TB, path string, cfg Config) (*Server, string) {
 	t.Helper()
 	m, err := model.Load(path, "")
 	if err != nil {
