@@ -290,6 +290,13 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, r, j, func(text string) any { return chunk(text, nil) }, func(o outcome) any { return chunk("", o.reason) }, nil)
 		return
 	}
+	s.respond(w, r, j, id, "text_completion", created, func(i int, o outcome) map[string]any {
+		return map[string]any{"index": i, "text": o.text, "finish_reason": o.reason, "logprobs": completionLogprobs(s, o, top)}
+	})
+}
+
+// respond runs a job and writes its whole response, one choice per search.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, j *job, id, object string, created int64, choice func(int, outcome) map[string]any) {
 	outs, err := s.run(r.Context(), j, nil)
 	if err != nil {
 		writeAPIError(w, err)
@@ -297,9 +304,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	choices := make([]map[string]any, len(outs))
 	for i, o := range outs {
-		choices[i] = map[string]any{"index": i, "text": o.text, "finish_reason": o.reason, "logprobs": completionLogprobs(s, o, top)}
+		choices[i] = choice(i, o)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "text_completion", "created": created, "model": s.cfg.ModelName,
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": object, "created": created, "model": s.cfg.ModelName,
 		"choices": choices, "usage": usage(j, outs), "entropix": extensionOut(outs)})
 }
 
@@ -363,18 +370,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			chunk(map[string]any{"role": "assistant", "content": ""}, nil))
 		return
 	}
-	outs, err := s.run(r.Context(), j, nil)
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	choices := make([]map[string]any, len(outs))
-	for i, o := range outs {
-		choices[i] = map[string]any{"index": i, "message": map[string]any{"role": "assistant", "content": o.text},
+	s.respond(w, r, j, id, "chat.completion", created, func(i int, o outcome) map[string]any {
+		return map[string]any{"index": i, "message": map[string]any{"role": "assistant", "content": o.text},
 			"finish_reason": o.reason, "logprobs": chatLogprobs(s, o, top)}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "chat.completion", "created": created, "model": s.cfg.ModelName,
-		"choices": choices, "usage": usage(j, outs), "entropix": extensionOut(outs)})
+	})
 }
 
 // stream runs the job and writes its text as server-sent events, then the
