@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -165,5 +166,25 @@ func TestMixedModesBatched(t *testing.T) {
 	}
 	if n := e.Cache().Stats().BlocksInUse; n != 0 {
 		t.Fatalf("%d blocks leaked", n)
+	}
+}
+
+// A long prompt is fed in chunks (so that searches batched with it keep
+// decoding) and gives what one prefill gives.
+func TestChunkedPrefill(t *testing.T) {
+	m := loadStories(t)
+	prompt := strings.Repeat("Lily and Tom went to the park to play with a ball. ", 20)
+	run := func(chunk int) *Result {
+		old := prefillChunk
+		prefillChunk = chunk
+		defer func() { prefillChunk = old }()
+		return runSearch(t, newEngine(t, m, WithMode(Greedy)), prompt, Budget{MaxTokens: 20})
+	}
+	whole, chunked := run(1<<20), run(100)
+	if chunked.Text != whole.Text || chunked.Stats.PromptRows != whole.Stats.PromptRows {
+		t.Errorf("chunked prefill: %q (%d prompt rows), whole: %q (%d)", chunked.Text, chunked.Stats.PromptRows, whole.Text, whole.Stats.PromptRows)
+	}
+	if extra := chunked.Stats.ForwardPasses - whole.Stats.ForwardPasses; extra != (whole.Stats.PromptRows-1)/100 {
+		t.Errorf("%d prompt rows in chunks of 100 took %d extra passes", whole.Stats.PromptRows, extra)
 	}
 }

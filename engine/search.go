@@ -68,6 +68,9 @@ type search struct {
 	// it has ended and its result is ready.
 	err  error
 	done chan struct{}
+	// prefill is the prompt tokens this step feeds without deciding
+	// (chunked prefill), 0 when the step decides.
+	prefill int
 	// Scratch shared by the modes.
 	cand     policy.Candidates
 	top      []int
@@ -131,6 +134,10 @@ func newSearch(e *Engine, o *Options, ctx context.Context, text string, ids []in
 	return s
 }
 
+// prefillChunk is the most prompt tokens one step feeds: a longer prompt
+// is fed over several steps, its last chunk deciding the first token.
+var prefillChunk = 256 // a variable for the tests
+
 // begin gives the search its root branch, which feeds the prompt.
 func (s *search) begin() error {
 	root := &branch{leaf: tree.Root, seq: s.e.kv.NewSeq(), feed: slices.Clone(s.prompt)}
@@ -182,6 +189,19 @@ func (s *search) prepare(reserved *int) []model.Row {
 		}
 	}
 	*reserved += s.blocksNeeded()
+	// A long prompt goes in chunks, so that the searches batched with it
+	// keep decoding (chunked prefill): all but the last chunk are rows
+	// without logits, and the step does not advance.
+	if s.step == 0 && len(s.live) == 1 && len(s.live[0].feed) > prefillChunk {
+		br := s.live[0]
+		s.prefill = prefillChunk
+		s.rows = s.rows[:0]
+		for _, t := range br.feed[:prefillChunk] {
+			s.rows = append(s.rows, model.Row{Seq: br.seq, Token: t, NoLogits: true})
+		}
+		return s.rows
+	}
+	s.prefill = 0
 	// A multi-token feed after the prompt is a clarify insertion; when
 	// Backspace may follow, the logits that predicted its last token are
 	// kept too.
@@ -201,6 +221,15 @@ func (s *search) prepare(reserved *int) []model.Row {
 // consume takes the search's part of a forward pass, whose rows start at
 // base in out, and applies the mode's decisions.
 func (s *search) consume(out *model.Output, base int, took time.Duration) {
+	if s.prefill > 0 { // a chunk of the prompt: no decision yet
+		br := s.live[0]
+		br.feed = br.feed[s.prefill:]
+		st := &s.res.Stats
+		st.ForwardTime += took
+		st.ForwardPasses++
+		st.PromptRows += s.prefill
+		return
+	}
 	for _, br := range s.live {
 		br.row += base
 	}
