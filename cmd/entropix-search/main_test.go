@@ -126,7 +126,7 @@ func TestUsageErrors(t *testing.T) {
 		{with("-p", "hi", "--cot-decoding", "0"), "1..64"},
 		{with("-p", "hi", "--self-consistency", "0"), "1..64"},
 		{with("-p", "hi", "--max-width", "100000"), "at most 64"},
-		{with("-p", strings.Repeat("a b ", 600)), "does not fit the context"},
+		{with("-p", strings.Repeat("a b ", 100), "-c", "64"), "does not fit the context"},
 		{with("-p", "hi", "--thresholds", emptyJSON), "missing"},
 	})
 	// A bad flag value is one line and a hint, not the whole usage.
