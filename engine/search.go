@@ -378,8 +378,13 @@ func (s *search) backspaceOn() bool {
 	return s.opts.Mode == BeamAdaptive && s.b.MaxWidth >= 2 && s.opts.Policy.Backspace && s.opts.Policy.MaxBackspaces > 0
 }
 
-// tokenConf is DeepConf's token confidence of a row.
+// tokenConf is DeepConf's token confidence of a row, for the group score;
+// 0 when the search does not rank by it (a top-k pass over the vocabulary
+// per token is not free).
 func (s *search) tokenConf(logits []float32, lz float64) float64 {
+	if s.opts.Score != policy.ScoreGroup {
+		return 0
+	}
 	s.top = topK(logits, policy.GroupTopK, s.top)
 	var sum float64
 	for _, t := range s.top {
