@@ -17,7 +17,7 @@ import (
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/policy"
-	"github.com/entropix-search/entropix-search/tree"
+	"golang.org/x/sync/errgroup"
 )
 
 // EvalConfig says what an evaluation runs. Every mode runs every item of
@@ -55,7 +55,43 @@ type EvalConfig struct {
 	KVType kvcache.DType `json:"kv_type"`
 	// Progress, if set, is called after each mode and budget.
 	Progress func(EvalProgress) `json:"-"`
+	// Searcher, if set, runs the searches in place of a local engine
+	// (for instance on entropix-search servers); the outputs are still
+	// scored with the local model. Parallel searches run at once (default
+	// 1); the report is the same whatever their order.
+	Searcher Searcher `json:"-"`
+	Parallel int      `json:"-"`
 }
+
+// SearchRequest is one search of an evaluation: an item's prompt (its text
+// and its tokens under the model) in one mode at one budget, with the
+// item's seed.
+type SearchRequest struct {
+	Item   string
+	Prompt string
+	Tokens []int
+	Chat   bool
+	Mode   engine.Mode
+	Seed   uint64
+	// Budget holds the item's token limit, the rows and the width.
+	Budget engine.Budget
+	// Policy is EvalConfig.Policy (nil: the engine's defaults).
+	Policy *policy.File
+}
+
+// SearchResult is what an evaluation keeps of a search.
+type SearchResult struct {
+	Text    string
+	Tokens  []int
+	Stopped string
+	Cut     bool // engine.Result.Cut
+	Stats   engine.Stats
+}
+
+// A Searcher runs the searches of an evaluation. The answer of a request
+// must not depend on the searches running beside it, so that a report is
+// the same for any Parallel.
+type Searcher func(ctx context.Context, r SearchRequest) (SearchResult, error)
 
 // EvalProgress reports one finished mode and budget of a task.
 type EvalProgress struct {
@@ -345,12 +381,16 @@ func Eval(ctx context.Context, m *model.Model, task Task, cfg EvalConfig) (*Task
 	}
 	start := time.Now()
 	total := len(cfg.Budgets) * len(cfg.Modes)
+	results := make([]SearchResult, len(ev.items))
 	for _, budget := range cfg.Budgets {
 		for _, mode := range cfg.Modes {
 			t0 := time.Now()
+			if err := ev.searchAll(ctx, mode, budget, results); err != nil {
+				return nil, err
+			}
 			acc := modeAcc{checked: rep.Checked, groups: rep.Groups}
 			for i := range ev.items {
-				o, err := ev.run(ctx, &ev.items[i], mode, budget)
+				o, err := ev.score(&ev.items[i], mode, budget, &results[i])
 				if err != nil {
 					return nil, err
 				}
@@ -415,16 +455,40 @@ type evalItem struct {
 	scores     map[string]float64
 }
 
-// run searches one item in one mode at one budget and scores the output.
-func (ev *evaluator) run(ctx context.Context, it *evalItem, mode engine.Mode, budget int) (Output, error) {
-	res, err := ev.search(ctx, it, mode, budget)
-	if err != nil {
-		return Output{}, err
+// searchAll searches every item in one mode at one budget into out,
+// cfg.Parallel at a time through cfg.Searcher when it is set, else one
+// after another on a local engine.
+func (ev *evaluator) searchAll(ctx context.Context, mode engine.Mode, budget int, out []SearchResult) error {
+	if ev.cfg.Searcher == nil {
+		for i := range ev.items {
+			res, err := ev.search(ctx, &ev.items[i], mode, budget)
+			if err != nil {
+				return err
+			}
+			out[i] = SearchResult{Text: res.Text, Tokens: res.Tokens, Stopped: res.Stopped, Cut: res.Cut(), Stats: res.Stats}
+		}
+		return nil
 	}
-	return ev.score(it, mode, budget, res)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(ev.cfg.Parallel, 1))
+	k := ev.cfg.modeWidth(mode, budget)
+	for i := range ev.items {
+		it := &ev.items[i]
+		g.Go(func() error {
+			r := SearchRequest{Item: it.ID, Prompt: it.Prompt, Tokens: it.ids, Chat: ev.cfg.Chat, Mode: mode, Seed: it.seed,
+				Budget: engine.Budget{MaxTokens: it.maxTokens, MaxRows: budget, MaxWidth: k}, Policy: ev.cfg.Policy}
+			res, err := ev.cfg.Searcher(gctx, r)
+			if err != nil {
+				return fmt.Errorf("bench: eval: %s, %s at %d rows: %w", it.ID, mode, budget, err)
+			}
+			out[i] = res
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
-// search runs one item in one mode at one budget.
+// search runs one item in one mode at one budget on a local engine.
 func (ev *evaluator) search(ctx context.Context, it *evalItem, mode engine.Mode, budget int) (*engine.Result, error) {
 	k := ev.cfg.modeWidth(mode, budget)
 	opts := []engine.Option{engine.WithMode(mode), engine.WithSeed(it.seed), engine.WithWidth(k), engine.WithStopTokens(it.stops...), engine.WithKVType(ev.cfg.KVType),
@@ -443,22 +507,8 @@ func (ev *evaluator) search(ctx context.Context, it *evalItem, mode engine.Mode,
 	return res, nil
 }
 
-// complete reports whether a result's path ended at end of text or at the
-// token limit.
-func complete(res *engine.Result) bool {
-	if res.Tree == nil {
-		return false
-	}
-	for id, n := range res.Tree.All() {
-		if id != tree.Root && n.Committed && n.IsLeaf() {
-			return n.Status == tree.Finished
-		}
-	}
-	return false
-}
-
 // score scores the output of one search.
-func (ev *evaluator) score(it *evalItem, mode engine.Mode, budget int, res *engine.Result) (Output, error) {
+func (ev *evaluator) score(it *evalItem, mode engine.Mode, budget int, res *SearchResult) (Output, error) {
 	var err error
 	key := tokensKey(res.Tokens)
 	ll, ok := it.scores[key]
@@ -470,7 +520,7 @@ func (ev *evaluator) score(it *evalItem, mode engine.Mode, budget int, res *engi
 	}
 	return Output{Item: it.ID, Group: it.Group, Budget: budget, Mode: mode, Text: res.Text, Tokens: res.Tokens, LogLik: ll,
 		Loop: ev.cfg.Loop.Loops(res.Tokens), Correct: it.Check != nil && it.Check(res.Text),
-		Stopped: res.Stopped, Cut: res.BudgetExhausted && !complete(res), Stats: res.Stats}, nil
+		Stopped: res.Stopped, Cut: res.Cut, Stats: res.Stats}, nil
 }
 
 // modeAcc sums the outputs of one mode at one budget.

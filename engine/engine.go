@@ -127,8 +127,11 @@ type Stats struct {
 	// Forks counts fork points: nodes where the search split into
 	// several branches (beam-adaptive's forks, beam's parents that kept
 	// two or more children, CoT-decoding's and the sampling modes' root).
-	Forks        int           `json:"forks"`
-	Prunes       int           `json:"prunes"`
+	Forks  int `json:"forks"`
+	Prunes int `json:"prunes"`
+	// KVBlocksPeak is the most KV blocks in use in the engine's pool
+	// during the search: with searches running beside it (a server),
+	// theirs count too.
 	KVBlocksPeak int           `json:"kv_blocks_peak"`
 	MaxLive      int           `json:"max_live"`
 	Wall         time.Duration `json:"wall_ns"`
@@ -155,6 +158,25 @@ type Result struct {
 	// BudgetExhausted is set when a budget (rows, time) cut the search
 	// short: the result is the best found so far.
 	BudgetExhausted bool `json:"budget_exhausted"`
+}
+
+// Cut reports whether the row budget stopped the search before its result
+// reached the end of text or the token limit. A search that still had
+// alternatives to explore when the budget ran out, but whose committed
+// path is finished, is not cut.
+func (r *Result) Cut() bool {
+	if !r.BudgetExhausted {
+		return false
+	}
+	if r.Tree == nil {
+		return true
+	}
+	for id, n := range r.Tree.All() {
+		if id != tree.Root && n.Committed && n.IsLeaf() {
+			return n.Status != tree.Finished
+		}
+	}
+	return true
 }
 
 // ErrEmptyPrompt is returned for an empty prompt.

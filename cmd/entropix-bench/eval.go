@@ -81,6 +81,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	noSpeed := fs.Bool("no-speed", false, "skip the speed section")
 	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
 	kvName := fs.String("kv", "auto", "KV cache type: f32, f16, or auto: f16 for quantized weights, f32 for float ones (as entropix-search)")
+	endpoints := fs.String("endpoint", "", "run the searches on entropix-search servers (`URL[,URL...]`, each started with serve -m on the same model file as -m), spread round robin; the outputs are still scored here, and -kv is the servers' own")
+	parallel := fs.Int("parallel", 16, "with -endpoint: requests in flight per server (its --max-searches, 16 by default, run at once; more queue)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: entropix-bench eval %s\n\n"+
 			"Runs every decoding mode over a prompt set at several forward-row budgets and prints\n"+
@@ -103,6 +105,19 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *maxTokens < 0 || *limit < 0 || *threads < 0 {
 		return usagef("-max-tokens, -limit and -threads must be >= 0")
+	}
+	var searcher bench.Searcher
+	if *endpoints != "" {
+		if *parallel < 1 {
+			return usagef("-parallel %d: want at least 1", *parallel)
+		}
+		urls, err := parseEndpoints(*endpoints)
+		if err != nil {
+			return err
+		}
+		searcher = endpointSearcher(urls)
+		*parallel *= len(urls)
+		*noSpeed = true // the speed section measures this machine
 	}
 	if _, _, err := model.ParseKVType(*kvName); err != nil {
 		return usagef("-kv: %v", err)
@@ -192,7 +207,8 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usagef("-kv: %v", err)
 	}
-	base := bench.EvalConfig{Modes: modes, MaxWidth: *maxWidth, Seed: *seed, Policy: pol, Chat: *chat, Loop: bench.DefaultLoopRule(), KVType: kv}
+	base := bench.EvalConfig{Modes: modes, MaxWidth: *maxWidth, Seed: *seed, Policy: pol, Chat: *chat, Loop: bench.DefaultLoopRule(), KVType: kv,
+		Searcher: searcher, Parallel: *parallel}
 	rep := &bench.Report{Model: m.Source, Params: paramCount(m), Threads: kernels.Threads(), Config: base}
 	for _, name := range tasks {
 		def := evalTasks[name]

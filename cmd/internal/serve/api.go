@@ -29,6 +29,11 @@ type extension struct {
 	Score      string          `json:"score"`
 	ReturnTree bool            `json:"return_tree"`
 	Policy     json.RawMessage `json:"policy"`
+	// Answer says how the finished paths' answers are read for their
+	// vote: "marked" (the number after "####" or "answer is", the
+	// default) or "last-number" (that, else the last number: what
+	// entropix-bench eval scores).
+	Answer string `json:"answer"`
 }
 
 // common are the fields completions and chat share.
@@ -136,6 +141,7 @@ func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
 	}
 	j.stops = stops
 	pf := s.cfg.Policy
+	answer := bench.MarkedAnswer
 	if x := c.Entropix; x != nil {
 		if x.Mode != "" {
 			if j.mode, err = engine.ParseMode(x.Mode); err != nil {
@@ -157,13 +163,23 @@ func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
 			}
 		}
 		j.returnTree = x.ReturnTree
+		switch x.Answer {
+		case "", "marked":
+		case "last-number":
+			answer = bench.ExtractAnswer
+		default:
+			return nil, badRequest("entropix.answer", "answer %q: want marked or last-number", x.Answer)
+		}
+	}
+	// The width K of beam, CoT-decoding, self-consistency and best-of-N
+	// is max_width, 4 when it is not given.
+	width := 4
+	if j.budget.MaxWidth > 0 {
+		width = j.budget.MaxWidth
 	}
 	j.opts = []engine.Option{engine.WithMode(j.mode), engine.WithPolicy(pf.Config), engine.WithScore(pf.Score),
 		engine.WithClarifyText(pf.ClarifyText), engine.WithSampling(sampling), engine.WithTopProbs(topProbs),
-		engine.WithAnswer(bench.MarkedAnswer)}
-	if j.mode == engine.SelfConsistency || j.mode == engine.BestOfN || j.mode == engine.Beam || j.mode == engine.CoTDecoding {
-		j.opts = append(j.opts, engine.WithWidth(max(j.budget.MaxWidth, 4)))
-	}
+		engine.WithAnswer(answer), engine.WithWidth(width)}
 	return j, nil
 }
 
@@ -490,11 +506,12 @@ func usage(j *job, outs []outcome) map[string]any {
 }
 
 // extensionOut is the response's "entropix" object: per choice, why the
-// search stopped, its statistics and, when asked, its tree's id.
+// search stopped, whether the row budget cut it short, its statistics,
+// the tokens of its text and, when asked, its tree and the tree's id.
 func extensionOut(outs []outcome) []map[string]any {
 	var xs []map[string]any
 	for _, o := range outs {
-		x := map[string]any{"stopped": o.res.Stopped, "stats": o.res.Stats}
+		x := map[string]any{"stopped": o.res.Stopped, "cut": o.res.Cut(), "stats": o.res.Stats, "tokens": o.res.Tokens}
 		if o.treeID != "" {
 			x["tree_id"] = o.treeID
 			x["tree"] = o.res.Tree
