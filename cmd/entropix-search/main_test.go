@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -881,4 +883,78 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"serve", "-m", filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf"), "--max-searches", "0"}, "must be positive"},
 		{[]string{"serve", "-m", filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf"), "--addr", "256.0.0.1:1"}, "--addr"},
 	})
+}
+
+// The README's Kubernetes manifest starts the server: its args (the model
+// and the address swapped for the test's) serve, its probes' paths answer
+// 200, and SIGTERM drains and exits 0, as a pod's termination does.
+func TestReadmeManifest(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(modeltest.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "```yaml\n")
+	manifest, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !strings.Contains(manifest, "kind: Deployment") {
+		t.Fatal("README has no Deployment manifest")
+	}
+	var args []string
+	var probes []string
+	for _, line := range strings.Split(manifest, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "args: "); ok {
+			if err := json.Unmarshal([]byte(v), &args); err != nil {
+				t.Fatalf("args %s: %v", v, err)
+			}
+		}
+		if _, v, ok := strings.Cut(line, "httpGet: {path: "); ok {
+			probes = append(probes, strings.TrimSuffix(strings.Fields(v)[0], ","))
+		}
+	}
+	if len(args) < 3 || args[0] != "serve" || len(probes) != 2 {
+		t.Fatalf("manifest args %q, probes %q", args, probes)
+	}
+	for i := range args {
+		switch args[i] {
+		case "-m":
+			args[i+1] = filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf")
+		case "--addr":
+			args[i+1] = "127.0.0.1:0"
+		}
+	}
+	cmd := exec.Command(builtExe, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stderr)
+	addr := ""
+	for sc.Scan() {
+		if _, v, ok := strings.Cut(sc.Text(), " on http://"); ok {
+			addr, _, _ = strings.Cut(v, " ")
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatal("the server did not say where it listens")
+	}
+	go io.Copy(io.Discard, stderr)
+	for _, p := range probes {
+		resp, err := http.Get("http://" + addr + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("probe %s: %s", p, resp.Status)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGTERM: %v", err)
+	}
 }

@@ -24,7 +24,7 @@ Usage:
   entropix-search serve -m MODEL [--addr 127.0.0.1:8080] [--max-searches N] [--kv-tokens N]
 
 Endpoints: POST /v1/completions, POST /v1/chat/completions ("stream": true for
-server-sent events), GET /v1/models, GET /health, GET /metrics, GET /v1/trees/{id}.
+server-sent events), GET /v1/models, GET /health, GET /ready, GET /metrics, GET /v1/trees/{id}.
 Search settings go in an "entropix" object: {"mode": "beam-adaptive",
 "budget_rows": 512, "max_width": 4, "score": "logprob", "return_tree": true,
 "policy": {...}}.

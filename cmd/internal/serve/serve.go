@@ -13,8 +13,9 @@
 //
 // Endpoints: POST /v1/completions and /v1/chat/completions (with "stream":
 // true as server-sent events ending in "data: [DONE]"), GET /v1/models,
-// GET /health, GET /metrics (Prometheus), and GET /v1/trees/{id} (a
-// recent search's tree, as JSON, DOT, SVG or the HTML viewer).
+// GET /health (liveness), GET /ready (readiness: 503 while draining or
+// with a full queue), GET /metrics (Prometheus), and GET /v1/trees/{id}
+// (a recent search's tree, as JSON, DOT, SVG or the HTML viewer).
 package serve
 
 import (
@@ -73,10 +74,12 @@ type Server struct {
 	sem     *semaphore.Weighted
 	waiting atomic.Int64
 	running atomic.Int64
-	trees   *treeCache
-	reg     *prometheus.Registry
-	met     metrics
-	seq     atomic.Uint64
+	// draining is set once a shutdown began: /ready then says 503.
+	draining atomic.Bool
+	trees    *treeCache
+	reg      *prometheus.Registry
+	met      metrics
+	seq      atomic.Uint64
 }
 
 type metrics struct {
@@ -139,12 +142,29 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /health", s.timed("health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
+	mux.HandleFunc("GET /ready", s.timed("ready", s.ready))
 	mux.HandleFunc("GET /v1/trees/{id}", s.timed("trees", s.tree))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path), "", "not_found")
 	})
 	return mux
+}
+
+// ready is the readiness probe: 200 while the server takes requests, 503
+// once it drains for a shutdown or while its queue is full, so that a
+// load balancer (a Kubernetes Service) sends the next requests to
+// another replica. /health is the liveness probe: 200 while the process
+// serves at all.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case s.draining.Load():
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+	case s.waiting.Load() >= int64(s.cfg.Queue):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "busy"})
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	}
 }
 
 // statusWriter records the status a handler wrote.
@@ -194,6 +214,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	s.draining.Store(true)
 	grace, stop := context.WithTimeout(context.Background(), s.cfg.Grace)
 	defer stop()
 	err := srv.Shutdown(grace)

@@ -259,13 +259,34 @@ func TestBadRequests(t *testing.T) {
 	if status, v := post("/v1/completions", `{"prompt": "`+strings.ReplaceAll(fay, "\n", `\n`)+`", "max_tokens": 60}`); status != 200 {
 		t.Errorf("after the bad requests: %d %v", status, v)
 	}
-	for _, path := range []string{"/health", "/v1/models", "/metrics"} {
+	for _, path := range []string{"/health", "/ready", "/v1/models", "/metrics"} {
 		resp, err := http.Get(url + path)
 		if err != nil || resp.StatusCode != 200 {
 			t.Errorf("GET %s: %v %v", path, resp.Status, err)
 		}
 		resp.Body.Close()
 	}
+	// Readiness: 503 with a full queue and while draining; liveness stays.
+	ready := func() (int, int) {
+		r1, err1 := http.Get(url + "/ready")
+		r2, err2 := http.Get(url + "/health")
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		r1.Body.Close()
+		r2.Body.Close()
+		return r1.StatusCode, r2.StatusCode
+	}
+	srv.waiting.Store(1)
+	if r, h := ready(); r != 503 || h != 200 {
+		t.Errorf("full queue: ready %d, health %d", r, h)
+	}
+	srv.waiting.Store(0)
+	srv.draining.Store(true)
+	if r, h := ready(); r != 503 || h != 200 {
+		t.Errorf("draining: ready %d, health %d", r, h)
+	}
+	srv.draining.Store(false)
 }
 
 // A client that goes away cancels its search and frees its cache at once.
