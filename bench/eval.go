@@ -381,22 +381,22 @@ func Eval(ctx context.Context, m *model.Model, task Task, cfg EvalConfig) (*Task
 	}
 	start := time.Now()
 	total := len(cfg.Budgets) * len(cfg.Modes)
-	results := make([]SearchResult, len(ev.items))
+	outs := make([]Output, len(ev.items))
 	for _, budget := range cfg.Budgets {
 		for _, mode := range cfg.Modes {
 			t0 := time.Now()
-			if err := ev.searchAll(ctx, mode, budget, results); err != nil {
+			err := ev.searchAll(ctx, mode, budget, func(i int, res *SearchResult) (err error) {
+				outs[i], err = ev.score(&ev.items[i], mode, budget, res)
+				return err
+			})
+			if err != nil {
 				return nil, err
 			}
 			acc := modeAcc{checked: rep.Checked, groups: rep.Groups}
-			for i := range ev.items {
-				o, err := ev.score(&ev.items[i], mode, budget, &results[i])
-				if err != nil {
-					return nil, err
-				}
-				acc.add(&o)
-				rep.Outputs = append(rep.Outputs, o)
+			for i := range outs {
+				acc.add(&outs[i])
 			}
+			rep.Outputs = append(rep.Outputs, outs...)
 			rep.Results = append(rep.Results, acc.result(mode, budget, cfg.modeWidth(mode, budget)))
 			if cfg.Progress != nil {
 				cfg.Progress(EvalProgress{Task: rep.Task, Budget: budget, Mode: mode, Items: len(ev.items),
@@ -455,37 +455,69 @@ type evalItem struct {
 	scores     map[string]float64
 }
 
-// searchAll searches every item in one mode at one budget into out,
-// cfg.Parallel at a time through cfg.Searcher when it is set, else one
-// after another on a local engine.
-func (ev *evaluator) searchAll(ctx context.Context, mode engine.Mode, budget int, out []SearchResult) error {
+// searchAll searches every item in one mode at one budget and hands each
+// result to done, in the calling goroutine: one after another on a local
+// engine, or cfg.Parallel at a time through cfg.Searcher, done then
+// running (scoring) while the other searches go on.
+func (ev *evaluator) searchAll(ctx context.Context, mode engine.Mode, budget int, done func(int, *SearchResult) error) error {
 	if ev.cfg.Searcher == nil {
 		for i := range ev.items {
 			res, err := ev.search(ctx, &ev.items[i], mode, budget)
 			if err != nil {
 				return err
 			}
-			out[i] = SearchResult{Text: res.Text, Tokens: res.Tokens, Stopped: res.Stopped, Cut: res.Cut(), Stats: res.Stats}
+			if err := done(i, &SearchResult{Text: res.Text, Tokens: res.Tokens, Stopped: res.Stopped, Cut: res.Cut(), Stats: res.Stats}); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type found struct {
+		i   int
+		res SearchResult
+	}
+	ch := make(chan found)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(ev.cfg.Parallel, 1))
 	k := ev.cfg.modeWidth(mode, budget)
-	for i := range ev.items {
-		it := &ev.items[i]
-		g.Go(func() error {
-			r := SearchRequest{Item: it.ID, Prompt: it.Prompt, Tokens: it.ids, Chat: ev.cfg.Chat, Mode: mode, Seed: it.seed,
-				Budget: engine.Budget{MaxTokens: it.maxTokens, MaxRows: budget, MaxWidth: k}, Policy: ev.cfg.Policy}
-			res, err := ev.cfg.Searcher(gctx, r)
-			if err != nil {
-				return fmt.Errorf("bench: eval: %s, %s at %d rows: %w", it.ID, mode, budget, err)
+	go func() {
+		defer close(ch)
+		for i := range ev.items {
+			if gctx.Err() != nil {
+				break
 			}
-			out[i] = res
-			return nil
-		})
+			it := &ev.items[i]
+			g.Go(func() error {
+				r := SearchRequest{Item: it.ID, Prompt: it.Prompt, Tokens: it.ids, Chat: ev.cfg.Chat, Mode: mode, Seed: it.seed,
+					Budget: engine.Budget{MaxTokens: it.maxTokens, MaxRows: budget, MaxWidth: k}, Policy: ev.cfg.Policy}
+				res, err := ev.cfg.Searcher(gctx, r)
+				if err != nil {
+					return fmt.Errorf("bench: eval: %s, %s at %d rows: %w", it.ID, mode, budget, err)
+				}
+				select {
+				case ch <- found{i, res}:
+					return nil
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			})
+		}
+		g.Wait()
+	}()
+	var scoreErr error
+	for f := range ch {
+		if scoreErr == nil {
+			if scoreErr = done(f.i, &f.res); scoreErr != nil {
+				cancel()
+			}
+		}
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil && scoreErr == nil {
+		return err
+	}
+	return scoreErr
 }
 
 // search runs one item in one mode at one budget on a local engine.
