@@ -97,8 +97,14 @@ func axpy(a float32, x, y []float32) {
 }
 
 // softmax and swiGLU use an AVX-512 exp (Cephes' polynomial, about 1 ulp;
-// VSCALEFPS takes care of underflow); without AVX-512 they stay in Go.
+// VSCALEFPS takes care of underflow), or its AVX2 form (exp32: the
+// same polynomial, 2^t built in the exponent bits); without AVX2 they stay
+// in Go with math.Exp.
 func softmax(x []float32) {
+	if f32Level == levelAVX2 {
+		softmaxScaledAVX2(&x[0], len(x), 1)
+		return
+	}
 	if f32Level != levelAVX512 {
 		softmaxGo(x)
 		return
@@ -109,6 +115,10 @@ func softmax(x []float32) {
 }
 
 func softmaxScaled(x []float32, a float32) {
+	if f32Level == levelAVX2 {
+		softmaxScaledAVX2(&x[0], len(x), a)
+		return
+	}
 	if f32Level != levelAVX512 {
 		scale(x, a)
 		softmax(x)
@@ -135,6 +145,13 @@ func normScale(out, x, w []float32, a float32) {
 }
 
 func swiGLU(h, g []float32) {
+	if f32Level == levelAVX2 {
+		if len(h) > 0 {
+			_ = g[len(h)-1]
+			siluMulAVX2(&h[0], &g[0], len(h))
+		}
+		return
+	}
 	if f32Level != levelAVX512 {
 		swiGLUGo(h, g)
 		return

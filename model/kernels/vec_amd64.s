@@ -736,6 +736,383 @@ done:
 	VZEROUPPER
 	RET
 
+// func softmaxScaledAVX2(x *float32, n int, a float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·softmaxScaledAVX2(SB), NOSPLIT, $0-20
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSS        a+16(FP), X0
+	VBROADCASTSS X0, Y1
+	MOVQ         CX, DX
+	ANDQ         $-8, DX
+	SHLQ         $0x02, DX
+	MOVQ         CX, BX
+	ANDQ         $0x07, BX
+	VXORPS       Y2, Y2, Y2
+	JZ           nomask
+	LEAQ         avx2tail<>+0(SB), CX
+	MOVQ         $0x00000008, SI
+	SUBQ         BX, SI
+	VMOVDQU      (CX)(SI*4), Y2
+	VMOVAPS      Y2, Y2
+
+nomask:
+	VMULSS       (AX), X0, X0
+	VBROADCASTSS X0, Y0
+	XORQ         CX, CX
+
+scale:
+	CMPQ    CX, DX
+	JAE     scaletail
+	VMULPS  (AX)(CX*1), Y1, Y3
+	VMOVUPS Y3, (AX)(CX*1)
+	VMAXPS  Y3, Y0, Y0
+	ADDQ    $0x20, CX
+	JMP     scale
+
+scaletail:
+	TESTQ      BX, BX
+	JZ         scaledone
+	VMASKMOVPS (AX)(CX*1), Y2, Y3
+	VMULPS     Y3, Y1, Y3
+	VMASKMOVPS Y3, Y2, (AX)(CX*1)
+	VBLENDVPS  Y2, Y3, Y0, Y3
+	VMAXPS     Y3, Y0, Y0
+
+scaledone:
+	VPERM2F128 $0x01, Y0, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	VSHUFPS    $0x4e, Y0, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	VSHUFPS    $0xb1, Y0, Y0, Y1
+	VMAXPS     Y1, Y0, Y0
+	LEAQ       exp8consts<>+0(SB), SI
+	VXORPS     Y1, Y1, Y1
+	XORQ       CX, CX
+
+exp:
+	CMPQ         CX, DX
+	JAE          exptail
+	VMOVUPS      (AX)(CX*1), Y3
+	VSUBPS       Y0, Y3, Y3
+	VCMPPS       $0x01, (SI), Y3, Y4
+	VMAXPS       (SI), Y3, Y3
+	VMINPS       32(SI), Y3, Y3
+	VMULPS       64(SI), Y3, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS 96(SI), Y5, Y3
+	VFNMADD231PS 128(SI), Y5, Y3
+	VMOVAPS      416(SI), Y6
+	VFMADD213PS  384(SI), Y3, Y6
+	VFMADD213PS  352(SI), Y3, Y6
+	VFMADD213PS  320(SI), Y3, Y6
+	VFMADD213PS  288(SI), Y3, Y6
+	VFMADD213PS  256(SI), Y3, Y6
+	VMULPS       Y3, Y3, Y7
+	VFMADD213PS  Y3, Y7, Y6
+	VADDPS       160(SI), Y6, Y6
+	VCVTPS2DQ    Y5, Y3
+	VPADDD       224(SI), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y6, Y6
+	VMULPS       192(SI), Y6, Y6
+	VANDNPS      Y6, Y4, Y6
+	VMOVUPS      Y6, (AX)(CX*1)
+	VADDPS       Y6, Y1, Y1
+	ADDQ         $0x20, CX
+	JMP          exp
+
+exptail:
+	TESTQ        BX, BX
+	JZ           expdone
+	VMASKMOVPS   (AX)(CX*1), Y2, Y3
+	VSUBPS       Y0, Y3, Y3
+	VCMPPS       $0x01, (SI), Y3, Y0
+	VMAXPS       (SI), Y3, Y3
+	VMINPS       32(SI), Y3, Y3
+	VMULPS       64(SI), Y3, Y4
+	VROUNDPS     $0x00, Y4, Y4
+	VFNMADD231PS 96(SI), Y4, Y3
+	VFNMADD231PS 128(SI), Y4, Y3
+	VMOVAPS      416(SI), Y5
+	VFMADD213PS  384(SI), Y3, Y5
+	VFMADD213PS  352(SI), Y3, Y5
+	VFMADD213PS  320(SI), Y3, Y5
+	VFMADD213PS  288(SI), Y3, Y5
+	VFMADD213PS  256(SI), Y3, Y5
+	VMULPS       Y3, Y3, Y6
+	VFMADD213PS  Y3, Y6, Y5
+	VADDPS       160(SI), Y5, Y5
+	VCVTPS2DQ    Y4, Y3
+	VPADDD       224(SI), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y5, Y5
+	VMULPS       192(SI), Y5, Y5
+	VANDNPS      Y5, Y0, Y5
+	VMASKMOVPS   Y5, Y2, (AX)(CX*1)
+	VANDPS       Y2, Y5, Y5
+	VADDPS       Y5, Y1, Y1
+
+expdone:
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0xee, X1, X1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0x55, X1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       160(SI), X0
+	VDIVSS       X1, X0, X0
+	VBROADCASTSS X0, Y0
+	XORQ         CX, CX
+
+norm:
+	CMPQ    CX, DX
+	JAE     normtail
+	VMULPS  (AX)(CX*1), Y0, Y1
+	VMOVUPS Y1, (AX)(CX*1)
+	ADDQ    $0x20, CX
+	JMP     norm
+
+normtail:
+	TESTQ      BX, BX
+	JZ         normdone
+	VMASKMOVPS (AX)(CX*1), Y2, Y1
+	VMULPS     Y1, Y0, Y1
+	VMASKMOVPS Y1, Y2, (AX)(CX*1)
+
+normdone:
+	VZEROUPPER
+	RET
+
+DATA avx2tail<>+0(SB)/4, $0xffffffff
+DATA avx2tail<>+4(SB)/4, $0xffffffff
+DATA avx2tail<>+8(SB)/4, $0xffffffff
+DATA avx2tail<>+12(SB)/4, $0xffffffff
+DATA avx2tail<>+16(SB)/4, $0xffffffff
+DATA avx2tail<>+20(SB)/4, $0xffffffff
+DATA avx2tail<>+24(SB)/4, $0xffffffff
+DATA avx2tail<>+28(SB)/4, $0xffffffff
+DATA avx2tail<>+32(SB)/4, $0x00000000
+DATA avx2tail<>+36(SB)/4, $0x00000000
+DATA avx2tail<>+40(SB)/4, $0x00000000
+DATA avx2tail<>+44(SB)/4, $0x00000000
+DATA avx2tail<>+48(SB)/4, $0x00000000
+DATA avx2tail<>+52(SB)/4, $0x00000000
+DATA avx2tail<>+56(SB)/4, $0x00000000
+DATA avx2tail<>+60(SB)/4, $0x00000000
+GLOBL avx2tail<>(SB), RODATA|NOPTR, $64
+
+DATA exp8consts<>+0(SB)/4, $0xc2ad0000
+DATA exp8consts<>+4(SB)/4, $0xc2ad0000
+DATA exp8consts<>+8(SB)/4, $0xc2ad0000
+DATA exp8consts<>+12(SB)/4, $0xc2ad0000
+DATA exp8consts<>+16(SB)/4, $0xc2ad0000
+DATA exp8consts<>+20(SB)/4, $0xc2ad0000
+DATA exp8consts<>+24(SB)/4, $0xc2ad0000
+DATA exp8consts<>+28(SB)/4, $0xc2ad0000
+DATA exp8consts<>+32(SB)/4, $0x42b20000
+DATA exp8consts<>+36(SB)/4, $0x42b20000
+DATA exp8consts<>+40(SB)/4, $0x42b20000
+DATA exp8consts<>+44(SB)/4, $0x42b20000
+DATA exp8consts<>+48(SB)/4, $0x42b20000
+DATA exp8consts<>+52(SB)/4, $0x42b20000
+DATA exp8consts<>+56(SB)/4, $0x42b20000
+DATA exp8consts<>+60(SB)/4, $0x42b20000
+DATA exp8consts<>+64(SB)/4, $0x3fb8aa3b
+DATA exp8consts<>+68(SB)/4, $0x3fb8aa3b
+DATA exp8consts<>+72(SB)/4, $0x3fb8aa3b
+DATA exp8consts<>+76(SB)/4, $0x3fb8aa3b
+DATA exp8consts<>+80(SB)/4, $0x3fb8aa3b
+DATA exp8consts<>+84(SB)/4, $0x3fb8aa3b
+DATA exp8consts<>+88(SB)/4, $0x3fb8aa3b
+DATA exp8consts<>+92(SB)/4, $0x3fb8aa3b
+DATA exp8consts<>+96(SB)/4, $0x3f318000
+DATA exp8consts<>+100(SB)/4, $0x3f318000
+DATA exp8consts<>+104(SB)/4, $0x3f318000
+DATA exp8consts<>+108(SB)/4, $0x3f318000
+DATA exp8consts<>+112(SB)/4, $0x3f318000
+DATA exp8consts<>+116(SB)/4, $0x3f318000
+DATA exp8consts<>+120(SB)/4, $0x3f318000
+DATA exp8consts<>+124(SB)/4, $0x3f318000
+DATA exp8consts<>+128(SB)/4, $0xb95e8083
+DATA exp8consts<>+132(SB)/4, $0xb95e8083
+DATA exp8consts<>+136(SB)/4, $0xb95e8083
+DATA exp8consts<>+140(SB)/4, $0xb95e8083
+DATA exp8consts<>+144(SB)/4, $0xb95e8083
+DATA exp8consts<>+148(SB)/4, $0xb95e8083
+DATA exp8consts<>+152(SB)/4, $0xb95e8083
+DATA exp8consts<>+156(SB)/4, $0xb95e8083
+DATA exp8consts<>+160(SB)/4, $0x3f800000
+DATA exp8consts<>+164(SB)/4, $0x3f800000
+DATA exp8consts<>+168(SB)/4, $0x3f800000
+DATA exp8consts<>+172(SB)/4, $0x3f800000
+DATA exp8consts<>+176(SB)/4, $0x3f800000
+DATA exp8consts<>+180(SB)/4, $0x3f800000
+DATA exp8consts<>+184(SB)/4, $0x3f800000
+DATA exp8consts<>+188(SB)/4, $0x3f800000
+DATA exp8consts<>+192(SB)/4, $0x40000000
+DATA exp8consts<>+196(SB)/4, $0x40000000
+DATA exp8consts<>+200(SB)/4, $0x40000000
+DATA exp8consts<>+204(SB)/4, $0x40000000
+DATA exp8consts<>+208(SB)/4, $0x40000000
+DATA exp8consts<>+212(SB)/4, $0x40000000
+DATA exp8consts<>+216(SB)/4, $0x40000000
+DATA exp8consts<>+220(SB)/4, $0x40000000
+DATA exp8consts<>+224(SB)/4, $0x0000007e
+DATA exp8consts<>+228(SB)/4, $0x0000007e
+DATA exp8consts<>+232(SB)/4, $0x0000007e
+DATA exp8consts<>+236(SB)/4, $0x0000007e
+DATA exp8consts<>+240(SB)/4, $0x0000007e
+DATA exp8consts<>+244(SB)/4, $0x0000007e
+DATA exp8consts<>+248(SB)/4, $0x0000007e
+DATA exp8consts<>+252(SB)/4, $0x0000007e
+DATA exp8consts<>+256(SB)/4, $0x3f000000
+DATA exp8consts<>+260(SB)/4, $0x3f000000
+DATA exp8consts<>+264(SB)/4, $0x3f000000
+DATA exp8consts<>+268(SB)/4, $0x3f000000
+DATA exp8consts<>+272(SB)/4, $0x3f000000
+DATA exp8consts<>+276(SB)/4, $0x3f000000
+DATA exp8consts<>+280(SB)/4, $0x3f000000
+DATA exp8consts<>+284(SB)/4, $0x3f000000
+DATA exp8consts<>+288(SB)/4, $0x3e2aaaaa
+DATA exp8consts<>+292(SB)/4, $0x3e2aaaaa
+DATA exp8consts<>+296(SB)/4, $0x3e2aaaaa
+DATA exp8consts<>+300(SB)/4, $0x3e2aaaaa
+DATA exp8consts<>+304(SB)/4, $0x3e2aaaaa
+DATA exp8consts<>+308(SB)/4, $0x3e2aaaaa
+DATA exp8consts<>+312(SB)/4, $0x3e2aaaaa
+DATA exp8consts<>+316(SB)/4, $0x3e2aaaaa
+DATA exp8consts<>+320(SB)/4, $0x3d2aa9c1
+DATA exp8consts<>+324(SB)/4, $0x3d2aa9c1
+DATA exp8consts<>+328(SB)/4, $0x3d2aa9c1
+DATA exp8consts<>+332(SB)/4, $0x3d2aa9c1
+DATA exp8consts<>+336(SB)/4, $0x3d2aa9c1
+DATA exp8consts<>+340(SB)/4, $0x3d2aa9c1
+DATA exp8consts<>+344(SB)/4, $0x3d2aa9c1
+DATA exp8consts<>+348(SB)/4, $0x3d2aa9c1
+DATA exp8consts<>+352(SB)/4, $0x3c088908
+DATA exp8consts<>+356(SB)/4, $0x3c088908
+DATA exp8consts<>+360(SB)/4, $0x3c088908
+DATA exp8consts<>+364(SB)/4, $0x3c088908
+DATA exp8consts<>+368(SB)/4, $0x3c088908
+DATA exp8consts<>+372(SB)/4, $0x3c088908
+DATA exp8consts<>+376(SB)/4, $0x3c088908
+DATA exp8consts<>+380(SB)/4, $0x3c088908
+DATA exp8consts<>+384(SB)/4, $0x3ab743ce
+DATA exp8consts<>+388(SB)/4, $0x3ab743ce
+DATA exp8consts<>+392(SB)/4, $0x3ab743ce
+DATA exp8consts<>+396(SB)/4, $0x3ab743ce
+DATA exp8consts<>+400(SB)/4, $0x3ab743ce
+DATA exp8consts<>+404(SB)/4, $0x3ab743ce
+DATA exp8consts<>+408(SB)/4, $0x3ab743ce
+DATA exp8consts<>+412(SB)/4, $0x3ab743ce
+DATA exp8consts<>+416(SB)/4, $0x39506967
+DATA exp8consts<>+420(SB)/4, $0x39506967
+DATA exp8consts<>+424(SB)/4, $0x39506967
+DATA exp8consts<>+428(SB)/4, $0x39506967
+DATA exp8consts<>+432(SB)/4, $0x39506967
+DATA exp8consts<>+436(SB)/4, $0x39506967
+DATA exp8consts<>+440(SB)/4, $0x39506967
+DATA exp8consts<>+444(SB)/4, $0x39506967
+GLOBL exp8consts<>(SB), RODATA|NOPTR, $448
+
+// func siluMulAVX2(h *float32, gate *float32, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·siluMulAVX2(SB), NOSPLIT, $0-24
+	MOVQ    h+0(FP), AX
+	MOVQ    gate+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    DX, BX
+	ANDQ    $-8, BX
+	SHLQ    $0x02, BX
+	MOVQ    DX, SI
+	ANDQ    $0x07, SI
+	VXORPS  Y0, Y0, Y0
+	JZ      nomask
+	LEAQ    avx2tail<>+0(SB), DX
+	MOVQ    $0x00000008, DI
+	SUBQ    SI, DI
+	VMOVDQU (DX)(DI*4), Y0
+	VMOVAPS Y0, Y0
+
+nomask:
+	LEAQ exp8consts<>+0(SB), DI
+	XORQ DX, DX
+
+loop:
+	CMPQ         DX, BX
+	JAE          looptail
+	VMOVUPS      (AX)(DX*1), Y1
+	VMOVUPS      (CX)(DX*1), Y2
+	VXORPS       Y3, Y3, Y3
+	VSUBPS       Y1, Y3, Y3
+	VCMPPS       $0x01, (DI), Y3, Y4
+	VMAXPS       (DI), Y3, Y3
+	VMINPS       32(DI), Y3, Y3
+	VMULPS       64(DI), Y3, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS 96(DI), Y5, Y3
+	VFNMADD231PS 128(DI), Y5, Y3
+	VMOVAPS      416(DI), Y6
+	VFMADD213PS  384(DI), Y3, Y6
+	VFMADD213PS  352(DI), Y3, Y6
+	VFMADD213PS  320(DI), Y3, Y6
+	VFMADD213PS  288(DI), Y3, Y6
+	VFMADD213PS  256(DI), Y3, Y6
+	VMULPS       Y3, Y3, Y7
+	VFMADD213PS  Y3, Y7, Y6
+	VADDPS       160(DI), Y6, Y6
+	VCVTPS2DQ    Y5, Y3
+	VPADDD       224(DI), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y6, Y6
+	VMULPS       192(DI), Y6, Y6
+	VANDNPS      Y6, Y4, Y6
+	VADDPS       160(DI), Y6, Y6
+	VMULPS       Y2, Y1, Y1
+	VDIVPS       Y6, Y1, Y1
+	VMOVUPS      Y1, (AX)(DX*1)
+	ADDQ         $0x20, DX
+	JMP          loop
+
+looptail:
+	TESTQ        SI, SI
+	JZ           loopdone
+	VMASKMOVPS   (AX)(DX*1), Y0, Y1
+	VMASKMOVPS   (CX)(DX*1), Y0, Y2
+	VXORPS       Y3, Y3, Y3
+	VSUBPS       Y1, Y3, Y3
+	VCMPPS       $0x01, (DI), Y3, Y4
+	VMAXPS       (DI), Y3, Y3
+	VMINPS       32(DI), Y3, Y3
+	VMULPS       64(DI), Y3, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS 96(DI), Y5, Y3
+	VFNMADD231PS 128(DI), Y5, Y3
+	VMOVAPS      416(DI), Y6
+	VFMADD213PS  384(DI), Y3, Y6
+	VFMADD213PS  352(DI), Y3, Y6
+	VFMADD213PS  320(DI), Y3, Y6
+	VFMADD213PS  288(DI), Y3, Y6
+	VFMADD213PS  256(DI), Y3, Y6
+	VMULPS       Y3, Y3, Y7
+	VFMADD213PS  Y3, Y7, Y6
+	VADDPS       160(DI), Y6, Y6
+	VCVTPS2DQ    Y5, Y3
+	VPADDD       224(DI), Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VMULPS       Y3, Y6, Y6
+	VMULPS       192(DI), Y6, Y6
+	VANDNPS      Y6, Y4, Y6
+	VADDPS       160(DI), Y6, Y6
+	VMULPS       Y2, Y1, Y1
+	VDIVPS       Y6, Y1, Y1
+	VMASKMOVPS   Y1, Y0, (AX)(DX*1)
+
+loopdone:
+	VZEROUPPER
+	RET
+
 // func dotStridedAVX512(out *float32, q *float32, k *float32, dim int, stride int, n int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, BMI2
 TEXT ·dotStridedAVX512(SB), NOSPLIT, $0-48

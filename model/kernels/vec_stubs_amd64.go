@@ -54,6 +54,16 @@ func normScaleAVX512(out *float32, x *float32, w *float32, n int, a float32)
 //go:noescape
 func siluMulAVX512(h *float32, gate *float32, n int)
 
+// softmaxScaledAVX2 sets x[i] *= a for i < n, n >= 1, then x to its softmax.
+//
+//go:noescape
+func softmaxScaledAVX2(x *float32, n int, a float32)
+
+// siluMulAVX2 sets h[i] = silu(h[i]) * g[i] for i < n.
+//
+//go:noescape
+func siluMulAVX2(h *float32, gate *float32, n int)
+
 // dotStridedAVX512 sets out[t] = dot(q[:dim], k[t*stride:][:dim]) for t < n.
 //
 //go:noescape

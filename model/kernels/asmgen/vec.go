@@ -20,6 +20,8 @@ func genVec() {
 	scaleAVX512()
 	normScaleAVX512()
 	siluMulAVX512()
+	softmaxScaledAVX2()
+	siluMulAVX2()
 	dotStridedAVX512()
 	axpyStrided(elemF32, isaAVX512)
 	attention(elemF32)

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"math"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// AVX2 has no VSCALEFPS and no opmasks, so its exp builds 2^t in the
+// exponent bits and its kernels take their tails through VMASKMOVPS.
+//
+// exp8 follows exp16 (Cephes expf: t = round(x*log2 e), r = x - t*ln 2 in
+// two parts, e^r by the same polynomial) and scales by 2^t as 2^(t-1)
+// times 2, so that both factors are normal floats for every t in
+// [-125, 128]: inputs are clamped to [expLo, 89], results above FLT_MAX
+// round to +Inf in the last product, and inputs below expLo give 0 (their
+// true exponentials are below 2.7e-38). kernels.exp32 is the same
+// arithmetic in Go.
+const expLo = -86.5
+
+// expConsts8 is the base of a table of exp8's constants, each as 8
+// lanes (AVX2 has 16 vector registers: the constants stay in memory).
+type expConsts8 struct{ base reg.Register }
+
+// The table's vectors, 32 bytes each.
+const (
+	eLo = iota
+	eHi
+	eLog2e
+	eLn2hi
+	eLn2lo
+	eOne
+	eTwo
+	eBias
+	eP0 // then p1..p5
+)
+
+var exp8Table Mem
+var exp8TableDone bool
+
+func newExpConsts8() *expConsts8 {
+	if !exp8TableDone {
+		exp8Table = GLOBL("exp8consts", RODATA|NOPTR)
+		vals := []uint32{math.Float32bits(expLo), math.Float32bits(89), math.Float32bits(1.44269504088896341),
+			math.Float32bits(0.693359375), math.Float32bits(-2.12194440e-4), math.Float32bits(1), math.Float32bits(2), 126}
+		for _, f := range []float32{5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4} {
+			vals = append(vals, math.Float32bits(f))
+		}
+		for i, v := range vals {
+			for l := 0; l < 8; l++ {
+				DATA(32*i+4*l, U32(v))
+			}
+		}
+		exp8TableDone = true
+	}
+	c := &expConsts8{base: GP64()}
+	LEAQ(exp8Table, c.base)
+	return c
+}
+
+func (c *expConsts8) at(i int) Mem { return Mem{Base: c.base, Disp: 32 * i} }
+
+// exp8 returns e^v lane-wise (v is clobbered).
+func exp8(c *expConsts8, v reg.VecVirtual) reg.VecVirtual {
+	under := YMM()
+	VCMPPS(U8(1), c.at(eLo), v, under) // v < lo (false for NaN)
+	VMAXPS(c.at(eLo), v, v)
+	VMINPS(c.at(eHi), v, v)
+	t := YMM()
+	VMULPS(c.at(eLog2e), v, t)
+	VROUNDPS(U8(0), t, t) // to nearest even
+	VFNMADD231PS(c.at(eLn2hi), t, v)
+	VFNMADD231PS(c.at(eLn2lo), t, v) // v = r
+	p := YMM()
+	VMOVAPS(c.at(eP0+5), p)
+	for i := 4; i >= 0; i-- {
+		VFMADD213PS(c.at(eP0+i), v, p)
+	}
+	r2 := YMM()
+	VMULPS(v, v, r2)
+	VFMADD213PS(v, r2, p)
+	VADDPS(c.at(eOne), p, p)
+	ti := YMM()
+	VCVTPS2DQ(t, ti)
+	VPADDD(c.at(eBias), ti, ti)
+	VPSLLD(U8(23), ti, ti) // 2^(t-1)
+	VMULPS(ti, p, p)
+	VMULPS(c.at(eTwo), p, p)
+	VANDNPS(p, under, p) // 0 below lo
+	return p
+}
+
+// avx2Tail is a 16-int32 table: eight -1s, then eight 0s. The eight at
+// 4*(8-rem) bytes are a VMASKMOVPS mask of the first rem lanes.
+var avx2Tail Mem
+var avx2TailDone bool
+
+// tailMask8 loads the mask of the first rem (1..7) lanes.
+func tailMask8(rem reg.Register) reg.VecVirtual {
+	if !avx2TailDone {
+		avx2Tail = GLOBL("avx2tail", RODATA|NOPTR)
+		for i := 0; i < 16; i++ {
+			v := uint32(0)
+			if i < 8 {
+				v = 0xFFFFFFFF
+			}
+			DATA(4*i, U32(v))
+		}
+		avx2TailDone = true
+	}
+	base, off := GP64(), GP64()
+	LEAQ(avx2Tail, base)
+	MOVQ(U32(8), off)
+	SUBQ(rem, off)
+	k := YMM()
+	VMOVDQU(Mem{Base: base, Index: off, Scale: 4}, k)
+	return k
+}
+
+// floatRange8 walks n float32s 32 bytes (8 lanes) at a time, then the
+// tail of n%8 under the mask k.
+type floatRange8 struct {
+	off, end, rem reg.Register
+	k             reg.VecVirtual
+}
+
+func newFloatRange8(n reg.Register) floatRange8 {
+	r := floatRange8{off: GP64(), end: GP64(), rem: GP64()}
+	MOVQ(n, r.end)
+	ANDQ(I32(-8), r.end)
+	SHLQ(U8(2), r.end)
+	MOVQ(n, r.rem)
+	ANDQ(U8(7), r.rem)
+	r.k = YMM()
+	VXORPS(r.k, r.k, r.k)
+	JZ(LabelRef("nomask"))
+	VMOVAPS(tailMask8(r.rem), r.k)
+	Label("nomask")
+	return r
+}
+
+func (r floatRange8) at(base reg.Register) Mem { return Mem{Base: base, Index: r.off, Scale: 1} }
+
+func (r floatRange8) loop(name string, body func(tail bool)) {
+	XORQ(r.off, r.off)
+	Label(name)
+	CMPQ(r.off, r.end)
+	JAE(LabelRef(name + "tail"))
+	body(false)
+	ADDQ(U8(32), r.off)
+	JMP(LabelRef(name))
+	Label(name + "tail")
+	TESTQ(r.rem, r.rem)
+	JZ(LabelRef(name + "done"))
+	body(true)
+	Label(name + "done")
+}
+
+// hmax8 leaves the largest of v's 8 floats in every lane of the result.
+func hmax8(v reg.VecVirtual) reg.VecVirtual {
+	t := YMM()
+	VPERM2F128(U8(1), v, v, t)
+	VMAXPS(t, v, v)
+	VSHUFPS(U8(0x4E), v, v, t)
+	VMAXPS(t, v, v)
+	VSHUFPS(U8(0xB1), v, v, t)
+	VMAXPS(t, v, v)
+	return v
+}
+
+// softmaxScaledAVX2 generates softmaxScaledAVX2(x *float32, n int, a
+// float32): x[i] *= a, then the softmax of x in place (n >= 1), as
+// softmaxScaledAVX512 does with exp8.
+func softmaxScaledAVX2() {
+	TEXT("softmaxScaledAVX2", NOSPLIT, "func(x *float32, n int, a float32)")
+	Pragma("noescape")
+	Doc("softmaxScaledAVX2 sets x[i] *= a for i < n, n >= 1, then x to its softmax.")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	as := Load(Param("a"), XMM())
+	av := YMM()
+	VBROADCASTSS(as, av)
+	r := newFloatRange8(n)
+
+	acc, x0 := YMM(), XMM()
+	VMULSS(Mem{Base: x}, as, x0)
+	VBROADCASTSS(x0, acc)
+	r.loop("scale", func(tail bool) {
+		m, v := r.at(x), YMM()
+		if tail {
+			VMASKMOVPS(m, r.k, v)
+			VMULPS(v, av, v)
+			VMASKMOVPS(v, r.k, m)
+			VBLENDVPS(r.k, v, acc, v) // lanes past n keep acc
+			VMAXPS(v, acc, acc)
+			return
+		}
+		VMULPS(m, av, v)
+		VMOVUPS(v, m)
+		VMAXPS(v, acc, acc)
+	})
+	mv := hmax8(acc)
+
+	c := newExpConsts8()
+	sum := YMM()
+	VXORPS(sum, sum, sum)
+	r.loop("exp", func(tail bool) {
+		m, v := r.at(x), YMM()
+		if tail {
+			VMASKMOVPS(m, r.k, v)
+		} else {
+			VMOVUPS(m, v)
+		}
+		VSUBPS(mv, v, v)
+		e := exp8(c, v)
+		if tail {
+			VMASKMOVPS(e, r.k, m)
+			VANDPS(r.k, e, e)
+		} else {
+			VMOVUPS(e, m)
+		}
+		VADDPS(e, sum, sum)
+	})
+	total := hsum(isaAVX2, sum)
+	inv := XMM()
+	VMOVSS(c.at(eOne), inv)
+	VDIVSS(total, inv, inv)
+	iv := YMM()
+	VBROADCASTSS(inv, iv)
+	r.loop("norm", func(tail bool) {
+		m, v := r.at(x), YMM()
+		if tail {
+			VMASKMOVPS(m, r.k, v)
+			VMULPS(v, iv, v)
+			VMASKMOVPS(v, r.k, m)
+			return
+		}
+		VMULPS(m, iv, v)
+		VMOVUPS(v, m)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// siluMulAVX2 generates siluMulAVX2(h, g *float32, n int):
+// h[i] = h[i] * g[i] / (1 + e^-h[i]), as siluMulAVX512 does with exp8.
+func siluMulAVX2() {
+	TEXT("siluMulAVX2", NOSPLIT, "func(h, gate *float32, n int)")
+	Pragma("noescape")
+	Doc("siluMulAVX2 sets h[i] = silu(h[i]) * g[i] for i < n.")
+	h := Load(Param("h"), GP64())
+	g := Load(Param("gate"), GP64())
+	n := Load(Param("n"), GP64())
+	r := newFloatRange8(n)
+	c := newExpConsts8()
+	r.loop("loop", func(tail bool) {
+		v, gv := YMM(), YMM()
+		if tail {
+			VMASKMOVPS(r.at(h), r.k, v)
+			VMASKMOVPS(r.at(g), r.k, gv)
+		} else {
+			VMOVUPS(r.at(h), v)
+			VMOVUPS(r.at(g), gv)
+		}
+		neg := YMM()
+		VXORPS(neg, neg, neg)
+		VSUBPS(v, neg, neg)
+		e := exp8(c, neg)
+		VADDPS(c.at(eOne), e, e)
+		VMULPS(gv, v, v)
+		VDIVPS(e, v, v)
+		if tail {
+			VMASKMOVPS(v, r.k, r.at(h))
+		} else {
+			VMOVUPS(v, r.at(h))
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
