@@ -13,6 +13,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/tokenizer"
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
@@ -623,10 +624,10 @@ func logSumExp(logits []float32) (lz float64, arg int) {
 			mx, arg = v, i
 		}
 	}
-	var sum float64
-	for _, v := range logits {
-		sum += math.Exp(float64(v - mx))
+	if math.IsInf(float64(mx), 0) { // all masked, or an infinite logit
+		return float64(mx), arg
 	}
+	sum, _, _ := kernels.LogitMoments(logits, mx)
 	return float64(mx) + math.Log(sum), arg
 }
 

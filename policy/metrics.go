@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
 // Metrics are the entropix signals of one row: the shape of the next-token
@@ -120,41 +122,14 @@ func measureLogits(logits []float32, floor float64) rowStats {
 		st.h, st.v, st.logZ = math.NaN(), math.NaN(), math.NaN()
 		return st
 	}
-	// Pass 2: Z, Σ e·s, Σ e·s². Two independent accumulator sets keep the
-	// dependency chains short.
-	var z0, z1, a0, a1, b0, b1 float64
-	mx := st.max
-	i := 0
-	for ; i+2 <= len(logits); i += 2 {
-		s0 := float64(logits[i]) - mx
-		s1 := float64(logits[i+1]) - mx
-		e0 := math.Exp(s0)
-		e1 := math.Exp(s1)
-		if e0 != 0 { // also skips -Inf, whose e·s would be NaN
-			z0 += e0
-			a0 += e0 * s0
-			b0 += e0 * s0 * s0
-		}
-		if e1 != 0 {
-			z1 += e1
-			a1 += e1 * s1
-			b1 += e1 * s1 * s1
-		}
-	}
-	for ; i < len(logits); i++ {
-		s := float64(logits[i]) - mx
-		if e := math.Exp(s); e != 0 {
-			z0 += e
-			a0 += e * s
-			b0 += e * s * s
-		}
-	}
-	z, a, b := z0+z1, a0+a1, b0+b1
+	// Pass 2: Z, Σ e·s, Σ e·s², in one vectorized pass.
+	z, a, b := kernels.LogitMoments(logits, m1)
 	st.logZ = math.Log(z)
 	if floor > 0 {
 		// Pass 3: keep p_i >= floor, i.e. s_i >= logZ + log floor.
 		st.floorLog = math.Log(floor)
 		cut := st.logZ + st.floorLog
+		mx := st.max
 		z, a, b = 0, 0, 0
 		for _, l := range logits {
 			s := float64(l) - mx

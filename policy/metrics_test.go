@@ -82,7 +82,8 @@ func TestLogitEntropyEdges(t *testing.T) {
 }
 
 // TestLogitEntropyPrecision compares the one-pass formula with the centered
-// two-pass reference over many shapes, large vocabularies included.
+// two-pass reference over many shapes, large vocabularies included: no
+// cancellation in b/z - (a/z)² beyond the exp's own error.
 func TestLogitEntropyPrecision(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 200 {
@@ -96,7 +97,9 @@ func TestLogitEntropyPrecision(t *testing.T) {
 		}
 		h, v := ToNats(LogitEntropy(logits))
 		rh, rv := refEntropy(logits)
-		if !near(h, rh, 1e-9*max(1, rh)) || !near(v, rv, 1e-8*max(1, rv)) {
+		// The sums are float64; each e^s is a float32 exp (about 1 ulp)
+		// with AVX2, math.Exp without.
+		if !near(h, rh, 1e-6*max(1, rh)) || !near(v, rv, 1e-6*max(1, rv)) {
 			t.Fatalf("case %d (n=%d): H, V = %.12g, %.12g; reference %.12g, %.12g", i, n, h, v, rh, rv)
 		}
 	}
@@ -113,7 +116,7 @@ func TestNoiseFloor(t *testing.T) {
 		t.Errorf("floor above the tail: H, V = %v, %v, want 0, 0", h, v)
 	}
 	h0, v0 := LogitEntropy(logits)
-	if h, v := LogitEntropyFloor(logits, 1e-5); !near(h, h0, 1e-12) || !near(v, v0, 1e-9) {
+	if h, v := LogitEntropyFloor(logits, 1e-5); !near(h, h0, 1e-6) || !near(v, v0, 1e-6) {
 		t.Errorf("floor below the tail: H, V = %v, %v, want %v, %v", h, v, h0, v0)
 	}
 	// Dropping tokens renormalizes the rest: (.5, .25, .25, tiny) -> (.5, .25, .25).

@@ -653,3 +653,12 @@ func gemmTileRow(mr int, a []float32, as, ak int, b []float32, ldb int, c []floa
 		f(&a[0], as, ak, &b[j], ldb, &c[j], ldc, kc, flag)
 	}
 }
+
+func logitMoments(x []float32, m float32) (z, a, b float64) {
+	if f32Level < levelAVX2 {
+		return logitMomentsGo(x, m)
+	}
+	var out [3]float64
+	logitMomentsAVX2(&x[0], len(x), m, &out)
+	return out[0], out[1], out[2]
+}

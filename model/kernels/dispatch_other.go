@@ -72,3 +72,5 @@ func gemmTiles() bool { return false }
 func gemmTileRow(mr int, a []float32, as, ak int, b []float32, ldb int, c []float32, ldc, n16, kc int, acc bool) {
 	panic("kernels: no Gemm tiles")
 }
+
+func logitMoments(x []float32, m float32) (z, a, b float64) { return logitMomentsGo(x, m) }

@@ -1113,6 +1113,176 @@ loopdone:
 	VZEROUPPER
 	RET
 
+// func logitMomentsAVX2(x *float32, n int, m float32, out *[3]float64)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·logitMomentsAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSS        m+16(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVQ         CX, DX
+	ANDQ         $-8, DX
+	SHLQ         $0x02, DX
+	MOVQ         CX, BX
+	ANDQ         $0x07, BX
+	VXORPS       Y1, Y1, Y1
+	JZ           nomask
+	LEAQ         avx2tail<>+0(SB), CX
+	MOVQ         $0x00000008, SI
+	SUBQ         BX, SI
+	VMOVDQU      (CX)(SI*4), Y1
+	VMOVAPS      Y1, Y1
+
+nomask:
+	LEAQ   exp8consts<>+0(SB), SI
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	XORQ   CX, CX
+
+loop:
+	CMPQ         CX, DX
+	JAE          looptail
+	VMOVUPS      (AX)(CX*1), Y9
+	VCMPPS       $0x03, Y9, Y9, Y10
+	VORPS        Y10, Y8, Y8
+	VSUBPS       Y0, Y9, Y10
+	VCMPPS       $0x01, (SI), Y10, Y11
+	VMAXPS       (SI), Y10, Y10
+	VMINPS       32(SI), Y10, Y10
+	VMULPS       64(SI), Y10, Y12
+	VROUNDPS     $0x00, Y12, Y12
+	VFNMADD231PS 96(SI), Y12, Y10
+	VFNMADD231PS 128(SI), Y12, Y10
+	VMOVAPS      416(SI), Y13
+	VFMADD213PS  384(SI), Y10, Y13
+	VFMADD213PS  352(SI), Y10, Y13
+	VFMADD213PS  320(SI), Y10, Y13
+	VFMADD213PS  288(SI), Y10, Y13
+	VFMADD213PS  256(SI), Y10, Y13
+	VMULPS       Y10, Y10, Y14
+	VFMADD213PS  Y10, Y14, Y13
+	VADDPS       160(SI), Y13, Y13
+	VCVTPS2DQ    Y12, Y10
+	VPADDD       224(SI), Y10, Y10
+	VPSLLD       $0x17, Y10, Y10
+	VMULPS       Y10, Y13, Y13
+	VMULPS       192(SI), Y13, Y13
+	VANDNPS      Y13, Y11, Y13
+	VXORPS       Y10, Y10, Y10
+	VCMPPS       $0x04, Y10, Y13, Y10
+	VANDPS       Y10, Y9, Y9
+	VANDPS       Y10, Y0, Y10
+	VCVTPS2PD    X9, Y11
+	VCVTPS2PD    X10, Y12
+	VSUBPD       Y12, Y11, Y12
+	VCVTPS2PD    X13, Y11
+	VADDPD       Y11, Y2, Y2
+	VMULPD       Y12, Y11, Y11
+	VADDPD       Y11, Y3, Y3
+	VFMADD231PD  Y12, Y11, Y4
+	VEXTRACTF128 $0x01, Y9, X9
+	VEXTRACTF128 $0x01, Y13, X11
+	VEXTRACTF128 $0x01, Y10, X10
+	VCVTPS2PD    X9, Y9
+	VCVTPS2PD    X10, Y10
+	VSUBPD       Y10, Y9, Y10
+	VCVTPS2PD    X11, Y9
+	VADDPD       Y9, Y5, Y5
+	VMULPD       Y10, Y9, Y9
+	VADDPD       Y9, Y6, Y6
+	VFMADD231PD  Y10, Y9, Y7
+	ADDQ         $0x20, CX
+	JMP          loop
+
+looptail:
+	TESTQ        BX, BX
+	JZ           loopdone
+	VMASKMOVPS   (AX)(CX*1), Y1, Y9
+	VCMPPS       $0x03, Y9, Y9, Y10
+	VORPS        Y10, Y8, Y8
+	VSUBPS       Y0, Y9, Y10
+	VCMPPS       $0x01, (SI), Y10, Y11
+	VMAXPS       (SI), Y10, Y10
+	VMINPS       32(SI), Y10, Y10
+	VMULPS       64(SI), Y10, Y12
+	VROUNDPS     $0x00, Y12, Y12
+	VFNMADD231PS 96(SI), Y12, Y10
+	VFNMADD231PS 128(SI), Y12, Y10
+	VMOVAPS      416(SI), Y13
+	VFMADD213PS  384(SI), Y10, Y13
+	VFMADD213PS  352(SI), Y10, Y13
+	VFMADD213PS  320(SI), Y10, Y13
+	VFMADD213PS  288(SI), Y10, Y13
+	VFMADD213PS  256(SI), Y10, Y13
+	VMULPS       Y10, Y10, Y14
+	VFMADD213PS  Y10, Y14, Y13
+	VADDPS       160(SI), Y13, Y13
+	VCVTPS2DQ    Y12, Y10
+	VPADDD       224(SI), Y10, Y10
+	VPSLLD       $0x17, Y10, Y10
+	VMULPS       Y10, Y13, Y13
+	VMULPS       192(SI), Y13, Y13
+	VANDNPS      Y13, Y11, Y13
+	VANDPS       Y1, Y13, Y13
+	VXORPS       Y1, Y1, Y1
+	VCMPPS       $0x04, Y1, Y13, Y1
+	VANDPS       Y1, Y9, Y9
+	VANDPS       Y1, Y0, Y1
+	VCVTPS2PD    X9, Y0
+	VCVTPS2PD    X1, Y10
+	VSUBPD       Y10, Y0, Y10
+	VCVTPS2PD    X13, Y0
+	VADDPD       Y0, Y2, Y2
+	VMULPD       Y10, Y0, Y0
+	VADDPD       Y0, Y3, Y3
+	VFMADD231PD  Y10, Y0, Y4
+	VEXTRACTF128 $0x01, Y9, X0
+	VEXTRACTF128 $0x01, Y13, X9
+	VEXTRACTF128 $0x01, Y1, X1
+	VCVTPS2PD    X0, Y0
+	VCVTPS2PD    X1, Y1
+	VSUBPD       Y1, Y0, Y1
+	VCVTPS2PD    X9, Y0
+	VADDPD       Y0, Y5, Y5
+	VMULPD       Y1, Y0, Y0
+	VADDPD       Y0, Y6, Y6
+	VFMADD231PD  Y1, Y0, Y7
+
+loopdone:
+	MOVQ         out+24(FP), AX
+	VADDPD       Y5, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPD       X0, X2, X0
+	VSHUFPD      $0x01, X0, X0, X1
+	VADDSD       X1, X0, X0
+	VMOVSD       X0, (AX)
+	VADDPD       Y6, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPD       X0, X3, X0
+	VSHUFPD      $0x01, X0, X0, X1
+	VADDSD       X1, X0, X0
+	VMOVSD       X0, 8(AX)
+	VADDPD       Y7, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPD       X0, X4, X0
+	VSHUFPD      $0x01, X0, X0, X1
+	VADDSD       X1, X0, X0
+	VMOVSD       X0, 16(AX)
+	VMOVMSKPS    Y8, CX
+	TESTL        CX, CX
+	JZ           done
+	MOVQ         $0x7ff8000000000000, CX
+	MOVQ         CX, (AX)
+
+done:
+	VZEROUPPER
+	RET
+
 // func dotStridedAVX512(out *float32, q *float32, k *float32, dim int, stride int, n int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, BMI2
 TEXT ·dotStridedAVX512(SB), NOSPLIT, $0-48

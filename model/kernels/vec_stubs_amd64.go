@@ -64,6 +64,11 @@ func softmaxScaledAVX2(x *float32, n int, a float32)
 //go:noescape
 func siluMulAVX2(h *float32, gate *float32, n int)
 
+// logitMomentsAVX2 sets out to the sums of e^(x[i]-m), times (x[i]-m) and its square, for i < n.
+//
+//go:noescape
+func logitMomentsAVX2(x *float32, n int, m float32, out *[3]float64)
+
 // dotStridedAVX512 sets out[t] = dot(q[:dim], k[t*stride:][:dim]) for t < n.
 //
 //go:noescape

@@ -280,3 +280,96 @@ func siluMulAVX2() {
 	VZEROUPPER()
 	RET()
 }
+
+// logitMomentsAVX2 generates logitMomentsAVX2(x *float32, n int, m
+// float32, out *[3]float64): with s_i = x_i - m (in float64) and
+// e_i = e^(x_i - m) (exp8, in float32), out = (Σ e_i, Σ e_i s_i,
+// Σ e_i s_i²) in float64, terms with e_i = 0 (x_i = -Inf, or below the
+// range) left out; a NaN among the x_i makes out[0] NaN. The three sums of
+// the entropy and varentropy of softmax(x), m its max.
+func logitMomentsAVX2() {
+	TEXT("logitMomentsAVX2", NOSPLIT, "func(x *float32, n int, m float32, out *[3]float64)")
+	Pragma("noescape")
+	Doc("logitMomentsAVX2 sets out to the sums of e^(x[i]-m), times (x[i]-m) and its square, for i < n.")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	ms := Load(Param("m"), XMM())
+	mv := YMM()
+	VBROADCASTSS(ms, mv)
+	r := newFloatRange8(n)
+	c := newExpConsts8()
+	var z, a, b [2]reg.VecVirtual
+	for h := 0; h < 2; h++ {
+		z[h], a[h], b[h] = YMM(), YMM(), YMM()
+		VXORPD(z[h], z[h], z[h])
+		VXORPD(a[h], a[h], a[h])
+		VXORPD(b[h], b[h], b[h])
+	}
+	nan := YMM()
+	VXORPS(nan, nan, nan)
+	r.loop("loop", func(tail bool) {
+		v := YMM()
+		if tail {
+			VMASKMOVPS(r.at(x), r.k, v)
+		} else {
+			VMOVUPS(r.at(x), v)
+		}
+		u := YMM()
+		VCMPPS(U8(3), v, v, u) // unordered: NaN
+		VORPS(u, nan, nan)
+		s := YMM()
+		VSUBPS(mv, v, s)
+		e := exp8(c, s)
+		if tail {
+			VANDPS(r.k, e, e)
+		}
+		// Lanes whose e is 0 add nothing: their s, maybe -Inf, is zeroed
+		// so that 0*s is 0.
+		nz := YMM()
+		VXORPS(nz, nz, nz)
+		VCMPPS(U8(4), nz, e, nz) // e != 0
+		VANDPS(nz, v, v)
+		VANDPS(nz, mv, nz) // m where e != 0, else 0
+		for h := 0; h < 2; h++ {
+			xh, eh := v.AsX(), e.AsX()
+			mh := nz.AsX()
+			if h == 1 {
+				xh, eh, mh = XMM(), XMM(), XMM()
+				VEXTRACTF128(U8(1), v, xh)
+				VEXTRACTF128(U8(1), e, eh)
+				VEXTRACTF128(U8(1), nz, mh)
+			}
+			xd, ed, sd := YMM(), YMM(), YMM()
+			VCVTPS2PD(xh, xd)
+			VCVTPS2PD(mh, sd)
+			VSUBPD(sd, xd, sd) // s = x - m, in float64 (0 where e is 0)
+			VCVTPS2PD(eh, ed)
+			VADDPD(ed, z[h], z[h])
+			VMULPD(sd, ed, ed) // e*s
+			VADDPD(ed, a[h], a[h])
+			VFMADD231PD(sd, ed, b[h]) // + e*s*s
+		}
+	})
+	outp := Load(Param("out"), GP64())
+	for i, acc := range [][2]reg.VecVirtual{z, a, b} {
+		VADDPD(acc[1], acc[0], acc[0])
+		hi := XMM()
+		VEXTRACTF128(U8(1), acc[0], hi)
+		VADDPD(hi, acc[0].AsX(), hi)
+		t := XMM()
+		VSHUFPD(U8(1), hi, hi, t)
+		VADDSD(t, hi, hi)
+		VMOVSD(hi, Mem{Base: outp, Disp: 8 * i})
+	}
+	// NaN: out[0] = NaN.
+	bits := GP32()
+	VMOVMSKPS(nan, bits)
+	TESTL(bits, bits)
+	JZ(LabelRef("done"))
+	qn := GP64()
+	MOVQ(U64(0x7FF8000000000000), qn)
+	MOVQ(qn, Mem{Base: outp})
+	Label("done")
+	VZEROUPPER()
+	RET()
+}

@@ -22,6 +22,7 @@ func genVec() {
 	siluMulAVX512()
 	softmaxScaledAVX2()
 	siluMulAVX2()
+	logitMomentsAVX2()
 	dotStridedAVX512()
 	axpyStrided(elemF32, isaAVX512)
 	attention(elemF32)

@@ -1,0 +1,65 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// Every level's LogitMoments agrees with the float64 sums to 1e-6
+// relative, masked logits and all; a NaN makes z NaN.
+func TestLogitMoments(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, l := range f32Levels() {
+		for _, n := range []int{1, 2, 7, 8, 9, 31, 100, 1000, 32000} {
+			x := randVec(r, n)
+			for i := range x {
+				x[i] *= 12
+			}
+			if n > 4 {
+				x[1], x[3] = float32(math.Inf(-1)), -500
+			}
+			m := x[0]
+			for _, v := range x {
+				m = max(m, v)
+			}
+			var wz, wa, wb float64
+			for _, v := range x {
+				s := float64(v) - float64(m)
+				if e := math.Exp(s); e != 0 {
+					wz, wa, wb = wz+e, wa+e*s, wb+e*s*s
+				}
+			}
+			var z, a, b float64
+			withLevels(t, l, q8Level, func() { z, a, b = LogitMoments(x, m) })
+			for _, c := range [][2]float64{{z, wz}, {a, wa}, {b, wb}} {
+				if math.Abs(c[0]-c[1]) > 1e-6*math.Abs(c[1])+1e-12 {
+					t.Fatalf("%v, n=%d: got (%g, %g, %g), want (%g, %g, %g)", l, n, z, a, b, wz, wa, wb)
+				}
+			}
+			if n > 2 {
+				x[2] = float32(math.NaN())
+				withLevels(t, l, q8Level, func() { z, _, _ = LogitMoments(x, m) })
+				if !math.IsNaN(z) {
+					t.Fatalf("%v, n=%d: a NaN logit gave z = %g", l, n, z)
+				}
+			}
+		}
+	}
+	if z, a, b := LogitMoments(nil, 0); z != 0 || a != 0 || b != 0 {
+		t.Errorf("empty row: %g %g %g", z, a, b)
+	}
+}
+
+func BenchmarkLogitMoments(b *testing.B) {
+	x := randVec(rand.New(rand.NewPCG(1, 2)), 128256)
+	for _, l := range f32Levels() {
+		b.Run(l.String(), func(b *testing.B) {
+			withLevels(b, l, q8Level, func() {
+				for b.Loop() {
+					LogitMoments(x, 1)
+				}
+			})
+		})
+	}
+}
