@@ -415,12 +415,25 @@ var f32AVX2 = f32Kernels{
 	t4: []f32TileFunc{f32Tile4x1AVX2, f32Tile4x2AVX2},
 }
 
+// f32AVX2Whole adds the 4x3 tile, which has no tail: for rows a multiple
+// of 8 long (seven loads feed twelve FMAs, against six for eight in 4x2;
+// a 16-row product of the arith model's 352x128 took 25% less time).
+var f32AVX2Whole = f32Kernels{
+	nr: 3,
+	t1: []f32TileFunc{f32Tile1x1AVX2, f32Tile1x2AVX2, f32Tile1x3AVX2},
+	t4: []f32TileFunc{f32Tile4x1AVX2, f32Tile4x2AVX2, f32Tile4x3AVX2},
+}
+
 func f32Rows(out, x, w []float32, n, rows, cols, r0, r1 int) {
 	switch f32Level {
 	case levelAVX512:
 		f32RowsTiles(&f32AVX512, out, x, w, n, rows, cols, r0, r1)
 	case levelAVX2:
-		f32RowsTiles(&f32AVX2, out, x, w, n, rows, cols, r0, r1)
+		k := &f32AVX2
+		if cols%8 == 0 {
+			k = &f32AVX2Whole
+		}
+		f32RowsTiles(k, out, x, w, n, rows, cols, r0, r1)
 	default:
 		f32RowsGo(out, x, w, n, rows, cols, r0, r1)
 	}
@@ -434,16 +447,25 @@ func f32RowsTiles(k *f32Kernels, out, x, w []float32, n, rows, cols, r0, r1 int)
 	for b0 := 0; b0 < n; b0 += xb {
 		b1 := min(n, b0+xb)
 		r := r0
+		// As few tiles as the widest allows, as even as can be (4 rows:
+		// 2+2, not 3+1: a narrow tile feeds fewer FMAs per load).
+		t := (b1 - b0 + k.nr - 1) / k.nr
+		wide, nwide := (b1-b0)/t+1, (b1-b0)%t // nwide tiles of wide rows, then wide-1
+		if nwide == 0 {
+			wide, nwide = wide-1, t
+		}
 		for ; r+4 <= r1; r += 4 {
-			for b := b0; b < b1; b += k.nr {
-				nb := min(k.nr, b1-b)
+			for i, b := 0, b0; b < b1; i++ {
+				nb := wide - min(1, i/nwide)
 				k.t4[nb-1](&w[r*cols], cols, &x[b*cols], cols, cols, &out[b*rows+r], rows)
+				b += nb
 			}
 		}
 		for ; r < r1; r++ {
-			for b := b0; b < b1; b += k.nr {
-				nb := min(k.nr, b1-b)
+			for i, b := 0, b0; b < b1; i++ {
+				nb := wide - min(1, i/nwide)
 				k.t1[nb-1](&w[r*cols], cols, &x[b*cols], cols, cols, &out[b*rows+r], rows)
+				b += nb
 			}
 		}
 	}

@@ -1032,6 +1032,84 @@ reduce:
 	VZEROUPPER
 	RET
 
+// func f32Tile1x3AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+// Requires: AVX, FMA3
+TEXT ·f32Tile1x3AVX2(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), AX
+	MOVQ   ldw+8(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), CX
+	MOVQ   ldx+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (CX)(DX*1), BX
+	LEAQ   (BX)(DX*1), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   cols+32(FP), SI
+	MOVQ   SI, DI
+	ANDQ   $-8, DI
+	SHLQ   $0x02, DI
+	XORQ   R8, R8
+
+loop:
+	CMPQ        R8, DI
+	JAE         tail
+	VMOVUPS     (CX)(R8*1), Y3
+	VMOVUPS     (BX)(R8*1), Y4
+	VMOVUPS     (DX)(R8*1), Y5
+	VMOVUPS     (AX)(R8*1), Y6
+	VFMADD231PS Y6, Y3, Y0
+	VFMADD231PS Y6, Y4, Y1
+	VFMADD231PS Y6, Y5, Y2
+	ADDQ        $0x00000020, R8
+	JMP         loop
+
+tail:
+	ANDQ        $0x00000007, SI
+	JZ          reduce
+	LEAQ        tailmask8<>+0(SB), DI
+	MOVQ        $0x00000008, R9
+	SUBQ        SI, R9
+	VMOVDQU     (DI)(R9*4), Y3
+	VMASKMOVPS  (CX)(R8*1), Y3, Y4
+	VMASKMOVPS  (BX)(R8*1), Y3, Y5
+	VMASKMOVPS  (DX)(R8*1), Y3, Y6
+	VMASKMOVPS  (AX)(R8*1), Y3, Y3
+	VFMADD231PS Y3, Y4, Y0
+	VFMADD231PS Y3, Y5, Y1
+	VFMADD231PS Y3, Y6, Y2
+
+reduce:
+	MOVQ         out+40(FP), AX
+	MOVQ         ldo+48(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VSHUFPS      $0xee, X0, X0, X3
+	VADDPS       X3, X0, X0
+	VSHUFPS      $0x55, X0, X0, X3
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0xee, X1, X1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0x55, X1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VSHUFPS      $0xee, X2, X2, X0
+	VADDPS       X0, X2, X2
+	VSHUFPS      $0x55, X2, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	VZEROUPPER
+	RET
+
 // func f32Tile4x1AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
 // Requires: AVX, FMA3
 TEXT ·f32Tile4x1AVX2(SB), NOSPLIT, $0-56
@@ -1221,6 +1299,125 @@ reduce:
 	VSHUFPS      $0xee, X5, X1, X1
 	VADDPS       X0, X1, X1
 	VMOVUPS      X1, (AX)
+	VZEROUPPER
+	RET
+
+// func f32Tile4x3AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+// Requires: AVX, FMA3
+TEXT ·f32Tile4x3AVX2(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), AX
+	MOVQ   ldw+8(FP), CX
+	SHLQ   $0x02, CX
+	LEAQ   (AX)(CX*1), DX
+	LEAQ   (DX)(CX*1), BX
+	LEAQ   (BX)(CX*1), CX
+	MOVQ   x+16(FP), SI
+	MOVQ   ldx+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (SI)(DI*1), R8
+	LEAQ   (R8)(DI*1), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	MOVQ   cols+32(FP), R9
+	ANDQ   $-8, R9
+	SHLQ   $0x02, R9
+	XORQ   R10, R10
+
+loop:
+	CMPQ        R10, R9
+	JAE         tail
+	VMOVUPS     (SI)(R10*1), Y12
+	VMOVUPS     (R8)(R10*1), Y13
+	VMOVUPS     (DI)(R10*1), Y14
+	VMOVUPS     (AX)(R10*1), Y15
+	VFMADD231PS Y15, Y12, Y0
+	VFMADD231PS Y15, Y13, Y1
+	VFMADD231PS Y15, Y14, Y2
+	VMOVUPS     (DX)(R10*1), Y15
+	VFMADD231PS Y15, Y12, Y3
+	VFMADD231PS Y15, Y13, Y4
+	VFMADD231PS Y15, Y14, Y5
+	VMOVUPS     (BX)(R10*1), Y15
+	VFMADD231PS Y15, Y12, Y6
+	VFMADD231PS Y15, Y13, Y7
+	VFMADD231PS Y15, Y14, Y8
+	VMOVUPS     (CX)(R10*1), Y15
+	VFMADD231PS Y15, Y12, Y9
+	VFMADD231PS Y15, Y13, Y10
+	VFMADD231PS Y15, Y14, Y11
+	ADDQ        $0x00000020, R10
+	JMP         loop
+
+tail:
+	MOVQ         out+40(FP), AX
+	MOVQ         ldo+48(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X12
+	VADDPS       X12, X0, X0
+	VEXTRACTF128 $0x01, Y3, X12
+	VADDPS       X12, X3, X3
+	VEXTRACTF128 $0x01, Y6, X12
+	VADDPS       X12, X6, X6
+	VEXTRACTF128 $0x01, Y9, X12
+	VADDPS       X12, X9, X9
+	VUNPCKLPS    X3, X0, X12
+	VUNPCKHPS    X3, X0, X0
+	VADDPS       X12, X0, X0
+	VUNPCKLPS    X9, X6, X12
+	VUNPCKHPS    X9, X6, X6
+	VADDPS       X12, X6, X6
+	VSHUFPS      $0x44, X6, X0, X12
+	VSHUFPS      $0xee, X6, X0, X0
+	VADDPS       X12, X0, X0
+	VMOVUPS      X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X4
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X7
+	VEXTRACTF128 $0x01, Y10, X0
+	VADDPS       X0, X10, X10
+	VUNPCKLPS    X4, X1, X0
+	VUNPCKHPS    X4, X1, X1
+	VADDPS       X0, X1, X1
+	VUNPCKLPS    X10, X7, X0
+	VUNPCKHPS    X10, X7, X7
+	VADDPS       X0, X7, X7
+	VSHUFPS      $0x44, X7, X1, X0
+	VSHUFPS      $0xee, X7, X1, X1
+	VADDPS       X0, X1, X1
+	VMOVUPS      X1, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X5
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X8
+	VEXTRACTF128 $0x01, Y11, X0
+	VADDPS       X0, X11, X11
+	VUNPCKLPS    X5, X2, X0
+	VUNPCKHPS    X5, X2, X2
+	VADDPS       X0, X2, X2
+	VUNPCKLPS    X11, X8, X0
+	VUNPCKHPS    X11, X8, X8
+	VADDPS       X0, X8, X8
+	VSHUFPS      $0x44, X8, X2, X0
+	VSHUFPS      $0xee, X8, X2, X2
+	VADDPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
 	VZEROUPPER
 	RET
 

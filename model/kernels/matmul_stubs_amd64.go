@@ -54,6 +54,11 @@ func f32Tile1x1AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *flo
 //go:noescape
 func f32Tile1x2AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
 
+// f32Tile1x3AVX2 computes a 1x3 tile of dot products of F32 weight rows and activation rows.
+//
+//go:noescape
+func f32Tile1x3AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
 // f32Tile4x1AVX2 computes a 4x1 tile of dot products of F32 weight rows and activation rows.
 //
 //go:noescape
@@ -63,6 +68,11 @@ func f32Tile4x1AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *flo
 //
 //go:noescape
 func f32Tile4x2AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f32Tile4x3AVX2 computes a 4x3 tile of dot products of F32 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f32Tile4x3AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
 
 // q8PanelTile1x1VNNI computes 1 panels of 16 Q8_0 weight rows times nt*1 quantized activation rows.
 //

@@ -24,7 +24,7 @@ var (
 // Maximum micro-kernel shapes: MR weight rows x NR activation rows.
 const (
 	f32NRAVX512 = 4
-	f32NRAVX2   = 2
+	f32NRAVX2   = 3 // 4x3 for whole vectors only (no tail: 16 registers)
 )
 
 func genMatMul() {
@@ -113,7 +113,14 @@ func f32Tile(s isa, mr, nr int) {
 	name := fmt.Sprintf("f32Tile%dx%d%s", mr, nr, s.name)
 	TEXT(name, NOSPLIT, "func(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes a %dx%d tile of dot products of F32 weight rows and activation rows.", name, mr, nr))
+	// AVX2 has 16 vector registers: a 4x3 tile's 12 sums, 3 activation
+	// vectors and a weight vector leave none for a tail mask.
+	whole := !s.evex && mr*nr+nr+1 >= 16
+	if whole {
+		Doc(fmt.Sprintf("%s computes a %dx%d tile of dot products of F32 weight rows and activation rows; cols must be a multiple of %d.", name, mr, nr, s.lanes))
+	} else {
+		Doc(fmt.Sprintf("%s computes a %dx%d tile of dot products of F32 weight rows and activation rows.", name, mr, nr))
+	}
 
 	wr := rowPtrs(Load(Param("w"), GP64()), loadStride("ldw", 2), mr)
 	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 2), nr)
@@ -158,20 +165,22 @@ func f32Tile(s isa, mr, nr int) {
 	JMP(LabelRef("loop"))
 
 	Label("tail")
-	rem := GP64()
-	MOVQ(cols, rem)
-	ANDQ(U32(s.lanes-1), rem)
-	JZ(LabelRef("reduce"))
-	if s.evex {
-		bits := GP64()
-		MOVQ(I32(-1), bits)
-		BZHIQ(rem, bits, bits)
-		k := K()
-		KMOVW(bits.As32(), k)
-		step(func(m Mem, dst reg.VecVirtual) { VMOVUPS_Z(m, k, dst) })
-	} else {
-		mask := avx2TailMask(rem)
-		step(func(m Mem, dst reg.VecVirtual) { VMASKMOVPS(m, mask, dst) })
+	if !whole {
+		rem := GP64()
+		MOVQ(cols, rem)
+		ANDQ(U32(s.lanes-1), rem)
+		JZ(LabelRef("reduce"))
+		if s.evex {
+			bits := GP64()
+			MOVQ(I32(-1), bits)
+			BZHIQ(rem, bits, bits)
+			k := K()
+			KMOVW(bits.As32(), k)
+			step(func(m Mem, dst reg.VecVirtual) { VMOVUPS_Z(m, k, dst) })
+		} else {
+			mask := avx2TailMask(rem)
+			step(func(m Mem, dst reg.VecVirtual) { VMASKMOVPS(m, mask, dst) })
+		}
 	}
 
 	Label("reduce")
