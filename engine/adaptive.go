@@ -150,7 +150,7 @@ func (s *adaptive) decideAdaptive(br *branch) error {
 
 func (s *adaptive) applyAdaptive(br *branch, d *policy.Decision, logits []float32) error {
 	s.logDecision(br, d)
-	lz, _ := logSumExp(logits)
+	lz := d.LogZ
 	switch d.Action {
 	case policy.Backspace:
 		return s.backspace(br)
@@ -189,8 +189,7 @@ func (s *adaptive) backspace(br *branch) error {
 		return nil
 	}
 	if len(br.prev) == 0 || leaf.Parent == tree.None {
-		m, _ := policy.Measure(s.logits(br), 0)
-		d := s.argmaxDecision(s.logits(br), m)
+		d := s.argmaxDecision(s.logits(br))
 		return s.applyAdaptive(br, &d, s.logits(br))
 	}
 	tok, parent := leaf.Token, leaf.Parent
@@ -216,12 +215,12 @@ func (s *adaptive) backspace(br *branch) error {
 	return s.applyAdaptive(br, &d, prev)
 }
 
-// argmaxDecision is a Greedy decision for logits measured as m.
-func (s *adaptive) argmaxDecision(logits []float32, m policy.Metrics) policy.Decision {
-	lz, arg := logSumExp(logits)
-	lp := float64(logits[arg]) - lz
-	return policy.Decision{Action: policy.Greedy, Token: arg, Metrics: m, Quadrant: s.opts.Policy.Thresholds.Quadrant(m),
-		LogProb: lp, Confidence: policy.Confidence(m), Margin: policy.TopMargin(logits), Score: s.opts.Policy.Scales.Score(m, lp)}
+// argmaxDecision is a Greedy decision for logits.
+func (s *adaptive) argmaxDecision(logits []float32) policy.Decision {
+	m, row, _ := policy.MeasureRow(logits, 0)
+	lp := float64(logits[row.Arg]) - row.LogZ
+	return policy.Decision{Action: policy.Greedy, Token: row.Arg, Metrics: m, Quadrant: s.opts.Policy.Thresholds.Quadrant(m),
+		LogProb: lp, Confidence: policy.Confidence(m), Margin: row.Margin, Score: s.opts.Policy.Scales.Score(m, lp), LogZ: row.LogZ}
 }
 
 // branchOut forks br: br goes on with the most probable candidate, every

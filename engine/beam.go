@@ -44,8 +44,8 @@ func (s *beamSearch) stepBeam() {
 	leaves := s.leaves[:0]
 	for i, br := range s.live {
 		logits := s.logits(br)
-		lz, _ := logSumExp(logits)
-		m, _ := policy.Measure(logits, 0)
+		m, row, _ := policy.MeasureRow(logits, 0)
+		lz := row.LogZ
 		metrics = append(metrics, m)
 		leaves = append(leaves, br.leaf)
 		s.top = topK(logits, k, s.top)

@@ -31,8 +31,8 @@ func (s *cotDecoding) stepCoT() {
 	if s.step == 0 {
 		root := s.live[0]
 		logits := s.logits(root)
-		lz, _ := logSumExp(logits)
-		m, _ := policy.Measure(logits, 0)
+		m, row, _ := policy.MeasureRow(logits, 0)
+		lz := row.LogZ
 		s.top = topK(logits, s.b.MaxWidth, s.top)
 		if len(s.top) > 1 {
 			s.res.Stats.Forks++ // the root, into the K first tokens
@@ -58,9 +58,8 @@ func (s *cotDecoding) stepCoT() {
 	live := s.live[:0]
 	for _, br := range s.live {
 		logits := s.logits(br)
-		lz, arg := logSumExp(logits)
-		m, _ := policy.Measure(logits, 0)
-		mg := policy.TopMargin(logits)
+		m, row, _ := policy.MeasureRow(logits, 0)
+		lz, arg, mg := row.LogZ, row.Arg, row.Margin
 		br.score.Add(policy.StepScore{LogProb: float64(logits[arg]) - lz, Margin: mg})
 		br.margins = append(br.margins, mg)
 		s.extend(br, arg, float64(logits[arg])-lz, m, q.Quadrant(m), policy.Greedy)

@@ -71,8 +71,8 @@ func (s *samples) stepSamples() {
 	live := s.live[:0]
 	for _, br := range s.live {
 		logits := s.logits(br)
-		lz, arg := logSumExp(logits)
-		m, _ := policy.Measure(logits, 0)
+		m, row, _ := policy.MeasureRow(logits, 0)
+		lz, arg := row.LogZ, row.Arg
 		tok := br.chain.Sample(&s.cand, logits)
 		if tok < 0 {
 			tok = arg

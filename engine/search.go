@@ -618,12 +618,7 @@ func finiteRow(logits []float32) bool {
 
 // logSumExp returns log Σ exp(logits) and the index of the largest.
 func logSumExp(logits []float32) (lz float64, arg int) {
-	mx := logits[0]
-	for i, v := range logits {
-		if v > mx {
-			mx, arg = v, i
-		}
-	}
+	mx, arg, _ := kernels.Top2(logits)
 	if math.IsInf(float64(mx), 0) { // all masked, or an infinite logit
 		return float64(mx), arg
 	}

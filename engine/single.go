@@ -17,11 +17,11 @@ func (s *singlePath) finalize() {}
 func (s *singlePath) advance() error {
 	br := s.live[0]
 	logits := s.logits(br)
-	lz, arg := logSumExp(logits)
-	m, err := policy.Measure(logits, s.opts.Policy.NoiseFloor)
+	m, row, err := policy.MeasureRow(logits, s.opts.Policy.NoiseFloor)
 	if err != nil {
 		return err
 	}
+	lz, arg := row.LogZ, row.Arg
 	switch s.opts.Mode {
 	case Greedy:
 		s.extend(br, arg, float64(logits[arg])-lz, m, s.opts.Policy.Thresholds.Quadrant(m), policy.Greedy)

@@ -100,19 +100,9 @@ func measureLogits(logits []float32, floor float64) rowStats {
 		st.logZ = 0
 		return st
 	}
-	// Pass 1: the two largest logits. NaN compares false everywhere, so it
-	// is caught by the sums below instead.
-	m1, m2 := float32(math.Inf(-1)), float32(math.Inf(-1))
-	arg := 0
-	for i, l := range logits {
-		if l > m2 {
-			if l > m1 {
-				m1, m2, arg = l, m1, i
-			} else {
-				m2 = l
-			}
-		}
-	}
+	// Pass 1: the two largest logits (NaN skipped: it is caught by the
+	// sums below instead).
+	m1, arg, m2 := kernels.Top2(logits)
 	st.max, st.second, st.arg = float64(m1), float64(m2), arg
 	if math.IsInf(st.max, -1) { // every token masked
 		st.logZ = 0
@@ -175,6 +165,33 @@ func Measure(logits []float32, floor float64, layers ...Attention) (Metrics, err
 		m.Attention = am
 	}
 	return m, nil
+}
+
+// Row is what the pass over a logits row that gives its Metrics also
+// gives.
+type Row struct {
+	// LogZ is log Σ exp(logits) (nats): log p(t) = logits[t] - LogZ.
+	LogZ float64
+	// Arg is the most probable token (the first on ties).
+	Arg int
+	// Margin is p(top1) - p(top2), CoT-decoding's confidence.
+	Margin float64
+}
+
+// MeasureRow is Measure without attention, giving also the row's
+// normalizer, argmax and margin: one pass for the maximum and one of exp
+// over the row (two vectorized kernels), where Measure, a log-sum-exp and
+// an argmax took a pass each.
+func MeasureRow(logits []float32, floor float64) (Metrics, Row, error) {
+	st := measureLogits(logits, floor)
+	if math.IsNaN(st.h) || math.IsNaN(st.v) {
+		return Metrics{}, Row{}, errBadLogits
+	}
+	r := Row{LogZ: st.max + st.logZ, Arg: max(st.arg, 0)}
+	if len(logits) > 0 && !math.IsInf(st.max, -1) { // a row of -Inf has no margin
+		r.Margin = st.margin()
+	}
+	return Metrics{Entropy: st.h, Varentropy: st.v}, r, nil
 }
 
 // TopMargin returns p(top1) - p(top2) of softmax(logits), the per-token

@@ -246,6 +246,9 @@ type Decision struct {
 	Confidence float64 `json:"confidence"`
 	Margin     float64 `json:"margin"`
 	Score      float64 `json:"score"`
+	// LogZ is log Σ exp(logits) of the row decided on (nats): log p(t) =
+	// logits[t] - LogZ for any token t, without a second pass.
+	LogZ float64 `json:"-"`
 }
 
 // StepScore returns the step's contribution to its path's score.
@@ -428,6 +431,7 @@ func (t *Trunk) Decide(s Step) (Decision, error) {
 		Metrics:    m,
 		Confidence: Confidence(m),
 		Margin:     st.margin(),
+		LogZ:       st.max + st.logZ,
 	}
 
 	var err error

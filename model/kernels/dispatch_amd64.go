@@ -684,3 +684,12 @@ func logitMoments(x []float32, m float32) (z, a, b float64) {
 	logitMomentsAVX2(&x[0], len(x), m, &out)
 	return out[0], out[1], out[2]
 }
+
+func top2(x []float32) (float32, int, float32) {
+	if f32Level < levelAVX2 || len(x) < 16 {
+		return top2Go(x)
+	}
+	var out [24]uint32
+	top2AVX2(&x[0], len(x), &out)
+	return top2Lanes(&out)
+}

@@ -46,3 +46,44 @@ func logitMomentsGo(x []float32, m float32) (z, a, b float64) {
 	}
 	return z + z1, a + a1, b + b1
 }
+
+// Top2 returns the largest value of x, the index of its first occurrence
+// and the second largest value (equal to the largest when it occurs
+// twice); NaNs are skipped, and a row of only -Inf or NaN gives -Inf, 0,
+// -Inf. x must not be empty.
+func Top2(x []float32) (m1 float32, arg int, m2 float32) {
+	return top2(x)
+}
+
+func top2Go(x []float32) (m1 float32, arg int, m2 float32) {
+	m1, m2 = float32(math.Inf(-1)), float32(math.Inf(-1))
+	for i, l := range x {
+		if l > m2 {
+			if l > m1 {
+				m1, m2, arg = l, m1, i
+			} else {
+				m2 = l
+			}
+		}
+	}
+	return m1, arg, m2
+}
+
+// top2Lanes combines the per-lane results of top2AVX2.
+func top2Lanes(out *[24]uint32) (m1 float32, arg int, m2 float32) {
+	m1, m2 = float32(math.Inf(-1)), float32(math.Inf(-1))
+	best := -1
+	for l := range 8 {
+		v, a := math.Float32frombits(out[l]), int(out[16+l])
+		if best < 0 || v > m1 || (v == m1 && a < arg) {
+			m1, arg, best = v, a, l
+		}
+	}
+	for l := range 8 {
+		m2 = max(m2, math.Float32frombits(out[8+l]))
+		if l != best {
+			m2 = max(m2, math.Float32frombits(out[l]))
+		}
+	}
+	return m1, arg, m2
+}

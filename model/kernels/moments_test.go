@@ -63,3 +63,46 @@ func BenchmarkLogitMoments(b *testing.B) {
 		})
 	}
 }
+
+// Top2 agrees with the scalar scan at every level: ties, NaNs, -Inf rows.
+func TestTop2(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	ninf := float32(math.Inf(-1))
+	for _, l := range f32Levels() {
+		for _, n := range []int{1, 2, 15, 16, 17, 33, 100, 1000, 32000} {
+			for c := range 6 {
+				x := randVec(r, n)
+				switch c {
+				case 1: // the max twice
+					i, j := r.IntN(n), r.IntN(n)
+					x[i], x[j] = 9, 9
+				case 2: // NaNs and -Infs
+					for i := range x {
+						if r.IntN(3) == 0 {
+							x[i] = float32(math.NaN())
+						} else if r.IntN(3) == 0 {
+							x[i] = ninf
+						}
+					}
+				case 3: // all -Inf
+					for i := range x {
+						x[i] = ninf
+					}
+				case 4: // small integers: many ties
+					for i := range x {
+						x[i] = float32(r.IntN(4))
+					}
+				case 5: // the max at the end
+					x[n-1] = 100
+				}
+				w1, wa, w2 := top2Go(x)
+				var g1, g2 float32
+				var ga int
+				withLevels(t, l, q8Level, func() { g1, ga, g2 = Top2(x) })
+				if g1 != w1 || ga != wa || g2 != w2 {
+					t.Fatalf("%v n=%d case %d: Top2 = %g, %d, %g; want %g, %d, %g", l, n, c, g1, ga, g2, w1, wa, w2)
+				}
+			}
+		}
+	}
+}

@@ -1283,6 +1283,84 @@ done:
 	VZEROUPPER
 	RET
 
+// func top2AVX2(x *float32, n int, out *[24]uint32)
+// Requires: AVX, AVX2
+TEXT ·top2AVX2(SB), NOSPLIT, $0-24
+	MOVQ    x+0(FP), AX
+	MOVQ    n+8(FP), CX
+	MOVQ    CX, DX
+	ANDQ    $-8, DX
+	SHLQ    $0x02, DX
+	MOVQ    CX, BX
+	ANDQ    $0x07, BX
+	VXORPS  Y0, Y0, Y0
+	JZ      nomask
+	LEAQ    avx2tail<>+0(SB), CX
+	MOVQ    $0x00000008, SI
+	SUBQ    BX, SI
+	VMOVDQU (CX)(SI*4), Y0
+	VMOVAPS Y0, Y0
+
+nomask:
+	MOVL         $0xff800000, CX
+	VMOVD        CX, X1
+	VPBROADCASTD X1, Y1
+	VMOVAPS      Y1, Y2
+	VMOVAPS      Y1, Y3
+	MOVL         $0x00000008, CX
+	VMOVD        CX, X6
+	VPBROADCASTD X6, Y6
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      top2lanes<>+0(SB), Y5
+	XORQ         CX, CX
+
+loop:
+	CMPQ      CX, DX
+	JAE       looptail
+	VMOVUPS   (AX)(CX*1), Y7
+	VCMPPS    $0x07, Y7, Y7, Y8
+	VBLENDVPS Y8, Y7, Y1, Y7
+	VCMPPS    $0x1e, Y2, Y7, Y8
+	VMINPS    Y2, Y7, Y9
+	VMAXPS    Y9, Y3, Y3
+	VMAXPS    Y7, Y2, Y2
+	VBLENDVPS Y8, Y5, Y4, Y4
+	VPADDD    Y6, Y5, Y5
+	ADDQ      $0x20, CX
+	JMP       loop
+
+looptail:
+	TESTQ      BX, BX
+	JZ         loopdone
+	VMASKMOVPS (AX)(CX*1), Y0, Y7
+	VBLENDVPS  Y0, Y7, Y1, Y7
+	VCMPPS     $0x07, Y7, Y7, Y0
+	VBLENDVPS  Y0, Y7, Y1, Y7
+	VCMPPS     $0x1e, Y2, Y7, Y0
+	VMINPS     Y2, Y7, Y1
+	VMAXPS     Y1, Y3, Y3
+	VMAXPS     Y7, Y2, Y2
+	VBLENDVPS  Y0, Y5, Y4, Y4
+	VPADDD     Y6, Y5, Y5
+
+loopdone:
+	MOVQ    out+16(FP), AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	VMOVDQU Y4, 64(AX)
+	VZEROUPPER
+	RET
+
+DATA top2lanes<>+0(SB)/4, $0x00000000
+DATA top2lanes<>+4(SB)/4, $0x00000001
+DATA top2lanes<>+8(SB)/4, $0x00000002
+DATA top2lanes<>+12(SB)/4, $0x00000003
+DATA top2lanes<>+16(SB)/4, $0x00000004
+DATA top2lanes<>+20(SB)/4, $0x00000005
+DATA top2lanes<>+24(SB)/4, $0x00000006
+DATA top2lanes<>+28(SB)/4, $0x00000007
+GLOBL top2lanes<>(SB), RODATA|NOPTR, $32
+
 // func dotStridedAVX512(out *float32, q *float32, k *float32, dim int, stride int, n int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, BMI2
 TEXT ·dotStridedAVX512(SB), NOSPLIT, $0-48

@@ -69,6 +69,11 @@ func siluMulAVX2(h *float32, gate *float32, n int)
 //go:noescape
 func logitMomentsAVX2(x *float32, n int, m float32, out *[3]float64)
 
+// top2AVX2 writes the per-lane largest, second largest and index of the first largest of x[:n].
+//
+//go:noescape
+func top2AVX2(x *float32, n int, out *[24]uint32)
+
 // dotStridedAVX512 sets out[t] = dot(q[:dim], k[t*stride:][:dim]) for t < n.
 //
 //go:noescape

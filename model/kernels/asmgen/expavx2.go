@@ -373,3 +373,53 @@ func logitMomentsAVX2() {
 	VZEROUPPER()
 	RET()
 }
+
+// top2AVX2 generates top2AVX2(x *float32, n int, out *[24]uint32): per
+// lane l of 8, over the x[i] with i%8 == l (NaN skipped), the largest
+// (out[l], float32 bits), the second largest (out[8+l]) and the index of
+// the first largest (out[16+l]); lanes without elements hold -Inf and
+// index 0. kernels.top2 combines the lanes.
+func top2AVX2() {
+	TEXT("top2AVX2", NOSPLIT, "func(x *float32, n int, out *[24]uint32)")
+	Pragma("noescape")
+	Doc("top2AVX2 writes the per-lane largest, second largest and index of the first largest of x[:n].")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	r := newFloatRange8(n)
+	ninf := broadcastConst(isaAVX2, 0xFF800000)
+	m1, m2 := YMM(), YMM()
+	VMOVAPS(ninf, m1)
+	VMOVAPS(ninf, m2)
+	arg, idx, eight := YMM(), YMM(), broadcastConst(isaAVX2, 8)
+	VPXOR(arg, arg, arg)
+	lanes := GLOBL("top2lanes", RODATA|NOPTR)
+	for l := 0; l < 8; l++ {
+		DATA(4*l, U32(uint32(l)))
+	}
+	VMOVDQU(lanes, idx)
+	r.loop("loop", func(tail bool) {
+		v := YMM()
+		if tail {
+			VMASKMOVPS(r.at(x), r.k, v)
+			VBLENDVPS(r.k, v, ninf, v) // past n: -Inf
+		} else {
+			VMOVUPS(r.at(x), v)
+		}
+		ord := YMM()
+		VCMPPS(U8(7), v, v, ord) // ordered: not NaN
+		VBLENDVPS(ord, v, ninf, v)
+		gt, lo := YMM(), YMM()
+		VCMPPS(U8(0x1e), m1, v, gt) // v > m1 (GT_OQ)
+		VMINPS(m1, v, lo)
+		VMAXPS(lo, m2, m2)
+		VMAXPS(v, m1, m1)
+		VBLENDVPS(gt, idx, arg, arg)
+		VPADDD(eight, idx, idx)
+	})
+	outp := Load(Param("out"), GP64())
+	VMOVUPS(m1, Mem{Base: outp})
+	VMOVUPS(m2, Mem{Base: outp, Disp: 32})
+	VMOVDQU(arg, Mem{Base: outp, Disp: 64})
+	VZEROUPPER()
+	RET()
+}

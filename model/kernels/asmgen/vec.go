@@ -23,6 +23,7 @@ func genVec() {
 	softmaxScaledAVX2()
 	siluMulAVX2()
 	logitMomentsAVX2()
+	top2AVX2()
 	dotStridedAVX512()
 	axpyStrided(elemF32, isaAVX512)
 	attention(elemF32)
