@@ -628,7 +628,8 @@ func logSumExp(logits []float32) (lz float64, arg int) {
 
 // topK writes the indices of the k largest logits, largest first, to dst
 // (ties: the lower index first). It keeps a min-heap of the best k seen:
-// O(V log k).
+// O(V log k), the scan for the next logit above the heap's least
+// vectorized.
 func topK(logits []float32, k int, dst []int) []int {
 	dst = dst[:0]
 	k = min(k, len(logits))
@@ -651,23 +652,27 @@ func topK(logits []float32, k int, dst []int) []int {
 			i = l
 		}
 	}
-	for i := range logits {
-		if len(dst) < k {
-			dst = append(dst, i)
-			for j := len(dst) - 1; j > 0; { // sift up
-				p := (j - 1) / 2
-				if !less(dst[j], dst[p]) {
-					break
-				}
-				dst[j], dst[p] = dst[p], dst[j]
-				j = p
+	for i := range k {
+		dst = append(dst, i)
+		for j := len(dst) - 1; j > 0; { // sift up
+			p := (j - 1) / 2
+			if !less(dst[j], dst[p]) {
+				break
 			}
-			continue
+			dst[j], dst[p] = dst[p], dst[j]
+			j = p
 		}
-		if less(dst[0], i) {
-			dst[0] = i
-			down(dst, 0)
+	}
+	// The rest: only a logit above the heap's least ranks above it (an
+	// equal one has the higher index), and most are not: a vectorized
+	// scan skips to the next one that is.
+	for i := k; k > 0; i++ {
+		i += kernels.FirstAbove(logits[i:], logits[dst[0]])
+		if i >= len(logits) {
+			break
 		}
+		dst[0] = i
+		down(dst, 0)
 	}
 	// Pop the heap into descending order.
 	for n := len(dst) - 1; n > 0; n-- {

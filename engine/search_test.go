@@ -2,9 +2,11 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"os/exec"
 	"slices"
 	"strings"
@@ -263,6 +265,28 @@ func TestTopK(t *testing.T) {
 		want := []int{5, 1, 3, 4, 0, 6, 2, 7}[:k]
 		if !slices.Equal(got, want) {
 			t.Errorf("k=%d: %v, want %v", k, got, want)
+		}
+	}
+}
+
+// topK agrees with a stable sort on long rows with many ties, through
+// the vectorized scan.
+func TestTopKSorted(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, n := range []int{1, 9, 100, 4000} {
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(r.IntN(50)) // ties everywhere
+		}
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(logits[b], logits[a]) })
+		for _, k := range []int{1, 2, 4, 16, 64} {
+			if got, want := topK(logits, k, nil), idx[:min(k, n)]; !slices.Equal(got, want) {
+				t.Fatalf("n=%d k=%d: %v, want %v", n, k, got, want)
+			}
 		}
 	}
 }

@@ -693,3 +693,11 @@ func top2(x []float32) (float32, int, float32) {
 	top2AVX2(&x[0], len(x), &out)
 	return top2Lanes(&out)
 }
+
+// firstAbove scans the whole vectors of x; FirstAbove the rest.
+func firstAbove(x []float32, thr float32) int {
+	if f32Level < levelAVX2 || len(x) < 8 {
+		return 0
+	}
+	return firstAboveAVX2(&x[0], len(x), thr)
+}

@@ -76,3 +76,5 @@ func gemmTileRow(mr int, a []float32, as, ak int, b []float32, ldb int, c []floa
 func logitMoments(x []float32, m float32) (z, a, b float64) { return logitMomentsGo(x, m) }
 
 func top2(x []float32) (float32, int, float32) { return top2Go(x) }
+
+func firstAbove(x []float32, thr float32) int { return 0 }

@@ -87,3 +87,15 @@ func top2Lanes(out *[24]uint32) (m1 float32, arg int, m2 float32) {
 	}
 	return m1, arg, m2
 }
+
+// FirstAbove returns the index of the first element of x greater than thr
+// (NaN is not), or len(x) when there is none.
+func FirstAbove(x []float32, thr float32) int {
+	i := firstAbove(x, thr)
+	for ; i < len(x); i++ {
+		if x[i] > thr {
+			break
+		}
+	}
+	return i
+}

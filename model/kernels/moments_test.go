@@ -106,3 +106,37 @@ func TestTop2(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstAbove(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, l := range f32Levels() {
+		for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 100, 1000} {
+			x := randVec(r, n)
+			for i := range x {
+				if r.IntN(5) == 0 {
+					x[i] = float32(math.NaN())
+				}
+			}
+			for _, thr := range []float32{-10, 0, 1, 2, 3, 10} {
+				want := n
+				for i, v := range x {
+					if v > thr {
+						want = i
+						break
+					}
+				}
+				var got int
+				withLevels(t, l, q8Level, func() { got = FirstAbove(x, thr) })
+				if got != want {
+					t.Fatalf("%v n=%d thr=%g: FirstAbove = %d, want %d", l, n, thr, got, want)
+				}
+				if n > 2 {
+					withLevels(t, l, q8Level, func() { got = FirstAbove(x[2:], thr) })
+					if want2 := max(want, 2) - 2; want >= 2 && got != want2 {
+						t.Fatalf("%v n=%d thr=%g: FirstAbove(x[2:]) = %d, want %d", l, n, thr, got, want2)
+					}
+				}
+			}
+		}
+	}
+}

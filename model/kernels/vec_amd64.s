@@ -1361,6 +1361,56 @@ DATA top2lanes<>+24(SB)/4, $0x00000006
 DATA top2lanes<>+28(SB)/4, $0x00000007
 GLOBL top2lanes<>(SB), RODATA|NOPTR, $32
 
+// func firstAboveAVX2(x *float32, n int, thr float32) int
+// Requires: AVX, AVX2, BMI, SSE
+TEXT ·firstAboveAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSS        thr+16(FP), X0
+	VBROADCASTSS X0, Y0
+	ANDQ         $-8, CX
+	MOVQ         CX, DX
+	ANDQ         $-32, DX
+	XORQ         BX, BX
+
+loop32:
+	CMPQ      BX, DX
+	JAE       loop8
+	VCMPPS    $0x11, (AX)(BX*4), Y0, Y1
+	VCMPPS    $0x11, 32(AX)(BX*4), Y0, Y2
+	VCMPPS    $0x11, 64(AX)(BX*4), Y0, Y3
+	VCMPPS    $0x11, 96(AX)(BX*4), Y0, Y4
+	VORPS     Y2, Y1, Y1
+	VORPS     Y4, Y3, Y3
+	VORPS     Y3, Y1, Y1
+	VMOVMSKPS Y1, SI
+	TESTL     SI, SI
+	JNZ       loop8
+	ADDQ      $0x20, BX
+	JMP       loop32
+
+loop8:
+	CMPQ      BX, CX
+	JAE       none
+	VCMPPS    $0x11, (AX)(BX*4), Y0, Y1
+	VMOVMSKPS Y1, SI
+	TESTL     SI, SI
+	JNZ       found
+	ADDQ      $0x08, BX
+	JMP       loop8
+
+found:
+	TZCNTL SI, AX
+	ADDQ   AX, BX
+	MOVQ   BX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+none:
+	MOVQ CX, ret+24(FP)
+	VZEROUPPER
+	RET
+
 // func dotStridedAVX512(out *float32, q *float32, k *float32, dim int, stride int, n int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, BMI2
 TEXT ·dotStridedAVX512(SB), NOSPLIT, $0-48

@@ -74,6 +74,11 @@ func logitMomentsAVX2(x *float32, n int, m float32, out *[3]float64)
 //go:noescape
 func top2AVX2(x *float32, n int, out *[24]uint32)
 
+// firstAboveAVX2 returns the index of the first of x[:n&^7] above thr, or n&^7.
+//
+//go:noescape
+func firstAboveAVX2(x *float32, n int, thr float32) int
+
 // dotStridedAVX512 sets out[t] = dot(q[:dim], k[t*stride:][:dim]) for t < n.
 //
 //go:noescape

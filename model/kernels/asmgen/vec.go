@@ -24,6 +24,7 @@ func genVec() {
 	siluMulAVX2()
 	logitMomentsAVX2()
 	top2AVX2()
+	firstAboveAVX2()
 	dotStridedAVX512()
 	axpyStrided(elemF32, isaAVX512)
 	attention(elemF32)
