@@ -607,14 +607,7 @@ func stopReason(err error) string {
 
 // finiteRow reports whether no logit is NaN or +Inf (-Inf is a masked
 // token).
-func finiteRow(logits []float32) bool {
-	for _, v := range logits {
-		if v != v || v > math.MaxFloat32 {
-			return false
-		}
-	}
-	return true
-}
+func finiteRow(logits []float32) bool { return kernels.Finite(logits) }
 
 // logSumExp returns log Σ exp(logits) and the index of the largest.
 func logSumExp(logits []float32) (lz float64, arg int) {

@@ -701,3 +701,12 @@ func firstAbove(x []float32, thr float32) int {
 	}
 	return firstAboveAVX2(&x[0], len(x), thr)
 }
+
+// badFloats checks the whole vectors of x and sets *done past them.
+func badFloats(x []float32, done *int) bool {
+	if f32Level < levelAVX2 || len(x) < 8 {
+		return false
+	}
+	*done = len(x) &^ 7
+	return badFloatsAVX2(&x[0], len(x))
+}

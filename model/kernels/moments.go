@@ -99,3 +99,18 @@ func FirstAbove(x []float32, thr float32) int {
 	}
 	return i
 }
+
+// Finite reports whether no element of x is NaN or +Inf (-Inf, a masked
+// logit, is allowed).
+func Finite(x []float32) bool {
+	i := 0
+	if badFloats(x, &i) {
+		return false
+	}
+	for _, v := range x[i:] {
+		if v != v || v > math.MaxFloat32 {
+			return false
+		}
+	}
+	return true
+}

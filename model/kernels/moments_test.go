@@ -140,3 +140,25 @@ func TestFirstAbove(t *testing.T) {
 		}
 	}
 }
+
+func TestFinite(t *testing.T) {
+	for _, l := range f32Levels() {
+		for _, n := range []int{0, 1, 8, 9, 100} {
+			for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+				for _, at := range []int{0, n / 2, n - 1} {
+					if n == 0 {
+						continue
+					}
+					x := make([]float32, n)
+					x[at] = bad
+					want := !(bad != bad || bad > math.MaxFloat32)
+					var got bool
+					withLevels(t, l, q8Level, func() { got = Finite(x) })
+					if got != want {
+						t.Fatalf("%v n=%d x[%d]=%g: Finite = %v", l, n, at, bad, got)
+					}
+				}
+			}
+		}
+	}
+}

@@ -1411,6 +1411,37 @@ none:
 	VZEROUPPER
 	RET
 
+// func badFloatsAVX2(x *float32, n int) bool
+// Requires: AVX, AVX2
+TEXT ·badFloatsAVX2(SB), NOSPLIT, $0-17
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	ANDQ         $-8, CX
+	MOVL         $0x7f800000, DX
+	VMOVD        DX, X0
+	VPBROADCASTD X0, Y0
+	VXORPS       Y1, Y1, Y1
+	XORQ         DX, DX
+
+loop:
+	CMPQ    DX, CX
+	JAE     done
+	VMOVUPS (AX)(DX*4), Y2
+	VCMPPS  $0x03, Y2, Y2, Y3
+	VCMPPS  $0x00, Y0, Y2, Y2
+	VORPS   Y3, Y1, Y1
+	VORPS   Y2, Y1, Y1
+	ADDQ    $0x08, DX
+	JMP     loop
+
+done:
+	VMOVMSKPS Y1, AX
+	TESTL     AX, AX
+	SETNE     AL
+	MOVB      AL, ret+16(FP)
+	VZEROUPPER
+	RET
+
 // func dotStridedAVX512(out *float32, q *float32, k *float32, dim int, stride int, n int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, BMI2
 TEXT ·dotStridedAVX512(SB), NOSPLIT, $0-48

@@ -79,6 +79,11 @@ func top2AVX2(x *float32, n int, out *[24]uint32)
 //go:noescape
 func firstAboveAVX2(x *float32, n int, thr float32) int
 
+// badFloatsAVX2 reports whether one of x[:n&^7] is NaN or +Inf.
+//
+//go:noescape
+func badFloatsAVX2(x *float32, n int) bool
+
 // dotStridedAVX512 sets out[t] = dot(q[:dim], k[t*stride:][:dim]) for t < n.
 //
 //go:noescape

@@ -480,3 +480,39 @@ func firstAboveAVX2() {
 	VZEROUPPER()
 	RET()
 }
+
+// badFloatsAVX2 generates badFloatsAVX2(x *float32, n int) bool: whether
+// one of x[:n&^7] is NaN or +Inf (-Inf is a masked logit, not bad).
+func badFloatsAVX2() {
+	TEXT("badFloatsAVX2", NOSPLIT, "func(x *float32, n int) bool")
+	Pragma("noescape")
+	Doc("badFloatsAVX2 reports whether one of x[:n&^7] is NaN or +Inf.")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	ANDQ(I32(-8), n)
+	pinf := broadcastConst(isaAVX2, 0x7F800000)
+	acc := YMM()
+	VXORPS(acc, acc, acc)
+	i := GP64()
+	XORQ(i, i)
+	Label("loop")
+	CMPQ(i, n)
+	JAE(LabelRef("done"))
+	v, u, e := YMM(), YMM(), YMM()
+	VMOVUPS(Mem{Base: x, Index: i, Scale: 4}, v)
+	VCMPPS(U8(3), v, v, u)    // unordered: NaN
+	VCMPPS(U8(0), pinf, v, e) // == +Inf
+	VORPS(u, acc, acc)
+	VORPS(e, acc, acc)
+	ADDQ(U8(8), i)
+	JMP(LabelRef("loop"))
+	Label("done")
+	bits := GP32()
+	VMOVMSKPS(acc, bits)
+	TESTL(bits, bits)
+	r := GP8()
+	SETNE(r)
+	Store(r, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}

@@ -25,6 +25,7 @@ func genVec() {
 	logitMomentsAVX2()
 	top2AVX2()
 	firstAboveAVX2()
+	badFloatsAVX2()
 	dotStridedAVX512()
 	axpyStrided(elemF32, isaAVX512)
 	attention(elemF32)
