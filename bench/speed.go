@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -496,9 +499,10 @@ func (r *SpeedReport) Markdown(w io.Writer) error {
 	switch {
 	case r.Versus != nil:
 		l := r.Versus
-		fmt.Fprintf(&b, "| decode, alternating with llama.cpp on the same GGUF (%d rounds): ours | median %.1f, best %.1f tokens/s |\n", len(l.Ours), medianF(l.Ours), slices.Max(l.Ours))
-		fmt.Fprintf(&b, "| llama.cpp (llama-bench -t %d -p 0 -n %d -r 1, %s KV cache, build %s) | median %.1f, best %.1f tokens/s |\n", l.Threads, l.Tokens, l.LlamaKV, l.LlamaBuild, medianF(l.Llama), slices.Max(l.Llama))
-		fmt.Fprintf(&b, "| ours / llama.cpp decode | %.2f (medians), %.2f (bests) |\n", l.MedianRatio(), l.BestRatio())
+		rs := l.Ratios()
+		fmt.Fprintf(&b, "| decode, in %d interleaved pairs with llama.cpp on the same GGUF: ours | median %.1f tokens/s |\n", len(l.Ours), medianF(l.Ours))
+		fmt.Fprintf(&b, "| llama.cpp (llama-bench -t %d -p 0 -n %d -r 1, %s KV cache, build %s) | median %.1f tokens/s |\n", l.Threads, l.Tokens, l.LlamaKV, l.LlamaBuild, medianF(l.Llama))
+		fmt.Fprintf(&b, "| ours / llama.cpp decode, median of the pairs' ratios | **%.2f** (pairs %.2f to %.2f; load average %.2f to %.2f) |\n", l.MedianRatio(), slices.Min(rs), slices.Max(rs), slices.Min(l.Load), slices.Max(l.Load))
 	case r.Llama != nil:
 		fmt.Fprintf(&b, "| llama.cpp decode, same GGUF (llama-bench -t %d -p 0 -n %d) | %.1f ± %.1f tokens/s |\n", r.Llama.Threads, r.Llama.Tokens, r.Llama.TokensPerSec, r.Llama.StdDev)
 		fmt.Fprintf(&b, "| ours / llama.cpp decode | %.2f |\n", r.Decode.TokensPerSec/r.Llama.TokensPerSec)
@@ -597,20 +601,25 @@ func RunLlamaBenchReps(ctx context.Context, bin, gguf string, threads, tokens, r
 }
 
 // DecodeComparison is single-stream decode speed, ours and llama.cpp's on
-// the same weights, measured in alternation so that both see the same
-// machine load.
+// the same weights, measured in interleaved pairs so that both see the
+// same machine load: pair i ran Ours[i] and Llama[i] back to back (ours
+// first in even pairs, llama.cpp first in odd ones, so that a drift in
+// the load favours neither), with the 1-minute load average Load[i]
+// (/proc/loadavg; 0 where it cannot be read) read before it.
 type DecodeComparison struct {
 	Tokens, Threads int
-	Ours, Llama     []float64 // tokens/s of each round
+	Ours, Llama     []float64 // tokens/s of each pair
+	Load            []float64
 	LlamaBuild      string
 	LlamaKV         string // llama.cpp's KV cache type
 }
 
-// CompareDecode alternates rounds of our single-stream decode of m (tokens
-// from position 0, after a warm-up) with llama-bench runs of one
-// repetition on gguf, which must hold the same model. Ours keeps the KV
-// cache as kv, and so does llama.cpp, except that llama-bench takes no f32
-// KV cache: it then keeps its default, f16, which reads half our bytes.
+// CompareDecode runs rounds interleaved pairs of our single-stream decode
+// of m (tokens from position 0, after a warm-up) and a llama-bench run of
+// one repetition on gguf, which must hold the same model. Ours keeps the
+// KV cache as kv, and so does llama.cpp, except that llama-bench takes no
+// f32 KV cache: it then keeps its default, f16, which reads half our
+// bytes.
 func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens, rounds int, kv kvcache.DType) (*DecodeComparison, error) {
 	c := DefaultSpeedConfig()
 	c.DecodeTokens, c.Rounds, c.KVType = tokens, 1, kv
@@ -619,31 +628,75 @@ func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens
 	if kv != kvcache.F32 {
 		ctk, cmp.LlamaKV = kv.String(), kv.String()
 	}
-	for range max(rounds, 1) {
+	ours := func() error {
+		d, err := MeasureDecode(m, c)
+		if err == nil {
+			cmp.Ours = append(cmp.Ours, d.TokensPerSec)
+		}
+		return err
+	}
+	llama := func() error {
+		l, err := RunLlamaBenchReps(ctx, bin, gguf, cmp.Threads, tokens, 1, ctk)
+		if err == nil {
+			cmp.Llama = append(cmp.Llama, l.TokensPerSec)
+			cmp.LlamaBuild = l.Build
+		}
+		return err
+	}
+	for i := range max(rounds, 1) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		d, err := MeasureDecode(m, c)
-		if err != nil {
+		cmp.Load = append(cmp.Load, LoadAverage())
+		first, second := ours, llama
+		if i%2 == 1 {
+			first, second = llama, ours
+		}
+		if err := first(); err != nil {
 			return nil, err
 		}
-		cmp.Ours = append(cmp.Ours, d.TokensPerSec)
-		l, err := RunLlamaBenchReps(ctx, bin, gguf, cmp.Threads, tokens, 1, ctk)
-		if err != nil {
+		if err := second(); err != nil {
 			return nil, err
 		}
-		cmp.Llama = append(cmp.Llama, l.TokensPerSec)
-		cmp.LlamaBuild = l.Build
 	}
 	return cmp, nil
 }
 
-// MedianRatio is the median of our rounds over the median of llama.cpp's.
-func (c *DecodeComparison) MedianRatio() float64 { return medianF(c.Ours) / medianF(c.Llama) }
+// LoadAverage returns the 1-minute load average of /proc/loadavg, 0 where
+// there is none.
+func LoadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
 
-// BestRatio is our best round over llama.cpp's best: the least disturbed
-// by other load on the machine.
-func (c *DecodeComparison) BestRatio() float64 { return slices.Max(c.Ours) / slices.Max(c.Llama) }
+// Ratios are the pairs' ours / llama.cpp.
+func (c *DecodeComparison) Ratios() []float64 {
+	r := make([]float64, min(len(c.Ours), len(c.Llama)))
+	for i := range r {
+		r[i] = c.Ours[i] / c.Llama[i]
+	}
+	return r
+}
+
+// MedianRatio is the median of the pairs' ratios: the comparison's
+// result, robust to a disturbed pair (a best-of figure is not).
+func (c *DecodeComparison) MedianRatio() float64 { return medianF(c.Ratios()) }
+
+// Median is the median of x (NaN when x is empty).
+func Median(x []float64) float64 {
+	if len(x) == 0 {
+		return math.NaN()
+	}
+	return medianF(x)
+}
 
 func medianF(x []float64) float64 {
 	s := slices.Clone(x)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -304,5 +305,39 @@ func TestQuickConfigIsQuick(t *testing.T) {
 	}
 	if c := (SpeedConfig{}).withDefaults(); c.Rounds != d.Rounds || len(c.Branches) != len(d.Branches) || c.BlockSize != d.BlockSize {
 		t.Errorf("zero config with defaults: %+v", c)
+	}
+}
+
+// CompareDecode runs interleaved pairs, records the load and reports the
+// median of the pairs' ratios.
+func TestCompareDecodePairs(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in is a shell script")
+	}
+	fake := filepath.Join(t.TempDir(), "llama-bench")
+	script := `#!/bin/sh
+echo "[{\"build_commit\": \"x\", \"n_threads\": $4, \"n_gen\": $8, \"avg_ts\": 100, \"stddev_ts\": 0}]"
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shape, _ := synth.Lookup("stories260K")
+	m, err := synth.Generate(shape, kernels.F32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := CompareDecode(context.Background(), m, fake, "model.gguf", 8, 3, kvcache.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Ours) != 3 || len(c.Llama) != 3 || len(c.Load) != 3 || c.LlamaKV != "f16" {
+		t.Fatalf("%+v", c)
+	}
+	rs := c.Ratios()
+	if want := Median([]float64{c.Ours[0] / 100, c.Ours[1] / 100, c.Ours[2] / 100}); c.MedianRatio() != want || len(rs) != 3 {
+		t.Errorf("median ratio %g, want %g (%v)", c.MedianRatio(), want, rs)
+	}
+	if !math.IsNaN(Median(nil)) {
+		t.Error("Median of nothing is not NaN")
 	}
 }

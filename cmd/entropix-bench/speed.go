@@ -155,9 +155,10 @@ func targets(w io.Writer, reports []*bench.SpeedReport) error {
 		}
 		ours, llama, ratio := fmt.Sprintf("%.1f", r.Decode.TokensPerSec), "-", "-"
 		if v := r.Versus; v != nil {
-			ours = fmt.Sprintf("%.1f (best of %d alternating rounds)", slices.Max(v.Ours), len(v.Ours))
-			llama = fmt.Sprintf("%.1f (best)", slices.Max(v.Llama))
-			ratio = fmt.Sprintf("%.2f (bests), %.2f (medians)", v.BestRatio(), v.MedianRatio())
+			rs := v.Ratios()
+			ours = fmt.Sprintf("%.1f (median of %d interleaved pairs)", bench.Median(v.Ours), len(v.Ours))
+			llama = fmt.Sprintf("%.1f (median)", bench.Median(v.Llama))
+			ratio = fmt.Sprintf("%.2f (median of the pairs' ratios, %.2f-%.2f)", v.MedianRatio(), slices.Min(rs), slices.Max(rs))
 		}
 		fmt.Fprintf(&b, "| %s %v | %.2f (%s) | %s | %s | %s | %s |\n", r.Model, r.DType, r.StepRatio(16), ok, fork, ours, llama, ratio)
 	}
