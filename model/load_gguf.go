@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/entropix-search/entropix-search/model/gguf"
@@ -24,6 +25,8 @@ type ggufLoader struct {
 	errs []error
 	// missing counts the missing tensors past the first few reported.
 	missing int
+	// types are the weight matrices' types as stored, in first-seen order.
+	types []string
 }
 
 // maxReported bounds the missing tensors named one by one; the rest are
@@ -119,6 +122,9 @@ func (g *ggufLoader) mat(name string, rows, cols int) *kernels.Mat {
 	}
 	var m *kernels.Mat
 	var err error
+	if ty := t.Type.String(); !slices.Contains(g.types, ty) {
+		g.types = append(g.types, ty)
+	}
 	switch t.Type {
 	case gguf.Q8_0:
 		m, err = kernels.NewQ8Mat(rows, cols, g.f.TensorData(t))
@@ -240,7 +246,7 @@ func loadGGUF(path string) (_ *Model, err error) {
 	if len(g.errs) > 0 || g.missing > 0 {
 		return nil, fmt.Errorf("model: %s: %w", path, g.err())
 	}
-	m.Config, m.Weights = c, w
+	m.Config, m.Weights, m.fileTypes = c, w, g.types
 	return m, nil
 }
 

@@ -55,10 +55,16 @@ type Model struct {
 	// Source describes where the model came from (file and format).
 	Source string
 
-	invFreq []float64 // RoPE frequency per pair
-	closers []io.Closer
-	closed  atomic.Bool
+	invFreq   []float64 // RoPE frequency per pair
+	fileTypes []string  // the weight matrices' types in the file (GGUF)
+	closers   []io.Closer
+	closed    atomic.Bool
 }
+
+// FileTypes are the types of the weight matrices as a GGUF file stores
+// them ("Q4_K", "Q6_K", ...), in the order first met; none for other
+// models. The kernels run some of them as another (see Load).
+func (m *Model) FileTypes() []string { return m.fileTypes }
 
 // ErrClosed is returned for a model used after Close.
 var ErrClosed = errors.New("model: used after Close")

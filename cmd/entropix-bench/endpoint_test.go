@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/entropix-search/entropix-search/cmd/internal/serve"
 	"github.com/entropix-search/entropix-search/engine"
@@ -111,5 +112,25 @@ func TestEvalEndpoint(t *testing.T) {
 		if code, _, _ := runCmd(t, append(args, "-endpoint", bad)...); code != exitUsage {
 			t.Errorf("-endpoint %q: exit %d, want usage", bad, code)
 		}
+	}
+}
+
+// speed -m measures a model file and names the weight types it stores.
+func TestSpeedOfFile(t *testing.T) {
+	gguf := filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf")
+	t.Setenv("LLAMA_BENCH", "")
+	start := time.Now()
+	code, out, errs := runCmd(t, "speed", "-m", gguf, "-quick")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"## arith.gguf (F32 in the file) F32", "| single-stream decode", "## Targets"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("%s", time.Since(start))
+	if code, _, _ := runCmd(t, "speed", "-m", filepath.Join(t.TempDir(), "absent.gguf")); code == exitOK {
+		t.Error("a missing file: exit 0")
 	}
 }

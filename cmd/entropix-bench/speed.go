@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -58,6 +59,7 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
 	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer.bin whose vocabulary the GGUF for llama-bench carries (default: synthetic)")
+	modelPath := fs.String("m", "", "measure this GGUF `file` instead of a generated model (any weight type the loader takes; LLAMA_BENCH then runs on the same file)")
 	kvName := fs.String("kv", "auto", "KV cache type: f32, f16, or auto: f16 for Q8_0 weights, f32 for F32 (llama-bench gets f16 either way: it has no f32 KV cache)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: entropix-bench speed [-shape stories110M] [-dtype q8_0|f32|both] [-kv auto|f32|f16] [-quick]\n\n"+
@@ -96,6 +98,16 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg = bench.QuickSpeedConfig()
 	}
 	llamaBench := os.Getenv("LLAMA_BENCH")
+	if *modelPath != "" {
+		rep, err := speedOfFile(ctx, *modelPath, *kvName, llamaBench, *quick, cfg, stderr)
+		if err != nil {
+			return err
+		}
+		if err := rep.Markdown(stdout); err != nil {
+			return err
+		}
+		return targets(stdout, []*bench.SpeedReport{rep})
+	}
 
 	var reports []*bench.SpeedReport
 	for _, dt := range dtypes {
@@ -165,6 +177,44 @@ func targets(w io.Writer, reports []*bench.SpeedReport) error {
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// speedOfFile measures a model file, and llama-bench on the same file
+// when bin is set. The report's model is the file's name with the types
+// of its weights as stored (a K-quant is run as Q8_0: see model.Load).
+func speedOfFile(ctx context.Context, path, kvName, bin string, quick bool, cfg bench.SpeedConfig, stderr io.Writer) (*bench.SpeedReport, error) {
+	m, err := model.Load(path, "")
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	kv, err := m.KVType(kvName)
+	if err != nil {
+		return nil, err
+	}
+	cfg.KVType = kv
+	dt := m.Weights.Layers[0].Wq.Type
+	name := filepath.Base(path)
+	if types := m.FileTypes(); len(types) > 0 {
+		name += " (" + strings.Join(types, ", ") + " in the file)"
+	}
+	fmt.Fprintf(stderr, "measuring %s...\n", name)
+	rep, err := bench.MeasureSpeed(m, name, dt, paramCount(m), cfg)
+	if err != nil {
+		return nil, err
+	}
+	if bin != "" {
+		rounds := 5
+		if quick {
+			rounds = 3
+		}
+		fmt.Fprintf(stderr, "interleaving our decode with %s, %d pairs...\n", bin, rounds)
+		rep.Versus, rep.LlamaErr = bench.CompareDecode(ctx, m, bin, path, rep.Decode.Tokens, rounds, kv)
+		if rep.LlamaErr != nil {
+			fmt.Fprintf(stderr, "llama-bench: %v\n", rep.LlamaErr)
+		}
+	}
+	return rep, nil
 }
 
 // versusLlama writes m's weights (Generate(shape, dt, seed)) as GGUF to a
