@@ -3,7 +3,7 @@
 //
 //	entropix-bench eval [-quick] [-task stories,name-recall,gsm8k,arith] [-budgets 1x,2x,4x,8x] [-csv|-json|-svg F]
 //	entropix-bench train [-o arith.gguf] [-steps 3000] [-seed 1] [-resume]
-//	entropix-bench speed [-shape stories110M] [-dtype q8_0|f32|both] [-quick]
+//	entropix-bench speed [-shape stories110M] [-dtype q8_0|q4_k|f32|both] [-quick]
 //	entropix-bench gguf -shape stories110M -dtype q8_0 -o /tmp/s110m-q8.gguf
 //
 // Results go to standard output as markdown, progress to standard error.

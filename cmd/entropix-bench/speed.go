@@ -31,15 +31,17 @@ func parseDTypes(s string, both bool) ([]kernels.DType, error) {
 		return []kernels.DType{kernels.Q8_0}, nil
 	case "f32":
 		return []kernels.DType{kernels.F32}, nil
+	case "q4_k", "q4k":
+		return []kernels.DType{kernels.Q4_K}, nil
 	case "both":
 		if both {
 			return []kernels.DType{kernels.F32, kernels.Q8_0}, nil
 		}
 	}
 	if both {
-		return nil, usagef("-dtype %q: want q8_0, f32 or both", s)
+		return nil, usagef("-dtype %q: want q8_0, q4_k, f32 or both", s)
 	}
-	return nil, usagef("-dtype %q: want q8_0 or f32", s)
+	return nil, usagef("-dtype %q: want q8_0, q4_k or f32", s)
 }
 
 // vocabFor reads the GGUF vocabulary from a llama2.c tokenizer.bin, or
@@ -52,9 +54,9 @@ func vocabFor(path string, shape synth.Shape) (*tokenizer.Vocab, error) {
 }
 
 func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("speed", "[-shape stories110M] [-dtype q8_0|f32|both] [-kv auto|f32|f16] [-quick]", stderr)
+	fs := newFlagSet("speed", "[-shape stories110M] [-dtype q8_0|q4_k|f32|both] [-kv auto|f32|f16] [-quick]", stderr)
 	shapeName := fs.String("shape", "stories110M", "model shape: "+strings.Join(synth.Names(), ", "))
-	dtypeName := fs.String("dtype", "both", "weight type: q8_0, f32 or both")
+	dtypeName := fs.String("dtype", "both", "weight type: q8_0, q4_k (every matrix whose rows are a multiple of 256 long), f32 or both (f32 and q8_0)")
 	quick := fs.Bool("quick", false, "fewer rounds and tokens: under a minute")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
@@ -62,7 +64,7 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	modelPath := fs.String("m", "", "measure this GGUF `file` instead of a generated model (any weight type the loader takes; LLAMA_BENCH then runs on the same file)")
 	kvName := fs.String("kv", "auto", "KV cache type: f32, f16, or auto: f16 for Q8_0 weights, f32 for F32 (llama-bench gets f16 either way: it has no f32 KV cache)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: entropix-bench speed [-shape stories110M] [-dtype q8_0|f32|both] [-kv auto|f32|f16] [-quick]\n\n"+
+		fmt.Fprintf(stderr, "usage: entropix-bench speed [-shape stories110M] [-dtype q8_0|q4_k|f32|both] [-kv auto|f32|f16] [-quick]\n\n"+
 			"Measures single-stream decode, the step time of B branches in one batch, prefill,\n"+
 			"fork cost and the KV memory of a tree on a model with random weights of a real shape,\n"+
 			"and prints markdown tables. With LLAMA_BENCH naming llama.cpp's llama-bench binary,\n"+
@@ -236,9 +238,9 @@ func versusLlama(ctx context.Context, bin string, m *model.Model, shape synth.Sh
 }
 
 func runGGUF(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gguf", "-shape NAME -dtype q8_0|f32 -o FILE", stderr)
+	fs := newFlagSet("gguf", "-shape NAME -dtype q8_0|q4_k|f32 -o FILE", stderr)
 	shapeName := fs.String("shape", "stories110M", "model shape: "+strings.Join(synth.Names(), ", "))
-	dtypeName := fs.String("dtype", "q8_0", "weight type: q8_0 or f32")
+	dtypeName := fs.String("dtype", "q8_0", "weight type: q8_0, q4_k or f32")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer.bin whose vocabulary the file carries (default: synthetic)")
 	out := fs.String("o", "", "output file (required)")

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
 func le16(xs ...uint16) []byte {
@@ -191,5 +193,36 @@ func BenchmarkDequantize(b *testing.B) {
 				Dequantize(typ, data, out)
 			}
 		})
+	}
+}
+
+// The kernels read Q4_K blocks as this package dequantizes them: an
+// encoded matrix's rows match Dequantize exactly.
+func TestQ4KMatRows(t *testing.T) {
+	rows, cols := 4, 512
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(math.Sin(float64(i))) * float32(1+i%7)
+	}
+	raw, err := kernels.EncodeQ4K(rows, cols, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, rows*cols)
+	if err := Dequantize(Q4_K, raw, want); err != nil {
+		t.Fatal(err)
+	}
+	m, err := kernels.NewQ4KMat(rows, cols, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, cols)
+	for r := range rows {
+		m.Row(got, r)
+		for c := range cols {
+			if got[c] != want[r*cols+c] {
+				t.Fatalf("row %d col %d: %g, Dequantize %g", r, c, got[c], want[r*cols+c])
+			}
+		}
 	}
 }

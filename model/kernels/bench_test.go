@@ -124,9 +124,15 @@ func benchMatMulFootprint(b *testing.B, footprint int64) {
 	r := rand.New(rand.NewPCG(7, 7))
 	rows, cols := 768, 2048
 	w := randVec(r, rows*cols)
-	for _, typ := range []DType{F32, Q8_0} {
+	for _, typ := range []DType{F32, Q8_0, Q4_K} {
 		var mats []*Mat
 		switch typ {
+		case Q4_K:
+			raw, _ := EncodeQ4K(rows, cols, w)
+			for i := 0; i < int(footprint)/len(raw); i++ {
+				m, _ := NewQ4KMat(rows, cols, append([]byte(nil), raw...))
+				mats = append(mats, m)
+			}
 		case F32:
 			copies := int(footprint) / (4 * rows * cols)
 			all := make([]float32, copies*rows*cols)

@@ -710,3 +710,31 @@ func badFloats(x []float32, done *int) bool {
 	*done = len(x) &^ 7
 	return badFloatsAVX2(&x[0], len(x))
 }
+
+var q4kTiles = [...]func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int){
+	q4kTile1AVX2, q4kTile2AVX2, q4kTile3AVX2, q4kTile4AVX2}
+
+// q4kRows computes output rows [r0, r1) of a Q4_K MatMul: the activation
+// rows in tiles of up to four, as even as can be, each tile one call over
+// the weight rows (one pass over them per tile: a weight row's blocks are
+// unpacked once for the tile's rows).
+func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	if f32Level < levelAVX2 {
+		q4kRowsGo(out, m, xq, n, r0, r1)
+		return
+	}
+	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
+	_ = m.kq[r1*m.kRow-1]
+	_ = xq[n*rb-1]
+	_ = out[(n-1)*m.Rows+r1-1]
+	t := (n + len(q4kTiles) - 1) / len(q4kTiles)
+	wide, nwide := n/t+1, n%t
+	if nwide == 0 {
+		wide, nwide = wide-1, t
+	}
+	for i, b := 0, 0; b < n; i++ {
+		nx := wide - min(1, i/nwide)
+		q4kTiles[nx-1](&m.kq[r0*m.kRow], &xq[b*rb], rb, nb, &out[b*m.Rows+r0], m.Rows, r1-r0)
+		b += nx
+	}
+}

@@ -80,3 +80,5 @@ func top2(x []float32) (float32, int, float32) { return top2Go(x) }
 func firstAbove(x []float32, thr float32) int { return 0 }
 
 func badFloats(x []float32, done *int) bool { return false }
+
+func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q4kRowsGo(out, m, xq, n, r0, r1) }

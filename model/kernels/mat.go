@@ -12,6 +12,7 @@ type DType uint8
 const (
 	F32  DType = iota // float32, row-major
 	Q8_0              // ggml Q8_0: blocks of 32 int8 with one float16 scale
+	Q4_K              // ggml Q4_K: super-blocks of 256 4-bit weights (q4k.go), as stored
 )
 
 func (t DType) String() string {
@@ -20,6 +21,8 @@ func (t DType) String() string {
 		return "F32"
 	case Q8_0:
 		return "Q8_0"
+	case Q4_K:
+		return "Q4_K"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(t))
 }
@@ -48,6 +51,10 @@ type Mat struct {
 	q8Stride int // bytes per panel
 
 	mem *weightChunk // the memory q8q lies in (weightmem.go)
+
+	// K-quants (Q4_K): the GGUF super-blocks, row-major, kRow bytes a row.
+	kq   []byte
+	kRow int
 }
 
 // NewF32Mat wraps row-major float32 weights (not copied).
@@ -126,6 +133,8 @@ func (m *Mat) Row(dst []float32, r int) {
 	switch m.Type {
 	case F32:
 		copy(dst[:m.Cols], m.f32[r*m.Cols:])
+	case Q4_K:
+		m.q4kRow(dst[:m.Cols], r)
 	case Q8_0:
 		nb := m.Cols / Q8BlockSize
 		dst = dst[:m.Cols]
@@ -141,7 +150,7 @@ func (m *Mat) Row(dst []float32, r int) {
 
 // Bytes is the memory the matrix's weights take.
 func (m *Mat) Bytes() int64 {
-	return int64(len(m.f32))*4 + int64(len(m.q8q))
+	return int64(len(m.f32))*4 + int64(len(m.q8q)) + int64(len(m.kq))
 }
 
 // MatMul computes out[b*Rows+r] = sum_i m[r,i] * x[b*Cols+i] for the n rows
@@ -192,6 +201,9 @@ func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
 		DefaultPool().matMul(j)
 		j.xq = nil
 		putQ8Scratch(s)
+	case Q4_K:
+		j.work /= 4
+		q4kMatMul(j)
 	}
 }
 
@@ -274,8 +286,11 @@ func newMatMulJob(fn string, mats []*Mat, outs [][]float32, n int) matMulJob {
 // (F32: 4 rows; Q8_0: two panels of 16); MatMul splits work across
 // threads in whole blocks.
 func (m *Mat) rowBlock() int {
-	if m.Type == Q8_0 {
+	switch m.Type {
+	case Q8_0:
 		return 2 * q8PanelRows
+	case Q4_K:
+		return 8
 	}
 	return 4
 }
@@ -312,6 +327,8 @@ func (j *matMulJob) Run(lo, hi int) {
 			f32Rows(j.out[i], j.x, m.f32, j.n, m.Rows, m.Cols, r0, r1)
 		case Q8_0:
 			q8Rows(j.out[i], m, j.xq, j.n, r0, r1)
+		case Q4_K:
+			q4kRows(j.out[i], m, j.xq, j.n, r0, r1)
 		}
 	}
 }

@@ -7994,3 +7994,907 @@ DATA quantlane0<>+52(SB)/4, $0x00000004
 DATA quantlane0<>+56(SB)/4, $0x00000008
 DATA quantlane0<>+60(SB)/4, $0x0000000c
 GLOBL quantlane0<>(SB), RODATA|NOPTR, $64
+
+// func q4kTile1AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·q4kTile1AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ nrows+48(FP), DX
+
+row:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	VXORPS Y0, Y0, Y0
+	MOVQ   nb+24(FP), SI
+
+blkloop:
+	TESTQ        SI, SI
+	JZ           blkdone
+	MOVL         4(AX), DI
+	MOVL         8(AX), R8
+	MOVL         12(AX), R9
+	MOVL         R9, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         DI, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R11
+	SHRL         $0x04, R9
+	ANDL         $0x0f0f0f0f, R9
+	MOVL         R8, R10
+	SHRL         $0x06, R10
+	ANDL         $0x03030303, R10
+	SHLL         $0x04, R10
+	ORL          R10, R9
+	ANDL         $0x3f3f3f3f, DI
+	ANDL         $0x3f3f3f3f, R8
+	MOVL         R11, R10
+	SHLQ         $0x20, R10
+	ORQ          DI, R10
+	MOVL         R9, DI
+	SHLQ         $0x20, DI
+	ORQ          R8, DI
+	VMOVQ        R10, X1
+	VPMOVZXBW    X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VMOVDQU      16(AX), Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y3
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y4
+	VPSHUFB      q4kconsts<>+32(SB), Y1, Y5
+	VPMADDUBSW   4(BX), Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPSHUFB      q4kconsts<>+64(SB), Y1, Y3
+	VPMADDUBSW   36(BX), Y4, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      48(AX), Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y3
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y4
+	VPSHUFB      q4kconsts<>+96(SB), Y1, Y5
+	VPMADDUBSW   68(BX), Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPSHUFB      q4kconsts<>+128(SB), Y1, Y3
+	VPMADDUBSW   100(BX), Y4, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      80(AX), Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y3
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y4
+	VPSHUFB      q4kconsts<>+160(SB), Y1, Y5
+	VPMADDUBSW   132(BX), Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPSHUFB      q4kconsts<>+192(SB), Y1, Y3
+	VPMADDUBSW   164(BX), Y4, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      112(AX), Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y3
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y4
+	VPSHUFB      q4kconsts<>+224(SB), Y1, Y5
+	VPMADDUBSW   196(BX), Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPSHUFB      q4kconsts<>+256(SB), Y1, Y3
+	VPMADDUBSW   228(BX), Y4, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVD        (AX), X1
+	VCVTPH2PS    X1, X1
+	VBROADCASTSS X1, Y3
+	VMOVSHDUP    X1, X1
+	VBROADCASTSS X1, Y4
+	VMOVQ        DI, X1
+	VPMOVZXBW    X1, X1
+	VMOVDQU      260(BX), X6
+	VMOVDQU      276(BX), X5
+	VPHADDW      X5, X6, X6
+	VPMADDWD     X1, X6, X6
+	VCVTDQ2PS    X6, X6
+	VBROADCASTSS (BX), Y5
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y3, Y5, Y3
+	VFMADD231PS  Y2, Y3, Y0
+	VMULPS       Y4, Y5, Y3
+	VFNMADD231PS Y6, Y3, Y0
+	ADDQ         $0x00000124, BX
+	ADDQ         $0x00000090, AX
+	DECQ         SI
+	JMP          blkloop
+
+blkdone:
+	MOVQ         CX, BX
+	MOVQ         ldo+40(FP), SI
+	SHLQ         $0x02, SI
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VSHUFPS      $0xee, X0, X0, X1
+	VADDPS       X1, X0, X0
+	VSHUFPS      $0x55, X0, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (BX)
+	ADDQ         $0x04, CX
+	DECQ         DX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+DATA q4kconsts<>+0(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+4(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+8(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+12(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+16(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+20(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+24(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+28(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+32(SB)/4, $0x01000100
+DATA q4kconsts<>+36(SB)/4, $0x01000100
+DATA q4kconsts<>+40(SB)/4, $0x01000100
+DATA q4kconsts<>+44(SB)/4, $0x01000100
+DATA q4kconsts<>+48(SB)/4, $0x01000100
+DATA q4kconsts<>+52(SB)/4, $0x01000100
+DATA q4kconsts<>+56(SB)/4, $0x01000100
+DATA q4kconsts<>+60(SB)/4, $0x01000100
+DATA q4kconsts<>+64(SB)/4, $0x03020302
+DATA q4kconsts<>+68(SB)/4, $0x03020302
+DATA q4kconsts<>+72(SB)/4, $0x03020302
+DATA q4kconsts<>+76(SB)/4, $0x03020302
+DATA q4kconsts<>+80(SB)/4, $0x03020302
+DATA q4kconsts<>+84(SB)/4, $0x03020302
+DATA q4kconsts<>+88(SB)/4, $0x03020302
+DATA q4kconsts<>+92(SB)/4, $0x03020302
+DATA q4kconsts<>+96(SB)/4, $0x05040504
+DATA q4kconsts<>+100(SB)/4, $0x05040504
+DATA q4kconsts<>+104(SB)/4, $0x05040504
+DATA q4kconsts<>+108(SB)/4, $0x05040504
+DATA q4kconsts<>+112(SB)/4, $0x05040504
+DATA q4kconsts<>+116(SB)/4, $0x05040504
+DATA q4kconsts<>+120(SB)/4, $0x05040504
+DATA q4kconsts<>+124(SB)/4, $0x05040504
+DATA q4kconsts<>+128(SB)/4, $0x07060706
+DATA q4kconsts<>+132(SB)/4, $0x07060706
+DATA q4kconsts<>+136(SB)/4, $0x07060706
+DATA q4kconsts<>+140(SB)/4, $0x07060706
+DATA q4kconsts<>+144(SB)/4, $0x07060706
+DATA q4kconsts<>+148(SB)/4, $0x07060706
+DATA q4kconsts<>+152(SB)/4, $0x07060706
+DATA q4kconsts<>+156(SB)/4, $0x07060706
+DATA q4kconsts<>+160(SB)/4, $0x09080908
+DATA q4kconsts<>+164(SB)/4, $0x09080908
+DATA q4kconsts<>+168(SB)/4, $0x09080908
+DATA q4kconsts<>+172(SB)/4, $0x09080908
+DATA q4kconsts<>+176(SB)/4, $0x09080908
+DATA q4kconsts<>+180(SB)/4, $0x09080908
+DATA q4kconsts<>+184(SB)/4, $0x09080908
+DATA q4kconsts<>+188(SB)/4, $0x09080908
+DATA q4kconsts<>+192(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+196(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+200(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+204(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+208(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+212(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+216(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+220(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+224(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+228(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+232(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+236(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+240(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+244(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+248(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+252(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+256(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+260(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+264(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+268(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+272(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+276(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+280(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+284(SB)/4, $0x0f0e0f0e
+GLOBL q4kconsts<>(SB), RODATA|NOPTR, $288
+
+// func q4kTile2AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·q4kTile2AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ nrows+48(FP), DX
+
+row:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	LEAQ   (BX)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   nb+24(FP), DI
+
+blkloop:
+	TESTQ        DI, DI
+	JZ           blkdone
+	MOVL         4(AX), R8
+	MOVL         8(AX), R9
+	MOVL         12(AX), R10
+	MOVL         R10, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R8, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R12
+	SHRL         $0x04, R10
+	ANDL         $0x0f0f0f0f, R10
+	MOVL         R9, R11
+	SHRL         $0x06, R11
+	ANDL         $0x03030303, R11
+	SHLL         $0x04, R11
+	ORL          R11, R10
+	ANDL         $0x3f3f3f3f, R8
+	ANDL         $0x3f3f3f3f, R9
+	MOVL         R12, R11
+	SHLQ         $0x20, R11
+	ORQ          R8, R11
+	MOVL         R10, R8
+	SHLQ         $0x20, R8
+	ORQ          R9, R8
+	VMOVQ        R11, X2
+	VPMOVZXBW    X2, X2
+	VINSERTI128  $0x01, X2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      16(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y5
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VPSHUFB      q4kconsts<>+32(SB), Y2, Y7
+	VPMADDUBSW   4(BX), Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPMADDUBSW   4(SI), Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSHUFB      q4kconsts<>+64(SB), Y2, Y5
+	VPMADDUBSW   36(BX), Y6, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   36(SI), Y6, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      48(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y5
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VPSHUFB      q4kconsts<>+96(SB), Y2, Y7
+	VPMADDUBSW   68(BX), Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPMADDUBSW   68(SI), Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSHUFB      q4kconsts<>+128(SB), Y2, Y5
+	VPMADDUBSW   100(BX), Y6, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   100(SI), Y6, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      80(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y5
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VPSHUFB      q4kconsts<>+160(SB), Y2, Y7
+	VPMADDUBSW   132(BX), Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPMADDUBSW   132(SI), Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSHUFB      q4kconsts<>+192(SB), Y2, Y5
+	VPMADDUBSW   164(BX), Y6, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   164(SI), Y6, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      112(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y5
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VPSHUFB      q4kconsts<>+224(SB), Y2, Y7
+	VPMADDUBSW   196(BX), Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VPMADDUBSW   196(SI), Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPSHUFB      q4kconsts<>+256(SB), Y2, Y5
+	VPMADDUBSW   228(BX), Y6, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   228(SI), Y6, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVD        (AX), X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, Y5
+	VMOVSHDUP    X2, X2
+	VBROADCASTSS X2, Y6
+	VMOVQ        R8, X2
+	VPMOVZXBW    X2, X2
+	VMOVDQU      260(BX), X9
+	VMOVDQU      276(BX), X7
+	VPHADDW      X7, X9, X9
+	VPMADDWD     X2, X9, X9
+	VCVTDQ2PS    X9, X9
+	VBROADCASTSS (BX), Y7
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y5, Y7, Y8
+	VFMADD231PS  Y3, Y8, Y0
+	VMULPS       Y6, Y7, Y8
+	VFNMADD231PS Y9, Y8, Y0
+	ADDQ         $0x00000124, BX
+	VMOVDQU      260(SI), X9
+	VMOVDQU      276(SI), X3
+	VPHADDW      X3, X9, X9
+	VPMADDWD     X2, X9, X9
+	VCVTDQ2PS    X9, X9
+	VBROADCASTSS (SI), Y3
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y5, Y3, Y5
+	VFMADD231PS  Y4, Y5, Y1
+	VMULPS       Y6, Y3, Y5
+	VFNMADD231PS Y9, Y5, Y1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000090, AX
+	DECQ         DI
+	JMP          blkloop
+
+blkdone:
+	MOVQ         CX, BX
+	MOVQ         ldo+40(FP), SI
+	SHLQ         $0x02, SI
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VSHUFPS      $0xee, X0, X0, X2
+	VADDPS       X2, X0, X0
+	VSHUFPS      $0x55, X0, X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0xee, X1, X1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0x55, X1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (BX)
+	ADDQ         $0x04, CX
+	DECQ         DX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4kTile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·q4kTile3AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ nrows+48(FP), DX
+
+row:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	LEAQ   (BX)(SI*1), DI
+	LEAQ   (DI)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   nb+24(FP), R8
+
+blkloop:
+	TESTQ        R8, R8
+	JZ           blkdone
+	MOVL         4(AX), R9
+	MOVL         8(AX), R10
+	MOVL         12(AX), R11
+	MOVL         R11, R13
+	ANDL         $0x0f0f0f0f, R13
+	MOVL         R9, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R13
+	SHRL         $0x04, R11
+	ANDL         $0x0f0f0f0f, R11
+	MOVL         R10, R12
+	SHRL         $0x06, R12
+	ANDL         $0x03030303, R12
+	SHLL         $0x04, R12
+	ORL          R12, R11
+	ANDL         $0x3f3f3f3f, R9
+	ANDL         $0x3f3f3f3f, R10
+	MOVL         R13, R12
+	SHLQ         $0x20, R12
+	ORQ          R9, R12
+	MOVL         R11, R9
+	SHLQ         $0x20, R9
+	ORQ          R10, R9
+	VMOVQ        R12, X3
+	VPMOVZXBW    X3, X3
+	VINSERTI128  $0x01, X3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      16(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VPSHUFB      q4kconsts<>+32(SB), Y3, Y9
+	VPMADDUBSW   4(BX), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   4(DI), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   4(SI), Y7, Y7
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSHUFB      q4kconsts<>+64(SB), Y3, Y7
+	VPMADDUBSW   36(BX), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   36(DI), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   36(SI), Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      48(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VPSHUFB      q4kconsts<>+96(SB), Y3, Y9
+	VPMADDUBSW   68(BX), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   68(DI), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   68(SI), Y7, Y7
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSHUFB      q4kconsts<>+128(SB), Y3, Y7
+	VPMADDUBSW   100(BX), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   100(DI), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   100(SI), Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      80(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VPSHUFB      q4kconsts<>+160(SB), Y3, Y9
+	VPMADDUBSW   132(BX), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   132(DI), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   132(SI), Y7, Y7
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSHUFB      q4kconsts<>+192(SB), Y3, Y7
+	VPMADDUBSW   164(BX), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   164(DI), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   164(SI), Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVDQU      112(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VPSHUFB      q4kconsts<>+224(SB), Y3, Y9
+	VPMADDUBSW   196(BX), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPMADDUBSW   196(DI), Y7, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDUBSW   196(SI), Y7, Y7
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSHUFB      q4kconsts<>+256(SB), Y3, Y7
+	VPMADDUBSW   228(BX), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   228(DI), Y8, Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   228(SI), Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VMOVD        (AX), X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y7
+	VMOVSHDUP    X3, X3
+	VBROADCASTSS X3, Y8
+	VMOVQ        R9, X3
+	VPMOVZXBW    X3, X3
+	VMOVDQU      260(BX), X11
+	VMOVDQU      276(BX), X9
+	VPHADDW      X9, X11, X11
+	VPMADDWD     X3, X11, X11
+	VCVTDQ2PS    X11, X11
+	VBROADCASTSS (BX), Y9
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y7, Y9, Y10
+	VFMADD231PS  Y4, Y10, Y0
+	VMULPS       Y8, Y9, Y10
+	VFNMADD231PS Y11, Y10, Y0
+	ADDQ         $0x00000124, BX
+	VMOVDQU      260(DI), X11
+	VMOVDQU      276(DI), X4
+	VPHADDW      X4, X11, X11
+	VPMADDWD     X3, X11, X11
+	VCVTDQ2PS    X11, X11
+	VBROADCASTSS (DI), Y4
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y7, Y4, Y9
+	VFMADD231PS  Y5, Y9, Y1
+	VMULPS       Y8, Y4, Y9
+	VFNMADD231PS Y11, Y9, Y1
+	ADDQ         $0x00000124, DI
+	VMOVDQU      260(SI), X11
+	VMOVDQU      276(SI), X4
+	VPHADDW      X4, X11, X11
+	VPMADDWD     X3, X11, X11
+	VCVTDQ2PS    X11, X11
+	VBROADCASTSS (SI), Y4
+	VCVTDQ2PS    Y6, Y5
+	VMULPS       Y7, Y4, Y6
+	VFMADD231PS  Y5, Y6, Y2
+	VMULPS       Y8, Y4, Y6
+	VFNMADD231PS Y11, Y6, Y2
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000090, AX
+	DECQ         R8
+	JMP          blkloop
+
+blkdone:
+	MOVQ         CX, BX
+	MOVQ         ldo+40(FP), SI
+	SHLQ         $0x02, SI
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VSHUFPS      $0xee, X0, X0, X3
+	VADDPS       X3, X0, X0
+	VSHUFPS      $0x55, X0, X0, X3
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0xee, X1, X1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0x55, X1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VSHUFPS      $0xee, X2, X2, X0
+	VADDPS       X0, X2, X2
+	VSHUFPS      $0x55, X2, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (BX)
+	ADDQ         $0x04, CX
+	DECQ         DX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4kTile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·q4kTile4AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ nrows+48(FP), DX
+
+row:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	LEAQ   (BX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   nb+24(FP), R9
+
+blkloop:
+	TESTQ        R9, R9
+	JZ           blkdone
+	MOVL         4(AX), R10
+	MOVL         8(AX), R11
+	MOVL         12(AX), R12
+	MOVL         R12, R14
+	ANDL         $0x0f0f0f0f, R14
+	MOVL         R10, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R14
+	SHRL         $0x04, R12
+	ANDL         $0x0f0f0f0f, R12
+	MOVL         R11, R13
+	SHRL         $0x06, R13
+	ANDL         $0x03030303, R13
+	SHLL         $0x04, R13
+	ORL          R13, R12
+	ANDL         $0x3f3f3f3f, R10
+	ANDL         $0x3f3f3f3f, R11
+	MOVL         R14, R13
+	SHLQ         $0x20, R13
+	ORQ          R10, R13
+	MOVL         R12, R10
+	SHLQ         $0x20, R10
+	ORQ          R11, R10
+	VMOVQ        R13, X4
+	VPMOVZXBW    X4, X4
+	VINSERTI128  $0x01, X4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VMOVDQU      16(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VPSHUFB      q4kconsts<>+32(SB), Y4, Y11
+	VPMADDUBSW   4(BX), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   4(DI), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   4(R8), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   4(SI), Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VPSHUFB      q4kconsts<>+64(SB), Y4, Y9
+	VPMADDUBSW   36(BX), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   36(DI), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   36(R8), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   36(SI), Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      48(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VPSHUFB      q4kconsts<>+96(SB), Y4, Y11
+	VPMADDUBSW   68(BX), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   68(DI), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   68(R8), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   68(SI), Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VPSHUFB      q4kconsts<>+128(SB), Y4, Y9
+	VPMADDUBSW   100(BX), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   100(DI), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   100(R8), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   100(SI), Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      80(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VPSHUFB      q4kconsts<>+160(SB), Y4, Y11
+	VPMADDUBSW   132(BX), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   132(DI), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   132(R8), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   132(SI), Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VPSHUFB      q4kconsts<>+192(SB), Y4, Y9
+	VPMADDUBSW   164(BX), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   164(DI), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   164(R8), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   164(SI), Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      112(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VPSHUFB      q4kconsts<>+224(SB), Y4, Y11
+	VPMADDUBSW   196(BX), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   196(DI), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   196(R8), Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   196(SI), Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VPSHUFB      q4kconsts<>+256(SB), Y4, Y9
+	VPMADDUBSW   228(BX), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   228(DI), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   228(R8), Y10, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   228(SI), Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VMOVD        (AX), X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y9
+	VMOVSHDUP    X4, X4
+	VBROADCASTSS X4, Y10
+	VMOVQ        R10, X4
+	VPMOVZXBW    X4, X4
+	VMOVDQU      260(BX), X13
+	VMOVDQU      276(BX), X11
+	VPHADDW      X11, X13, X13
+	VPMADDWD     X4, X13, X13
+	VCVTDQ2PS    X13, X13
+	VBROADCASTSS (BX), Y11
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y9, Y11, Y12
+	VFMADD231PS  Y5, Y12, Y0
+	VMULPS       Y10, Y11, Y12
+	VFNMADD231PS Y13, Y12, Y0
+	ADDQ         $0x00000124, BX
+	VMOVDQU      260(DI), X13
+	VMOVDQU      276(DI), X5
+	VPHADDW      X5, X13, X13
+	VPMADDWD     X4, X13, X13
+	VCVTDQ2PS    X13, X13
+	VBROADCASTSS (DI), Y5
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y9, Y5, Y11
+	VFMADD231PS  Y6, Y11, Y1
+	VMULPS       Y10, Y5, Y11
+	VFNMADD231PS Y13, Y11, Y1
+	ADDQ         $0x00000124, DI
+	VMOVDQU      260(R8), X13
+	VMOVDQU      276(R8), X5
+	VPHADDW      X5, X13, X13
+	VPMADDWD     X4, X13, X13
+	VCVTDQ2PS    X13, X13
+	VBROADCASTSS (R8), Y5
+	VCVTDQ2PS    Y7, Y6
+	VMULPS       Y9, Y5, Y7
+	VFMADD231PS  Y6, Y7, Y2
+	VMULPS       Y10, Y5, Y7
+	VFNMADD231PS Y13, Y7, Y2
+	ADDQ         $0x00000124, R8
+	VMOVDQU      260(SI), X13
+	VMOVDQU      276(SI), X5
+	VPHADDW      X5, X13, X13
+	VPMADDWD     X4, X13, X13
+	VCVTDQ2PS    X13, X13
+	VBROADCASTSS (SI), Y5
+	VCVTDQ2PS    Y8, Y6
+	VMULPS       Y9, Y5, Y7
+	VFMADD231PS  Y6, Y7, Y3
+	VMULPS       Y10, Y5, Y7
+	VFNMADD231PS Y13, Y7, Y3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000090, AX
+	DECQ         R9
+	JMP          blkloop
+
+blkdone:
+	MOVQ         CX, BX
+	MOVQ         ldo+40(FP), SI
+	SHLQ         $0x02, SI
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VSHUFPS      $0xee, X0, X0, X4
+	VADDPS       X4, X0, X0
+	VSHUFPS      $0x55, X0, X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0xee, X1, X1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0x55, X1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VSHUFPS      $0xee, X2, X2, X0
+	VADDPS       X0, X2, X2
+	VSHUFPS      $0x55, X2, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VSHUFPS      $0xee, X3, X3, X0
+	VADDPS       X0, X3, X3
+	VSHUFPS      $0x55, X3, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (BX)
+	ADDQ         $0x04, CX
+	DECQ         DX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET

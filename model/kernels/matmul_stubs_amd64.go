@@ -168,3 +168,23 @@ func q8PanelTile1x3AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float3
 //
 //go:noescape
 func quantQ8VNNI(x *float32, nb int, dst *byte)
+
+// q4kTile1AVX2 computes nrows Q4_K weight rows times 1 Q8_K activation rows.
+//
+//go:noescape
+func q4kTile1AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+
+// q4kTile2AVX2 computes nrows Q4_K weight rows times 2 Q8_K activation rows.
+//
+//go:noescape
+func q4kTile2AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+
+// q4kTile3AVX2 computes nrows Q4_K weight rows times 3 Q8_K activation rows.
+//
+//go:noescape
+func q4kTile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+
+// q4kTile4AVX2 computes nrows Q4_K weight rows times 4 Q8_K activation rows.
+//
+//go:noescape
+func q4kTile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)

@@ -109,8 +109,8 @@ func build(s Shape, dtype kernels.DType, seed uint64, raw bool) ([]*tensor, erro
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if dtype != kernels.F32 && dtype != kernels.Q8_0 {
-		return nil, fmt.Errorf("synth: weight type %v is not supported (want F32 or Q8_0)", dtype)
+	if dtype != kernels.F32 && dtype != kernels.Q8_0 && dtype != kernels.Q4_K {
+		return nil, fmt.Errorf("synth: weight type %v is not supported (want F32, Q8_0 or Q4_K)", dtype)
 	}
 	ts := tensors(s)
 	order := make([]int, len(ts))
@@ -153,7 +153,22 @@ func make1(t *tensor, ti int, dtype kernels.DType, seed uint64, raw bool) error 
 		return nil
 	}
 	var err error
-	if dtype == kernels.Q8_0 && t.quantizable() {
+	if dtype == kernels.Q4_K && t.cols%kernels.QKBlockSize == 0 {
+		t.typ = kernels.Q4_K
+		var q []byte
+		if q, err = kernels.EncodeQ4K(t.rows, t.cols, t.f32); err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		t.f32 = nil
+		if t.mat, err = kernels.NewQ4KMat(t.rows, t.cols, q); err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		if raw {
+			t.raw = q
+		}
+		return nil
+	}
+	if (dtype == kernels.Q8_0 || dtype == kernels.Q4_K) && t.quantizable() {
 		t.typ = kernels.Q8_0
 		var q []byte
 		if q, err = kernels.EncodeQ8(t.rows, t.cols, t.f32); err != nil {
@@ -190,8 +205,10 @@ func f32Bytes(x []float32) []byte {
 }
 
 // Generate builds a model of the given shape with random weights drawn from
-// seed, its matrices stored as dtype (kernels.F32 or kernels.Q8_0; under
-// Q8_0 a matrix whose rows are not a multiple of 32 long stays F32). The
+// seed, its matrices stored as dtype (kernels.F32, kernels.Q8_0 or
+// kernels.Q4_K; under Q8_0 a matrix whose rows are not a multiple of 32
+// long stays F32, under Q4_K one whose rows are not a multiple of 256 is
+// Q8_0, or F32 as under Q8_0). The
 // model's tokenizer is SyntheticVocab(shape.Vocab). The same arguments
 // always give the same model, the one WriteGGUF writes.
 func Generate(shape Shape, dtype kernels.DType, seed uint64) (*model.Model, error) {

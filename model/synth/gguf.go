@@ -9,10 +9,13 @@ import (
 	"github.com/entropix-search/entropix-search/model/tokenizer"
 )
 
-// ggml's general.file_type values for the two weight types.
+// ggml's general.file_type values for the weight types (Q4_K: every
+// matrix whose rows are a multiple of 256 long, like llama.cpp's Q4_K_S;
+// its Q4_K_M also keeps some in Q6_K).
 const (
-	fileTypeAllF32    = 0
-	fileTypeMostlyQ80 = 7
+	fileTypeAllF32     = 0
+	fileTypeMostlyQ80  = 7
+	fileTypeMostlyQ4KS = 14
 )
 
 // WriteGGUF writes the model Generate(shape, dtype, seed) builds as a GGUF
@@ -39,14 +42,20 @@ func WriteGGUF(w io.Writer, shape Shape, dtype kernels.DType, seed uint64, vocab
 		return err
 	}
 	fileType := uint32(fileTypeAllF32)
-	if dtype == kernels.Q8_0 {
+	switch dtype {
+	case kernels.Q8_0:
 		fileType = fileTypeMostlyQ80
+	case kernels.Q4_K:
+		fileType = fileTypeMostlyQ4KS
 	}
 	wts := make([]gguf.WriteTensor, len(ts))
 	for i, t := range ts {
 		typ := gguf.F32
-		if t.typ == kernels.Q8_0 {
+		switch t.typ {
+		case kernels.Q8_0:
 			typ = gguf.Q8_0
+		case kernels.Q4_K:
+			typ = gguf.Q4_K
 		}
 		wts[i] = writeTensor(t.name, t.rows, t.cols, t.vec, typ, t.raw)
 	}

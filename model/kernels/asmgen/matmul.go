@@ -40,6 +40,7 @@ func genMatMul() {
 		}
 	}
 	genQ8()
+	genQ4K()
 }
 
 // rowPtrs returns n pointers: base, base+stride, base+2*stride, ...

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// Q4_K super-block (144 bytes): float16 d, float16 dmin, 12 bytes of
+// packed 6-bit scales and mins, 128 bytes of nibbles. Q8_K activation
+// block (292 bytes, the kernels package's layout): float32 d, 256 int8
+// quants, 16 int16 sums of runs of 16. See q4k.go in the kernels package.
+const (
+	q4kBlock  = 144
+	q8kBlock  = 292
+	q8kQuants = 4
+	q8kSums   = 260
+	q4kNXMax  = 4 // activation rows per tile
+)
+
+var q4kConsts Mem
+var q4kConstsDone bool
+
+// q4kConstTable: 32 bytes of 0x0F, then 8 VPSHUFB controls of 32 bytes
+// that broadcast int16 word j of each 128-bit lane.
+func q4kConstTable() Mem {
+	if !q4kConstsDone {
+		q4kConsts = GLOBL("q4kconsts", RODATA|NOPTR)
+		for i := 0; i < 8; i++ {
+			DATA(4*i, U32(0x0F0F0F0F))
+		}
+		for j := 0; j < 8; j++ {
+			w := uint32(2*j) | uint32(2*j+1)<<8
+			for i := 0; i < 8; i++ {
+				DATA(32+32*j+4*i, U32(w|w<<16))
+			}
+		}
+		q4kConstsDone = true
+	}
+	return q4kConsts
+}
+
+// q4kTileAVX2 generates q4kTile{nx}AVX2(w *byte, x *byte, ldx int, nb int,
+// out *float32, ldo int, nrows int): for each of nrows consecutive Q4_K
+// weight rows (nb super-blocks each, no gap) its dot products with nx Q8_K activation rows
+// (ldx bytes apart) of nb super-blocks, out[j*ldo+r] for activation row
+// j and weight row r.
+//
+// Per super-block the scales and mins are unpacked once in general
+// registers (llama.cpp's three-word shuffle) and the nibbles once per 64
+// weights; per activation row VPMADDUBSW (nibbles unsigned, quants
+// signed: at most 2*15*127, no int16 overflow) then VPMADDWD by the
+// sub-block's scale sum into int32 lanes. At the block's end the sums
+// become float, times d*d_y, and the mins' term (the quants' run sums
+// paired, VPMADDWD by the mins) times dmin*d_y is taken off.
+func q4kTileAVX2(nx int) {
+	name := fmt.Sprintf("q4kTile%dAVX2", nx)
+	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes nrows Q4_K weight rows times %d Q8_K activation rows.", name, nx))
+	cst := q4kConstTable()
+	wp := Load(Param("w"), GP64()) // the weights, row after row
+	outp := Load(Param("out"), GP64())
+	nrows := Load(Param("nrows"), GP64())
+
+	Label("row")
+	TESTQ(nrows, nrows)
+	JZ(LabelRef("done"))
+	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
+	acc := make([]reg.VecVirtual, nx)
+	for j := range acc {
+		acc[j] = YMM()
+		VXORPS(acc[j], acc[j], acc[j])
+	}
+	nb := Load(Param("nb"), GP64())
+	countLoop("blk", nb, func() {
+		// Scales (bytes 0-7) and mins (bytes 8-15) from the 12 packed
+		// bytes u0, u1, u2.
+		u0, u1, u2, t := GP32(), GP32(), GP32(), GP32()
+		MOVL(Mem{Base: wp, Disp: 4}, u0)
+		MOVL(Mem{Base: wp, Disp: 8}, u1)
+		MOVL(Mem{Base: wp, Disp: 12}, u2)
+		sc1 := GP32() // scales 4-7: (u2 & 0x0f..) | ((u0 >> 6) & 0x03..) << 4
+		MOVL(u2, sc1)
+		ANDL(U32(0x0F0F0F0F), sc1)
+		MOVL(u0, t)
+		SHRL(U8(6), t)
+		ANDL(U32(0x03030303), t)
+		SHLL(U8(4), t)
+		ORL(t, sc1)
+		mn1 := GP32() // mins 4-7: ((u2 >> 4) & 0x0f..) | ((u1 >> 6) & 0x03..) << 4
+		MOVL(u2, mn1)
+		SHRL(U8(4), mn1)
+		ANDL(U32(0x0F0F0F0F), mn1)
+		MOVL(u1, t)
+		SHRL(U8(6), t)
+		ANDL(U32(0x03030303), t)
+		SHLL(U8(4), t)
+		ORL(t, mn1)
+		ANDL(U32(0x3F3F3F3F), u0) // scales 0-3
+		ANDL(U32(0x3F3F3F3F), u1) // mins 0-3
+		sc, mn := GP64(), GP64()
+		MOVL(sc1, sc.As32())
+		SHLQ(U8(32), sc)
+		ORQ(u0.As64(), sc)
+		MOVL(mn1, mn.As32())
+		SHLQ(U8(32), mn)
+		ORQ(u1.As64(), mn)
+		scales := YMM()
+		VMOVQ(sc, scales.AsX())
+		VPMOVZXBW(scales.AsX(), scales.AsX())
+		VINSERTI128(U8(1), scales.AsX(), scales, scales)
+
+		sumi := make([]reg.VecVirtual, nx)
+		for j := range sumi {
+			sumi[j] = YMM()
+			VPXOR(sumi[j], sumi[j], sumi[j])
+		}
+		for k := 0; k < 4; k++ {
+			lo, hi := YMM(), YMM()
+			VMOVDQU(Mem{Base: wp, Disp: 16 + 32*k}, hi)
+			VPAND(cst, hi, lo)
+			VPSRLW(U8(4), hi, hi)
+			VPAND(cst, hi, hi)
+			for h, q := range []reg.VecVirtual{lo, hi} {
+				s := YMM()
+				VPSHUFB(cst.Offset(32+32*(2*k+h)), scales, s)
+				for j := 0; j < nx; j++ {
+					p := YMM()
+					VPMADDUBSW(Mem{Base: xr[j], Disp: q8kQuants + 64*k + 32*h}, q, p)
+					VPMADDWD(s, p, p)
+					VPADDD(p, sumi[j], sumi[j])
+				}
+			}
+		}
+		// d and dmin, and the mins as int16.
+		dd := XMM()
+		VMOVD(Mem{Base: wp}, dd)
+		VCVTPH2PS(dd, dd)
+		dD, dM := YMM(), YMM()
+		VBROADCASTSS(dd, dD)
+		VMOVSHDUP(dd, dd)
+		VBROADCASTSS(dd, dM)
+		mins := XMM()
+		VMOVQ(mn, mins)
+		VPMOVZXBW(mins, mins)
+		for j := 0; j < nx; j++ {
+			ps, hs := XMM(), XMM()
+			VMOVDQU(Mem{Base: xr[j], Disp: q8kSums}, ps)
+			VMOVDQU(Mem{Base: xr[j], Disp: q8kSums + 16}, hs)
+			VPHADDW(hs, ps, ps) // the 8 sub-blocks' sums
+			VPMADDWD(mins, ps, ps)
+			VCVTDQ2PS(ps, ps) // 4 lanes; the upper ones are zero
+			dy, f := YMM(), YMM()
+			VBROADCASTSS(Mem{Base: xr[j]}, dy)
+			VCVTDQ2PS(sumi[j], f)
+			s := YMM()
+			VMULPS(dD, dy, s)
+			VFMADD231PS(f, s, acc[j])
+			VMULPS(dM, dy, s)
+			VFNMADD231PS(ps.AsY(), s, acc[j])
+			ADDQ(U32(q8kBlock), xr[j])
+		}
+		ADDQ(U32(q4kBlock), wp)
+	})
+	op := GP64()
+	MOVQ(outp, op)
+	ldo := loadStride("ldo", 2)
+	for j := 0; j < nx; j++ {
+		x := hsum(isaAVX2, acc[j])
+		VMOVSS(x, Mem{Base: op})
+		if j+1 < nx {
+			ADDQ(ldo, op)
+		}
+	}
+	ADDQ(U8(4), outp)
+	DECQ(nrows)
+	JMP(LabelRef("row"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+func genQ4K() {
+	for nx := 1; nx <= q4kNXMax; nx++ {
+		q4kTileAVX2(nx)
+	}
+}

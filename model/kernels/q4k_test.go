@@ -1,0 +1,97 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The Q4_K encoder keeps the weights to about a sixteenth of each
+// sub-block's range, and Row gives them back.
+func TestQ4KEncode(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	rows, cols := 3, 512
+	w := randVec(r, rows*cols)
+	raw, err := EncodeQ4K(rows, cols, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewQ4KMat(rows, cols, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Bytes() != int64(len(raw)) || len(raw) != rows*cols/256*144 {
+		t.Errorf("bytes %d, raw %d", m.Bytes(), len(raw))
+	}
+	row := make([]float32, cols)
+	for i := range rows {
+		m.Row(row, i)
+		for c := 0; c < cols; c += 32 {
+			lo, hi := float32(0), w[i*cols+c]
+			for _, v := range w[i*cols+c : i*cols+c+32] {
+				lo, hi = min(lo, v), max(hi, v)
+			}
+			for k := c; k < c+32; k++ {
+				if d := math.Abs(float64(row[k] - w[i*cols+k])); d > float64(hi-lo)/15 {
+					t.Fatalf("row %d col %d: %g for %g (range %g..%g)", i, k, row[k], w[i*cols+k], lo, hi)
+				}
+			}
+		}
+	}
+	if _, err := NewQ4KMat(2, 512, raw); err == nil {
+		t.Error("a short buffer was accepted")
+	}
+	if _, err := NewQ4KMat(1, 100, raw); err == nil {
+		t.Error("columns not a multiple of 256 were accepted")
+	}
+}
+
+// MatMul with Q4_K weights is the exact integer product with the Q8_K
+// activations (float64 reference from the dequantized weights), at every
+// level and batch size.
+func TestQ4KMatMul(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, cols := range []int{256, 768} {
+		for _, rows := range []int{1, 7, 16, 45} {
+			w := randVec(r, rows*cols)
+			raw, _ := EncodeQ4K(rows, cols, w)
+			m, _ := NewQ4KMat(rows, cols, raw)
+			deq := make([]float32, rows*cols)
+			for i := range rows {
+				m.Row(deq[i*cols:(i+1)*cols], i)
+			}
+			for _, n := range []int{1, 2, 3, 4, 5, 9, 16} {
+				x := randVec(r, n*cols)
+				xq := make([]byte, n*q8kBytes(cols))
+				for j := range n {
+					quantizeQ8KRow(xq[j*q8kBytes(cols):], x[j*cols:(j+1)*cols])
+				}
+				for _, l := range f32Levels() {
+					out := make([]float32, n*rows+1)
+					out[n*rows] = 42
+					withLevels(t, l, q8Level, func() { m.MatMul(out, x, n) })
+					if out[n*rows] != 42 {
+						t.Fatalf("%v: wrote past the output", l)
+					}
+					for j := range n {
+						yb := xq[j*q8kBytes(cols):]
+						for i := range rows {
+							var want, abs float64
+							for c := range cols {
+								blk := yb[c/256*q8kBlockBytes:]
+								dy := float64(math.Float32frombits(binary.LittleEndian.Uint32(blk)))
+								v := float64(deq[i*cols+c]) * dy * float64(int8(blk[q8kQuantOff+c%256]))
+								want += v
+								abs += math.Abs(v)
+							}
+							if got := float64(out[j*rows+i]); math.Abs(got-want) > 1e-5*abs+1e-6 {
+								t.Fatalf("%v %dx%d n=%d: out[%d][%d] = %g, want %g", l, rows, cols, n, j, i, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
