@@ -110,14 +110,14 @@ func (g *ggufLoader) vec(name string, n int) []float32 {
 	return nil
 }
 
-// nativeQ4K keeps Q4_K weights as stored (tests turn it off to compare
-// with the re-quantized path).
+// nativeQ4K keeps Q4_K and Q6_K weights as stored (tests turn it off to
+// compare with the re-quantized path).
 var nativeQ4K = true
 
 // mat binds a rows x cols weight matrix. F32 weights are used in place;
-// Q8_0 weights are unpacked for the kernels; Q4_K weights are used as the
-// file stores them (mmapped, not copied; rows a multiple of 256 long);
-// F16 and BF16 are widened to F32; other quantizations (Q4_0, Q6_K, ...)
+// Q8_0 weights are unpacked for the kernels; Q4_K and Q6_K weights are used
+// as the file stores them (mmapped, not copied; rows a multiple of 256
+// long); F16 and BF16 are widened to F32; other quantizations (Q4_0, Q5_K, ...)
 // are dequantized and re-quantized to Q8_0, which keeps their precision
 // at a little more memory. Anything else is an error naming the type.
 func (g *ggufLoader) mat(name string, rows, cols int) *kernels.Mat {
@@ -137,14 +137,19 @@ func (g *ggufLoader) mat(name string, rows, cols int) *kernels.Mat {
 		if w := g.floats(t); w != nil {
 			m, err = kernels.NewF32Mat(rows, cols, w)
 		}
-	case gguf.Q4_K:
-		if cols%kernels.QKBlockSize == 0 && nativeQ4K {
+	case gguf.Q4_K, gguf.Q6_K:
+		switch {
+		case cols%kernels.QKBlockSize == 0 && nativeQ4K && t.Type == gguf.Q4_K:
 			// Kept as stored: the file's memory map, nothing copied.
 			m, err = kernels.NewQ4KMat(rows, cols, g.f.TensorData(t))
-		} else if w := g.floats(t); w != nil {
-			m, err = kernels.QuantizeQ8(rows, cols, w)
+		case cols%kernels.QKBlockSize == 0 && nativeQ4K:
+			m, err = kernels.NewQ6KMat(rows, cols, g.f.TensorData(t))
+		default:
+			if w := g.floats(t); w != nil {
+				m, err = kernels.QuantizeQ8(rows, cols, w)
+			}
 		}
-	case gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q6_K:
+	case gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1:
 		if w := g.floats(t); w != nil {
 			m, err = kernels.QuantizeQ8(rows, cols, w)
 		}

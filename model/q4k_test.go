@@ -34,7 +34,7 @@ func logitsOf(t *testing.T, m *model.Model, toks []int) []float32 {
 	return slices.Clone(out.Logits(len(toks) - 1))
 }
 
-// A Q4_K file runs on its own bytes: its matrices keep the file's size,
+// A Q4_K_M file (Q4_K and Q6_K) runs on its own bytes: its matrices keep the file's size,
 // and its logits agree with the same file re-quantized to Q8_0 (the two
 // differ only in how the activations are quantized).
 func TestQ4KFile(t *testing.T) {
@@ -54,12 +54,17 @@ func TestQ4KFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer native.Close()
-	if got := native.FileTypes(); !slices.Contains(got, "Q4_K") {
+	if got := native.FileTypes(); !slices.Contains(got, "Q4_K") || !slices.Contains(got, "Q6_K") {
 		t.Fatalf("file types %v", got)
 	}
 	l0 := native.Weights.Layers[0]
 	if l0.Wq.Type != kernels.Q4_K || l0.Wq.Bytes() != int64(256*256/256*144) {
 		t.Fatalf("Wq is %v of %d bytes", l0.Wq.Type, l0.Wq.Bytes())
+	}
+	// llama.cpp's Q4_K_M mix: attn_v and ffn_down in Q6_K in the last
+	// eighth of the layers (here layer 1) and some others.
+	if l1 := native.Weights.Layers[1]; l0.Wv.Type != kernels.Q4_K || l1.Wv.Type != kernels.Q6_K || l1.W2.Type != kernels.Q6_K {
+		t.Fatalf("Wv %v and %v, W2 %v: want Q4_K, Q6_K, Q6_K", l0.Wv.Type, l1.Wv.Type, l1.W2.Type)
 	}
 	model.SetNativeQ4K(false)
 	requant, err := model.Load(path, "")

@@ -226,3 +226,33 @@ func TestQ4KMatRows(t *testing.T) {
 		}
 	}
 }
+
+// And Q6_K's.
+func TestQ6KMatRows(t *testing.T) {
+	rows, cols := 3, 512
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(math.Cos(float64(i))) * float32(1+i%5)
+	}
+	raw, err := kernels.EncodeQ6K(rows, cols, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, rows*cols)
+	if err := Dequantize(Q6_K, raw, want); err != nil {
+		t.Fatal(err)
+	}
+	m, err := kernels.NewQ6KMat(rows, cols, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, cols)
+	for r := range rows {
+		m.Row(got, r)
+		for c := range cols {
+			if got[c] != want[r*cols+c] {
+				t.Fatalf("row %d col %d: %g, Dequantize %g", r, c, got[c], want[r*cols+c])
+			}
+		}
+	}
+}

@@ -711,8 +711,19 @@ func badFloats(x []float32, done *int) bool {
 	return badFloatsAVX2(&x[0], len(x))
 }
 
-var q4kTiles = [...]func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int){
-	q4kTile1AVX2, q4kTile2AVX2, q4kTile3AVX2, q4kTile4AVX2}
+type kTileFunc = func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+
+var q4kTiles = [...]kTileFunc{q4kTile1AVX2, q4kTile2AVX2, q4kTile3AVX2, q4kTile4AVX2}
+
+var q6kTiles = [...]kTileFunc{q6kTile1AVX2, q6kTile2AVX2, q6kTile3AVX2, q6kTile4AVX2}
+
+func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	if f32Level < levelAVX2 {
+		q6kRowsGo(out, m, xq, n, r0, r1)
+		return
+	}
+	kRowsTiles(&q6kTiles, out, m, xq, n, r0, r1)
+}
 
 // q4kRows computes output rows [r0, r1) of a Q4_K MatMul: the activation
 // rows in tiles of up to four, as even as can be, each tile one call over
@@ -723,18 +734,23 @@ func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		q4kRowsGo(out, m, xq, n, r0, r1)
 		return
 	}
+	kRowsTiles(&q4kTiles, out, m, xq, n, r0, r1)
+}
+
+// kRowsTiles runs a K-quant kernel's tiles over output rows [r0, r1).
+func kRowsTiles(tiles *[4]kTileFunc, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
 	_ = m.kq[r1*m.kRow-1]
 	_ = xq[n*rb-1]
 	_ = out[(n-1)*m.Rows+r1-1]
-	t := (n + len(q4kTiles) - 1) / len(q4kTiles)
+	t := (n + len(tiles) - 1) / len(tiles)
 	wide, nwide := n/t+1, n%t
 	if nwide == 0 {
 		wide, nwide = wide-1, t
 	}
 	for i, b := 0, 0; b < n; i++ {
 		nx := wide - min(1, i/nwide)
-		q4kTiles[nx-1](&m.kq[r0*m.kRow], &xq[b*rb], rb, nb, &out[b*m.Rows+r0], m.Rows, r1-r0)
+		tiles[nx-1](&m.kq[r0*m.kRow], &xq[b*rb], rb, nb, &out[b*m.Rows+r0], m.Rows, r1-r0)
 		b += nx
 	}
 }

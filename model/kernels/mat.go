@@ -13,6 +13,7 @@ const (
 	F32  DType = iota // float32, row-major
 	Q8_0              // ggml Q8_0: blocks of 32 int8 with one float16 scale
 	Q4_K              // ggml Q4_K: super-blocks of 256 4-bit weights (q4k.go), as stored
+	Q6_K              // ggml Q6_K: super-blocks of 256 6-bit weights (q6k.go), as stored
 )
 
 func (t DType) String() string {
@@ -23,6 +24,8 @@ func (t DType) String() string {
 		return "Q8_0"
 	case Q4_K:
 		return "Q4_K"
+	case Q6_K:
+		return "Q6_K"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(t))
 }
@@ -52,7 +55,7 @@ type Mat struct {
 
 	mem *weightChunk // the memory q8q lies in (weightmem.go)
 
-	// K-quants (Q4_K): the GGUF super-blocks, row-major, kRow bytes a row.
+	// K-quants (Q4_K, Q6_K): the GGUF super-blocks, row-major, kRow bytes a row.
 	kq   []byte
 	kRow int
 }
@@ -135,6 +138,8 @@ func (m *Mat) Row(dst []float32, r int) {
 		copy(dst[:m.Cols], m.f32[r*m.Cols:])
 	case Q4_K:
 		m.q4kRow(dst[:m.Cols], r)
+	case Q6_K:
+		m.q6kRow(dst[:m.Cols], r)
 	case Q8_0:
 		nb := m.Cols / Q8BlockSize
 		dst = dst[:m.Cols]
@@ -201,9 +206,9 @@ func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
 		DefaultPool().matMul(j)
 		j.xq = nil
 		putQ8Scratch(s)
-	case Q4_K:
+	case Q4_K, Q6_K:
 		j.work /= 4
-		q4kMatMul(j)
+		kMatMul(j)
 	}
 }
 
@@ -289,7 +294,7 @@ func (m *Mat) rowBlock() int {
 	switch m.Type {
 	case Q8_0:
 		return 2 * q8PanelRows
-	case Q4_K:
+	case Q4_K, Q6_K:
 		return 8
 	}
 	return 4
@@ -329,6 +334,8 @@ func (j *matMulJob) Run(lo, hi int) {
 			q8Rows(j.out[i], m, j.xq, j.n, r0, r1)
 		case Q4_K:
 			q4kRows(j.out[i], m, j.xq, j.n, r0, r1)
+		case Q6_K:
+			q6kRows(j.out[i], m, j.xq, j.n, r0, r1)
 		}
 	}
 }

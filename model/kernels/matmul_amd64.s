@@ -8898,3 +8898,871 @@ blkdone:
 done:
 	VZEROUPPER
 	RET
+
+// func q6kTile1AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·q6kTile1AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ nrows+48(FP), DX
+
+row:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	VXORPS Y0, Y0, Y0
+	MOVQ   nb+24(FP), SI
+
+blkloop:
+	TESTQ        SI, SI
+	JZ           blkdone
+	VPMOVSXBW    192(AX), Y1
+	VPMADDWD     260(BX), Y1, Y1
+	VPSLLD       $0x05, Y1, Y1
+	VPXOR        Y3, Y3, Y3
+	VPSUBD       Y1, Y3, Y1
+	VMOVDQU      (AX), Y3
+	VMOVDQU      32(AX), Y4
+	VMOVDQU      128(AX), Y5
+	VPAND        q6kconsts<>+0(SB), Y3, Y6
+	VPAND        q6kconsts<>+32(SB), Y5, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTW 192(AX), X7
+	VPMOVSXBW    X7, Y7
+	VPSHUFB      q6kconsts<>+128(SB), Y7, Y7
+	VPMADDUBSW   4(BX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	VPAND        q6kconsts<>+0(SB), Y4, Y6
+	VPAND        q6kconsts<>+64(SB), Y5, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTW 194(AX), X7
+	VPMOVSXBW    X7, Y7
+	VPSHUFB      q6kconsts<>+128(SB), Y7, Y7
+	VPMADDUBSW   36(BX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q6kconsts<>+0(SB), Y3, Y3
+	VPAND        q6kconsts<>+96(SB), Y5, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTW 196(AX), X6
+	VPMOVSXBW    X6, Y6
+	VPSHUFB      q6kconsts<>+128(SB), Y6, Y6
+	VPMADDUBSW   68(BX), Y3, Y3
+	VPMADDWD     Y6, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VPSRLW       $0x04, Y4, Y3
+	VPAND        q6kconsts<>+0(SB), Y3, Y3
+	VPSRLW       $0x02, Y5, Y4
+	VPAND        q6kconsts<>+96(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPBROADCASTW 198(AX), X4
+	VPMOVSXBW    X4, Y4
+	VPSHUFB      q6kconsts<>+128(SB), Y4, Y4
+	VPMADDUBSW   100(BX), Y3, Y3
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VMOVDQU      64(AX), Y3
+	VMOVDQU      96(AX), Y4
+	VMOVDQU      160(AX), Y5
+	VPAND        q6kconsts<>+0(SB), Y3, Y6
+	VPAND        q6kconsts<>+32(SB), Y5, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTW 200(AX), X7
+	VPMOVSXBW    X7, Y7
+	VPSHUFB      q6kconsts<>+128(SB), Y7, Y7
+	VPMADDUBSW   132(BX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	VPAND        q6kconsts<>+0(SB), Y4, Y6
+	VPAND        q6kconsts<>+64(SB), Y5, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTW 202(AX), X7
+	VPMOVSXBW    X7, Y7
+	VPSHUFB      q6kconsts<>+128(SB), Y7, Y7
+	VPMADDUBSW   164(BX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y1, Y1
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q6kconsts<>+0(SB), Y3, Y3
+	VPAND        q6kconsts<>+96(SB), Y5, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTW 204(AX), X6
+	VPMOVSXBW    X6, Y6
+	VPSHUFB      q6kconsts<>+128(SB), Y6, Y6
+	VPMADDUBSW   196(BX), Y3, Y3
+	VPMADDWD     Y6, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VPSRLW       $0x04, Y4, Y3
+	VPAND        q6kconsts<>+0(SB), Y3, Y3
+	VPSRLW       $0x02, Y5, Y4
+	VPAND        q6kconsts<>+96(SB), Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPBROADCASTW 206(AX), X4
+	VPMOVSXBW    X4, Y4
+	VPSHUFB      q6kconsts<>+128(SB), Y4, Y4
+	VPMADDUBSW   228(BX), Y3, Y3
+	VPMADDWD     Y4, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VPINSRW      $0x00, 208(AX), X2, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, Y3
+	VBROADCASTSS (BX), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y4, Y0
+	ADDQ         $0x00000124, BX
+	ADDQ         $0x000000d2, AX
+	DECQ         SI
+	JMP          blkloop
+
+blkdone:
+	MOVQ         CX, BX
+	MOVQ         ldo+40(FP), SI
+	SHLQ         $0x02, SI
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VSHUFPS      $0xee, X0, X0, X1
+	VADDPS       X1, X0, X0
+	VSHUFPS      $0x55, X0, X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (BX)
+	ADDQ         $0x04, CX
+	DECQ         DX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+DATA q6kconsts<>+0(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+4(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+8(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+12(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+16(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+20(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+24(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+28(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+32(SB)/4, $0x03030303
+DATA q6kconsts<>+36(SB)/4, $0x03030303
+DATA q6kconsts<>+40(SB)/4, $0x03030303
+DATA q6kconsts<>+44(SB)/4, $0x03030303
+DATA q6kconsts<>+48(SB)/4, $0x03030303
+DATA q6kconsts<>+52(SB)/4, $0x03030303
+DATA q6kconsts<>+56(SB)/4, $0x03030303
+DATA q6kconsts<>+60(SB)/4, $0x03030303
+DATA q6kconsts<>+64(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+68(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+72(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+76(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+80(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+84(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+88(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+92(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+96(SB)/4, $0x30303030
+DATA q6kconsts<>+100(SB)/4, $0x30303030
+DATA q6kconsts<>+104(SB)/4, $0x30303030
+DATA q6kconsts<>+108(SB)/4, $0x30303030
+DATA q6kconsts<>+112(SB)/4, $0x30303030
+DATA q6kconsts<>+116(SB)/4, $0x30303030
+DATA q6kconsts<>+120(SB)/4, $0x30303030
+DATA q6kconsts<>+124(SB)/4, $0x30303030
+DATA q6kconsts<>+128(SB)/4, $0x01000100
+DATA q6kconsts<>+132(SB)/4, $0x01000100
+DATA q6kconsts<>+136(SB)/4, $0x01000100
+DATA q6kconsts<>+140(SB)/4, $0x01000100
+DATA q6kconsts<>+144(SB)/4, $0x03020302
+DATA q6kconsts<>+148(SB)/4, $0x03020302
+DATA q6kconsts<>+152(SB)/4, $0x03020302
+DATA q6kconsts<>+156(SB)/4, $0x03020302
+GLOBL q6kconsts<>(SB), RODATA|NOPTR, $160
+
+// func q6kTile2AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·q6kTile2AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ nrows+48(FP), DX
+
+row:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	LEAQ   (BX)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   nb+24(FP), DI
+
+blkloop:
+	TESTQ        DI, DI
+	JZ           blkdone
+	VPMOVSXBW    192(AX), Y2
+	VPMADDWD     260(BX), Y2, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y3, Y4, Y3
+	VPMADDWD     260(SI), Y2, Y2
+	VPSLLD       $0x05, Y2, Y2
+	VPXOR        Y4, Y4, Y4
+	VPSUBD       Y2, Y4, Y2
+	VMOVDQU      (AX), Y4
+	VMOVDQU      32(AX), Y6
+	VMOVDQU      128(AX), Y7
+	VPAND        q6kconsts<>+0(SB), Y4, Y8
+	VPAND        q6kconsts<>+32(SB), Y7, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTW 192(AX), X9
+	VPMOVSXBW    X9, Y9
+	VPSHUFB      q6kconsts<>+128(SB), Y9, Y9
+	VPMADDUBSW   4(BX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   4(SI), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VPAND        q6kconsts<>+0(SB), Y6, Y8
+	VPAND        q6kconsts<>+64(SB), Y7, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTW 194(AX), X9
+	VPMOVSXBW    X9, Y9
+	VPSHUFB      q6kconsts<>+128(SB), Y9, Y9
+	VPMADDUBSW   36(BX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   36(SI), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        q6kconsts<>+0(SB), Y4, Y4
+	VPAND        q6kconsts<>+96(SB), Y7, Y8
+	VPOR         Y8, Y4, Y4
+	VPBROADCASTW 196(AX), X8
+	VPMOVSXBW    X8, Y8
+	VPSHUFB      q6kconsts<>+128(SB), Y8, Y8
+	VPMADDUBSW   68(BX), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   68(SI), Y4, Y4
+	VPMADDWD     Y8, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x04, Y6, Y4
+	VPAND        q6kconsts<>+0(SB), Y4, Y4
+	VPSRLW       $0x02, Y7, Y6
+	VPAND        q6kconsts<>+96(SB), Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPBROADCASTW 198(AX), X6
+	VPMOVSXBW    X6, Y6
+	VPSHUFB      q6kconsts<>+128(SB), Y6, Y6
+	VPMADDUBSW   100(BX), Y4, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   100(SI), Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      64(AX), Y4
+	VMOVDQU      96(AX), Y6
+	VMOVDQU      160(AX), Y7
+	VPAND        q6kconsts<>+0(SB), Y4, Y8
+	VPAND        q6kconsts<>+32(SB), Y7, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTW 200(AX), X9
+	VPMOVSXBW    X9, Y9
+	VPSHUFB      q6kconsts<>+128(SB), Y9, Y9
+	VPMADDUBSW   132(BX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   132(SI), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VPAND        q6kconsts<>+0(SB), Y6, Y8
+	VPAND        q6kconsts<>+64(SB), Y7, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTW 202(AX), X9
+	VPMOVSXBW    X9, Y9
+	VPSHUFB      q6kconsts<>+128(SB), Y9, Y9
+	VPMADDUBSW   164(BX), Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPMADDUBSW   164(SI), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        q6kconsts<>+0(SB), Y4, Y4
+	VPAND        q6kconsts<>+96(SB), Y7, Y8
+	VPOR         Y8, Y4, Y4
+	VPBROADCASTW 204(AX), X8
+	VPMOVSXBW    X8, Y8
+	VPSHUFB      q6kconsts<>+128(SB), Y8, Y8
+	VPMADDUBSW   196(BX), Y4, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   196(SI), Y4, Y4
+	VPMADDWD     Y8, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPSRLW       $0x04, Y6, Y4
+	VPAND        q6kconsts<>+0(SB), Y4, Y4
+	VPSRLW       $0x02, Y7, Y6
+	VPAND        q6kconsts<>+96(SB), Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPBROADCASTW 206(AX), X6
+	VPMOVSXBW    X6, Y6
+	VPSHUFB      q6kconsts<>+128(SB), Y6, Y6
+	VPMADDUBSW   228(BX), Y4, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDUBSW   228(SI), Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPINSRW      $0x00, 208(AX), X5, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y4
+	VBROADCASTSS (BX), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y6, Y0
+	ADDQ         $0x00000124, BX
+	VBROADCASTSS (SI), Y3
+	VMULPS       Y4, Y3, Y3
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x000000d2, AX
+	DECQ         DI
+	JMP          blkloop
+
+blkdone:
+	MOVQ         CX, BX
+	MOVQ         ldo+40(FP), SI
+	SHLQ         $0x02, SI
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VSHUFPS      $0xee, X0, X0, X2
+	VADDPS       X2, X0, X0
+	VSHUFPS      $0x55, X0, X0, X2
+	VADDSS       X2, X0, X0
+	VMOVSS       X0, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0xee, X1, X1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0x55, X1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (BX)
+	ADDQ         $0x04, CX
+	DECQ         DX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func q6kTile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·q6kTile3AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ nrows+48(FP), DX
+
+row:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	LEAQ   (BX)(SI*1), DI
+	LEAQ   (DI)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   nb+24(FP), R8
+
+blkloop:
+	TESTQ        R8, R8
+	JZ           blkdone
+	VPMOVSXBW    192(AX), Y3
+	VPMADDWD     260(BX), Y3, Y4
+	VPSLLD       $0x05, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPSUBD       Y4, Y5, Y4
+	VPMADDWD     260(DI), Y3, Y5
+	VPSLLD       $0x05, Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y5, Y7, Y5
+	VPMADDWD     260(SI), Y3, Y3
+	VPSLLD       $0x05, Y3, Y3
+	VPXOR        Y7, Y7, Y7
+	VPSUBD       Y3, Y7, Y3
+	VMOVDQU      (AX), Y7
+	VMOVDQU      32(AX), Y8
+	VMOVDQU      128(AX), Y9
+	VPAND        q6kconsts<>+0(SB), Y7, Y10
+	VPAND        q6kconsts<>+32(SB), Y9, Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTW 192(AX), X11
+	VPMOVSXBW    X11, Y11
+	VPSHUFB      q6kconsts<>+128(SB), Y11, Y11
+	VPMADDUBSW   4(BX), Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VPMADDUBSW   4(DI), Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   4(SI), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPAND        q6kconsts<>+0(SB), Y8, Y10
+	VPAND        q6kconsts<>+64(SB), Y9, Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTW 194(AX), X11
+	VPMOVSXBW    X11, Y11
+	VPSHUFB      q6kconsts<>+128(SB), Y11, Y11
+	VPMADDUBSW   36(BX), Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VPMADDUBSW   36(DI), Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   36(SI), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        q6kconsts<>+0(SB), Y7, Y7
+	VPAND        q6kconsts<>+96(SB), Y9, Y10
+	VPOR         Y10, Y7, Y7
+	VPBROADCASTW 196(AX), X10
+	VPMOVSXBW    X10, Y10
+	VPSHUFB      q6kconsts<>+128(SB), Y10, Y10
+	VPMADDUBSW   68(BX), Y7, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   68(DI), Y7, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   68(SI), Y7, Y7
+	VPMADDWD     Y10, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        q6kconsts<>+0(SB), Y7, Y7
+	VPSRLW       $0x02, Y9, Y8
+	VPAND        q6kconsts<>+96(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTW 198(AX), X8
+	VPMOVSXBW    X8, Y8
+	VPSHUFB      q6kconsts<>+128(SB), Y8, Y8
+	VPMADDUBSW   100(BX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   100(DI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   100(SI), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VMOVDQU      64(AX), Y7
+	VMOVDQU      96(AX), Y8
+	VMOVDQU      160(AX), Y9
+	VPAND        q6kconsts<>+0(SB), Y7, Y10
+	VPAND        q6kconsts<>+32(SB), Y9, Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTW 200(AX), X11
+	VPMOVSXBW    X11, Y11
+	VPSHUFB      q6kconsts<>+128(SB), Y11, Y11
+	VPMADDUBSW   132(BX), Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VPMADDUBSW   132(DI), Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   132(SI), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPAND        q6kconsts<>+0(SB), Y8, Y10
+	VPAND        q6kconsts<>+64(SB), Y9, Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTW 202(AX), X11
+	VPMOVSXBW    X11, Y11
+	VPSHUFB      q6kconsts<>+128(SB), Y11, Y11
+	VPMADDUBSW   164(BX), Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VPMADDUBSW   164(DI), Y10, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   164(SI), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y3, Y3
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        q6kconsts<>+0(SB), Y7, Y7
+	VPAND        q6kconsts<>+96(SB), Y9, Y10
+	VPOR         Y10, Y7, Y7
+	VPBROADCASTW 204(AX), X10
+	VPMOVSXBW    X10, Y10
+	VPSHUFB      q6kconsts<>+128(SB), Y10, Y10
+	VPMADDUBSW   196(BX), Y7, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPMADDUBSW   196(DI), Y7, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   196(SI), Y7, Y7
+	VPMADDWD     Y10, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPSRLW       $0x04, Y8, Y7
+	VPAND        q6kconsts<>+0(SB), Y7, Y7
+	VPSRLW       $0x02, Y9, Y8
+	VPAND        q6kconsts<>+96(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPBROADCASTW 206(AX), X8
+	VPMOVSXBW    X8, Y8
+	VPSHUFB      q6kconsts<>+128(SB), Y8, Y8
+	VPMADDUBSW   228(BX), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDUBSW   228(DI), Y7, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VPMADDUBSW   228(SI), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPINSRW      $0x00, 208(AX), X6, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y7
+	VBROADCASTSS (BX), Y8
+	VMULPS       Y7, Y8, Y8
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y8, Y0
+	ADDQ         $0x00000124, BX
+	VBROADCASTSS (DI), Y4
+	VMULPS       Y7, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         $0x00000124, DI
+	VBROADCASTSS (SI), Y4
+	VMULPS       Y7, Y4, Y4
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y4, Y2
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x000000d2, AX
+	DECQ         R8
+	JMP          blkloop
+
+blkdone:
+	MOVQ         CX, BX
+	MOVQ         ldo+40(FP), SI
+	SHLQ         $0x02, SI
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VSHUFPS      $0xee, X0, X0, X3
+	VADDPS       X3, X0, X0
+	VSHUFPS      $0x55, X0, X0, X3
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0xee, X1, X1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0x55, X1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VSHUFPS      $0xee, X2, X2, X0
+	VADDPS       X0, X2, X2
+	VSHUFPS      $0x55, X2, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (BX)
+	ADDQ         $0x04, CX
+	DECQ         DX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET
+
+// func q6kTile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·q6kTile4AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ nrows+48(FP), DX
+
+row:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	LEAQ   (BX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   nb+24(FP), R9
+
+blkloop:
+	TESTQ        R9, R9
+	JZ           blkdone
+	VPMOVSXBW    192(AX), Y4
+	VPMADDWD     260(BX), Y4, Y5
+	VPSLLD       $0x05, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPSUBD       Y5, Y6, Y5
+	VPMADDWD     260(DI), Y4, Y6
+	VPSLLD       $0x05, Y6, Y6
+	VPXOR        Y8, Y8, Y8
+	VPSUBD       Y6, Y8, Y6
+	VPMADDWD     260(R8), Y4, Y8
+	VPSLLD       $0x05, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y8, Y9, Y8
+	VPMADDWD     260(SI), Y4, Y4
+	VPSLLD       $0x05, Y4, Y4
+	VPXOR        Y9, Y9, Y9
+	VPSUBD       Y4, Y9, Y4
+	VMOVDQU      (AX), Y9
+	VMOVDQU      32(AX), Y10
+	VMOVDQU      128(AX), Y11
+	VPAND        q6kconsts<>+0(SB), Y9, Y12
+	VPAND        q6kconsts<>+32(SB), Y11, Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPBROADCASTW 192(AX), X13
+	VPMOVSXBW    X13, Y13
+	VPSHUFB      q6kconsts<>+128(SB), Y13, Y13
+	VPMADDUBSW   4(BX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	VPMADDUBSW   4(DI), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y6, Y6
+	VPMADDUBSW   4(R8), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   4(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VPAND        q6kconsts<>+0(SB), Y10, Y12
+	VPAND        q6kconsts<>+64(SB), Y11, Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPBROADCASTW 194(AX), X13
+	VPMOVSXBW    X13, Y13
+	VPSHUFB      q6kconsts<>+128(SB), Y13, Y13
+	VPMADDUBSW   36(BX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	VPMADDUBSW   36(DI), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y6, Y6
+	VPMADDUBSW   36(R8), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   36(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        q6kconsts<>+0(SB), Y9, Y9
+	VPAND        q6kconsts<>+96(SB), Y11, Y12
+	VPOR         Y12, Y9, Y9
+	VPBROADCASTW 196(AX), X12
+	VPMOVSXBW    X12, Y12
+	VPSHUFB      q6kconsts<>+128(SB), Y12, Y12
+	VPMADDUBSW   68(BX), Y9, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   68(DI), Y9, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   68(R8), Y9, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   68(SI), Y9, Y9
+	VPMADDWD     Y12, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y10, Y9
+	VPAND        q6kconsts<>+0(SB), Y9, Y9
+	VPSRLW       $0x02, Y11, Y10
+	VPAND        q6kconsts<>+96(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTW 198(AX), X10
+	VPMOVSXBW    X10, Y10
+	VPSHUFB      q6kconsts<>+128(SB), Y10, Y10
+	VPMADDUBSW   100(BX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   100(DI), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   100(R8), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   100(SI), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VMOVDQU      64(AX), Y9
+	VMOVDQU      96(AX), Y10
+	VMOVDQU      160(AX), Y11
+	VPAND        q6kconsts<>+0(SB), Y9, Y12
+	VPAND        q6kconsts<>+32(SB), Y11, Y13
+	VPSLLW       $0x04, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPBROADCASTW 200(AX), X13
+	VPMOVSXBW    X13, Y13
+	VPSHUFB      q6kconsts<>+128(SB), Y13, Y13
+	VPMADDUBSW   132(BX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	VPMADDUBSW   132(DI), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y6, Y6
+	VPMADDUBSW   132(R8), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   132(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VPAND        q6kconsts<>+0(SB), Y10, Y12
+	VPAND        q6kconsts<>+64(SB), Y11, Y13
+	VPSLLW       $0x02, Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPBROADCASTW 202(AX), X13
+	VPMOVSXBW    X13, Y13
+	VPSHUFB      q6kconsts<>+128(SB), Y13, Y13
+	VPMADDUBSW   164(BX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y5, Y5
+	VPMADDUBSW   164(DI), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y6, Y6
+	VPMADDUBSW   164(R8), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   164(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        q6kconsts<>+0(SB), Y9, Y9
+	VPAND        q6kconsts<>+96(SB), Y11, Y12
+	VPOR         Y12, Y9, Y9
+	VPBROADCASTW 204(AX), X12
+	VPMOVSXBW    X12, Y12
+	VPSHUFB      q6kconsts<>+128(SB), Y12, Y12
+	VPMADDUBSW   196(BX), Y9, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   196(DI), Y9, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   196(R8), Y9, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   196(SI), Y9, Y9
+	VPMADDWD     Y12, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPSRLW       $0x04, Y10, Y9
+	VPAND        q6kconsts<>+0(SB), Y9, Y9
+	VPSRLW       $0x02, Y11, Y10
+	VPAND        q6kconsts<>+96(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPBROADCASTW 206(AX), X10
+	VPMOVSXBW    X10, Y10
+	VPSHUFB      q6kconsts<>+128(SB), Y10, Y10
+	VPMADDUBSW   228(BX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   228(DI), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   228(R8), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y8, Y8
+	VPMADDUBSW   228(SI), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPINSRW      $0x00, 208(AX), X7, X7
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS X7, Y9
+	VBROADCASTSS (BX), Y10
+	VMULPS       Y9, Y10, Y10
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y10, Y0
+	ADDQ         $0x00000124, BX
+	VBROADCASTSS (DI), Y5
+	VMULPS       Y9, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         $0x00000124, DI
+	VBROADCASTSS (R8), Y5
+	VMULPS       Y9, Y5, Y5
+	VCVTDQ2PS    Y8, Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         $0x00000124, R8
+	VBROADCASTSS (SI), Y5
+	VMULPS       Y9, Y5, Y5
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y5, Y3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x000000d2, AX
+	DECQ         R9
+	JMP          blkloop
+
+blkdone:
+	MOVQ         CX, BX
+	MOVQ         ldo+40(FP), SI
+	SHLQ         $0x02, SI
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VSHUFPS      $0xee, X0, X0, X4
+	VADDPS       X4, X0, X0
+	VSHUFPS      $0x55, X0, X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0xee, X1, X1, X0
+	VADDPS       X0, X1, X1
+	VSHUFPS      $0x55, X1, X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VSHUFPS      $0xee, X2, X2, X0
+	VADDPS       X0, X2, X2
+	VSHUFPS      $0x55, X2, X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (BX)
+	ADDQ         SI, BX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VSHUFPS      $0xee, X3, X3, X0
+	VADDPS       X0, X3, X3
+	VSHUFPS      $0x55, X3, X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (BX)
+	ADDQ         $0x04, CX
+	DECQ         DX
+	JMP          row
+
+done:
+	VZEROUPPER
+	RET

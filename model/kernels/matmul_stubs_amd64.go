@@ -188,3 +188,23 @@ func q4kTile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrow
 //
 //go:noescape
 func q4kTile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+
+// q6kTile1AVX2 computes nrows Q6_K weight rows times 1 Q8_K activation rows.
+//
+//go:noescape
+func q6kTile1AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+
+// q6kTile2AVX2 computes nrows Q6_K weight rows times 2 Q8_K activation rows.
+//
+//go:noescape
+func q6kTile2AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+
+// q6kTile3AVX2 computes nrows Q6_K weight rows times 3 Q8_K activation rows.
+//
+//go:noescape
+func q6kTile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+
+// q6kTile4AVX2 computes nrows Q6_K weight rows times 4 Q8_K activation rows.
+//
+//go:noescape
+func q6kTile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)

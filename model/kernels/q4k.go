@@ -148,9 +148,9 @@ func q4kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 // q8kScratch holds quantized activation rows; pooled.
 var q8kPool = sync.Pool{New: func() any { return new([]byte) }}
 
-// q4kMatMul is MatMulMany for Q4_K matrices: x's rows quantized once to
+// kMatMul is MatMulMany for K-quant matrices: x's rows quantized once to
 // Q8_K, the weight rows of all the matrices split over the pool.
-func q4kMatMul(j matMulJob) {
+func kMatMul(j matMulJob) {
 	cols := j.m[0].Cols
 	bp := q8kPool.Get().(*[]byte)
 	size := j.n * q8kBytes(cols)

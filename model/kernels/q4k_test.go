@@ -50,13 +50,18 @@ func TestQ4KEncode(t *testing.T) {
 // MatMul with Q4_K weights is the exact integer product with the Q8_K
 // activations (float64 reference from the dequantized weights), at every
 // level and batch size.
-func TestQ4KMatMul(t *testing.T) {
+func TestQ4KMatMul(t *testing.T) { testKQuantMatMul(t, EncodeQ4K, NewQ4KMat) }
+
+// The same for Q6_K.
+func TestQ6KMatMul(t *testing.T) { testKQuantMatMul(t, EncodeQ6K, NewQ6KMat) }
+
+func testKQuantMatMul(t *testing.T, encode func(rows, cols int, w []float32) ([]byte, error), newMat func(rows, cols int, raw []byte) (*Mat, error)) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, cols := range []int{256, 768} {
 		for _, rows := range []int{1, 7, 16, 45} {
 			w := randVec(r, rows*cols)
-			raw, _ := EncodeQ4K(rows, cols, w)
-			m, _ := NewQ4KMat(rows, cols, raw)
+			raw, _ := encode(rows, cols, w)
+			m, _ := newMat(rows, cols, raw)
 			deq := make([]float32, rows*cols)
 			for i := range rows {
 				m.Row(deq[i*cols:(i+1)*cols], i)
@@ -90,6 +95,36 @@ func TestQ4KMatMul(t *testing.T) {
 							}
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// The Q6_K encoder keeps the weights to half a step of their run's scale.
+func TestQ6KEncode(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	rows, cols := 2, 512
+	w := randVec(r, rows*cols)
+	raw, err := EncodeQ6K(rows, cols, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewQ6KMat(rows, cols, raw)
+	if err != nil || m.Bytes() != int64(rows*cols/256*210) {
+		t.Fatalf("%v, %d bytes", err, m.Bytes())
+	}
+	row := make([]float32, cols)
+	for i := range rows {
+		m.Row(row, i)
+		for g := 0; g < cols; g += 16 {
+			var amax float64
+			for _, v := range w[i*cols+g : i*cols+g+16] {
+				amax = max(amax, math.Abs(float64(v)))
+			}
+			for k := g; k < g+16; k++ {
+				if d := math.Abs(float64(row[k] - w[i*cols+k])); d > amax/31*0.6+amax*0.01 {
+					t.Fatalf("row %d col %d: %g for %g", i, k, row[k], w[i*cols+k])
 				}
 			}
 		}

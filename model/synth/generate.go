@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -132,7 +133,11 @@ func build(s Shape, dtype kernels.DType, seed uint64, raw bool) ([]*tensor, erro
 					return
 				}
 				i := order[k]
-				errs[i] = make1(ts[i], i, dtype, seed, raw)
+				dt := dtype
+				if dtype == kernels.Q4_K && moreBits(ts[i].name, s.Layers) {
+					dt = kernels.Q6_K
+				}
+				errs[i] = make1(ts[i], i, dt, seed, raw)
 			}
 		}()
 	}
@@ -153,14 +158,18 @@ func make1(t *tensor, ti int, dtype kernels.DType, seed uint64, raw bool) error 
 		return nil
 	}
 	var err error
-	if dtype == kernels.Q4_K && t.cols%kernels.QKBlockSize == 0 {
-		t.typ = kernels.Q4_K
+	if (dtype == kernels.Q4_K || dtype == kernels.Q6_K) && t.cols%kernels.QKBlockSize == 0 {
+		t.typ = dtype
+		encode, wrap := kernels.EncodeQ4K, kernels.NewQ4KMat
+		if dtype == kernels.Q6_K {
+			encode, wrap = kernels.EncodeQ6K, kernels.NewQ6KMat
+		}
 		var q []byte
-		if q, err = kernels.EncodeQ4K(t.rows, t.cols, t.f32); err != nil {
+		if q, err = encode(t.rows, t.cols, t.f32); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 		t.f32 = nil
-		if t.mat, err = kernels.NewQ4KMat(t.rows, t.cols, q); err != nil {
+		if t.mat, err = wrap(t.rows, t.cols, q); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 		if raw {
@@ -168,7 +177,7 @@ func make1(t *tensor, ti int, dtype kernels.DType, seed uint64, raw bool) error 
 		}
 		return nil
 	}
-	if (dtype == kernels.Q8_0 || dtype == kernels.Q4_K) && t.quantizable() {
+	if (dtype == kernels.Q8_0 || dtype == kernels.Q4_K || dtype == kernels.Q6_K) && t.quantizable() {
 		t.typ = kernels.Q8_0
 		var q []byte
 		if q, err = kernels.EncodeQ8(t.rows, t.cols, t.f32); err != nil {
@@ -195,6 +204,22 @@ func make1(t *tensor, ti int, dtype kernels.DType, seed uint64, raw bool) error 
 	return nil
 }
 
+// moreBits reports whether llama.cpp's Q4_K_M stores the tensor named
+// name in Q6_K: the output matrix, and attn_v and ffn_down in the first
+// and last eighth of the layers and every third layer between.
+func moreBits(name string, layers int) bool {
+	name = strings.TrimSuffix(name, ".weight")
+	if name == "output" {
+		return true
+	}
+	var l int
+	var rest string
+	if n, _ := fmt.Sscanf(name, "blk.%d.%s", &l, &rest); n != 2 || (rest != "attn_v" && rest != "ffn_down") {
+		return false
+	}
+	return l < layers/8 || l >= 7*layers/8 || (l-layers/8)%3 == 2
+}
+
 // f32Bytes encodes x little-endian, as GGUF stores F32 tensors.
 func f32Bytes(x []float32) []byte {
 	b := make([]byte, 4*len(x))
@@ -207,8 +232,10 @@ func f32Bytes(x []float32) []byte {
 // Generate builds a model of the given shape with random weights drawn from
 // seed, its matrices stored as dtype (kernels.F32, kernels.Q8_0 or
 // kernels.Q4_K; under Q8_0 a matrix whose rows are not a multiple of 32
-// long stays F32, under Q4_K one whose rows are not a multiple of 256 is
-// Q8_0, or F32 as under Q8_0). The
+// long stays F32; Q4_K is llama.cpp's Q4_K_M mix, Q6_K for the output
+// and some attn_v and ffn_down matrices (moreBits), Q4_K for the others,
+// and a matrix whose rows are not a multiple of 256 long Q8_0, or F32 as
+// under Q8_0). The
 // model's tokenizer is SyntheticVocab(shape.Vocab). The same arguments
 // always give the same model, the one WriteGGUF writes.
 func Generate(shape Shape, dtype kernels.DType, seed uint64) (*model.Model, error) {

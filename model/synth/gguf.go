@@ -9,13 +9,12 @@ import (
 	"github.com/entropix-search/entropix-search/model/tokenizer"
 )
 
-// ggml's general.file_type values for the weight types (Q4_K: every
-// matrix whose rows are a multiple of 256 long, like llama.cpp's Q4_K_S;
-// its Q4_K_M also keeps some in Q6_K).
+// ggml's general.file_type values for the weight types (Q4_K: the Q4_K_M
+// mix, see Generate).
 const (
 	fileTypeAllF32     = 0
 	fileTypeMostlyQ80  = 7
-	fileTypeMostlyQ4KS = 14
+	fileTypeMostlyQ4KM = 15
 )
 
 // WriteGGUF writes the model Generate(shape, dtype, seed) builds as a GGUF
@@ -46,7 +45,7 @@ func WriteGGUF(w io.Writer, shape Shape, dtype kernels.DType, seed uint64, vocab
 	case kernels.Q8_0:
 		fileType = fileTypeMostlyQ80
 	case kernels.Q4_K:
-		fileType = fileTypeMostlyQ4KS
+		fileType = fileTypeMostlyQ4KM
 	}
 	wts := make([]gguf.WriteTensor, len(ts))
 	for i, t := range ts {
@@ -56,6 +55,8 @@ func WriteGGUF(w io.Writer, shape Shape, dtype kernels.DType, seed uint64, vocab
 			typ = gguf.Q8_0
 		case kernels.Q4_K:
 			typ = gguf.Q4_K
+		case kernels.Q6_K:
+			typ = gguf.Q6_K
 		}
 		wts[i] = writeTensor(t.name, t.rows, t.cols, t.vec, typ, t.raw)
 	}

@@ -187,4 +187,154 @@ func genQ4K() {
 	for nx := 1; nx <= q4kNXMax; nx++ {
 		q4kTileAVX2(nx)
 	}
+	for nx := 1; nx <= q4kNXMax; nx++ {
+		q6kTileAVX2(nx)
+	}
+}
+
+// Q6_K super-block (210 bytes): 128 bytes of low nibbles (ql), 64 of high
+// bit pairs (qh), 16 int8 scales, float16 d. Weight e = 128h + 32k + l
+// (h < 2, k < 4, l < 32) is d * sc[e/16] * (q - 32), q's low four bits
+// from ql[64h + 32(k&1) + l] (the high nibble for k >= 2) and its top two
+// from qh[32h + l] bits 2k, 2k+1.
+const q6kBlock = 210
+
+var q6kConsts Mem
+var q6kConstsDone bool
+
+// q6kConstTable: 32 bytes each of 0x0F, 0x03, 0x0C, 0x30, then the
+// VPSHUFB control that fills the low lane with word 0 and the high lane
+// with word 1.
+func q6kConstTable() Mem {
+	if !q6kConstsDone {
+		q6kConsts = GLOBL("q6kconsts", RODATA|NOPTR)
+		for c, b := range []uint32{0x0F0F0F0F, 0x03030303, 0x0C0C0C0C, 0x30303030} {
+			for i := 0; i < 8; i++ {
+				DATA(32*c+4*i, U32(b))
+			}
+		}
+		for i := 0; i < 4; i++ {
+			DATA(128+4*i, U32(0x01000100))
+		}
+		for i := 0; i < 4; i++ {
+			DATA(144+4*i, U32(0x03020302))
+		}
+		q6kConstsDone = true
+	}
+	return q6kConsts
+}
+
+// q6kTileAVX2 generates q6kTile{nx}AVX2, q4kTile's counterpart for Q6_K
+// weights: per 32 weights the 6-bit values are put together from the
+// nibbles and bit pairs (masks and shifts that keep within bytes), then
+// VPMADDUBSW (values unsigned, 0..63) and VPMADDWD by the two groups'
+// scales (low lane, high lane); the values' offset of 32 is taken off
+// once per block as 32 * Σ_g sc_g * bsum_g.
+func q6kTileAVX2(nx int) {
+	name := fmt.Sprintf("q6kTile%dAVX2", nx)
+	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes nrows Q6_K weight rows times %d Q8_K activation rows.", name, nx))
+	cst := q6kConstTable()
+	wp := Load(Param("w"), GP64())
+	outp := Load(Param("out"), GP64())
+	nrows := Load(Param("nrows"), GP64())
+
+	Label("row")
+	TESTQ(nrows, nrows)
+	JZ(LabelRef("done"))
+	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
+	acc := make([]reg.VecVirtual, nx)
+	for j := range acc {
+		acc[j] = YMM()
+		VXORPS(acc[j], acc[j], acc[j])
+	}
+	nb := Load(Param("nb"), GP64())
+	countLoop("blk", nb, func() {
+		sumi := make([]reg.VecVirtual, nx)
+		// The offset: sumi = -32 * Σ_g sc_g * bsum_g.
+		all := YMM()
+		VPMOVSXBW(Mem{Base: wp, Disp: 192}, all)
+		for j := range sumi {
+			sumi[j] = YMM()
+			VPMADDWD(Mem{Base: xr[j], Disp: q8kSums}, all, sumi[j])
+			VPSLLD(U8(5), sumi[j], sumi[j])
+			z := YMM()
+			VPXOR(z, z, z)
+			VPSUBD(sumi[j], z, sumi[j])
+		}
+		for h := 0; h < 2; h++ {
+			qa, qb, qh := YMM(), YMM(), YMM()
+			VMOVDQU(Mem{Base: wp, Disp: 64 * h}, qa)
+			VMOVDQU(Mem{Base: wp, Disp: 64*h + 32}, qb)
+			VMOVDQU(Mem{Base: wp, Disp: 128 + 32*h}, qh)
+			for k := 0; k < 4; k++ {
+				q, t := YMM(), YMM()
+				src := qa
+				if k&1 == 1 {
+					src = qb
+				}
+				if k < 2 {
+					VPAND(cst, src, q) // low nibbles
+				} else {
+					VPSRLW(U8(4), src, q)
+					VPAND(cst, q, q) // high nibbles
+				}
+				switch k {
+				case 0: // bits 0-1 of qh, to 4-5
+					VPAND(cst.Offset(32), qh, t)
+					VPSLLW(U8(4), t, t)
+				case 1: // bits 2-3, to 4-5
+					VPAND(cst.Offset(64), qh, t)
+					VPSLLW(U8(2), t, t)
+				case 2: // bits 4-5 stay
+					VPAND(cst.Offset(96), qh, t)
+				case 3: // bits 6-7, to 4-5
+					VPSRLW(U8(2), qh, t)
+					VPAND(cst.Offset(96), t, t)
+				}
+				VPOR(t, q, q)
+				s := YMM()
+				VPBROADCASTW(Mem{Base: wp, Disp: 192 + 8*h + 2*k}, s.AsX())
+				VPMOVSXBW(s.AsX(), s)
+				VPSHUFB(cst.Offset(128), s, s)
+				for j := 0; j < nx; j++ {
+					p := YMM()
+					VPMADDUBSW(Mem{Base: xr[j], Disp: q8kQuants + 128*h + 32*k}, q, p)
+					VPMADDWD(s, p, p)
+					VPADDD(p, sumi[j], sumi[j])
+				}
+			}
+		}
+		dd := XMM()
+		VPINSRW(U8(0), Mem{Base: wp, Disp: 208}, dd, dd)
+		VCVTPH2PS(dd, dd)
+		dD := YMM()
+		VBROADCASTSS(dd, dD)
+		for j := 0; j < nx; j++ {
+			dy, f := YMM(), YMM()
+			VBROADCASTSS(Mem{Base: xr[j]}, dy)
+			VMULPS(dD, dy, dy)
+			VCVTDQ2PS(sumi[j], f)
+			VFMADD231PS(f, dy, acc[j])
+			ADDQ(U32(q8kBlock), xr[j])
+		}
+		ADDQ(U32(q6kBlock), wp)
+	})
+	op := GP64()
+	MOVQ(outp, op)
+	ldo := loadStride("ldo", 2)
+	for j := 0; j < nx; j++ {
+		x := hsum(isaAVX2, acc[j])
+		VMOVSS(x, Mem{Base: op})
+		if j+1 < nx {
+			ADDQ(ldo, op)
+		}
+	}
+	ADDQ(U8(4), outp)
+	DECQ(nrows)
+	JMP(LabelRef("row"))
+	Label("done")
+	VZEROUPPER()
+	RET()
 }

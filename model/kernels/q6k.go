@@ -1,0 +1,138 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Q6_K weights, like Q4_K ones, are kept as the file stores them. A
+// super-block holds 256 weights in 210 bytes: 128 bytes of low nibbles
+// (ql), 64 of high bit pairs (qh), 16 int8 scales (one per run of 16) and
+// float16 d. Weight e = 128h + 32k + l (h < 2, k < 4, l < 32) is
+// d*sc[e/16]*(q-32), q's low four bits from ql[64h + 32(k&1) + l] (its
+// high nibble for k >= 2), its top two bits 2k and 2k+1 of qh[32h + l].
+// With Q8_K activations the dot product of a super-block is
+//
+//	d_y*d * Σ_g sc_g (Σ_{i in g} q_i*y_i - 32*bsum_g)
+const q6kBlockBytes = 210
+
+// NewQ6KMat wraps the Q6_K super-blocks of a rows x cols matrix, row-major
+// as GGUF stores them (not copied). cols must be a multiple of 256.
+func NewQ6KMat(rows, cols int, raw []byte) (*Mat, error) {
+	if rows <= 0 || cols <= 0 || cols%QKBlockSize != 0 {
+		return nil, fmt.Errorf("kernels: Q6_K matrix %dx%d: columns must be a positive multiple of %d", rows, cols, QKBlockSize)
+	}
+	rb := cols / QKBlockSize * q6kBlockBytes
+	if len(raw)/rb != rows || len(raw) != rows*rb {
+		return nil, fmt.Errorf("kernels: Q6_K matrix %dx%d needs %d bytes, have %d", rows, cols, rows*rb, len(raw))
+	}
+	return &Mat{Type: Q6_K, Rows: rows, Cols: cols, kq: raw, kRow: rb}, nil
+}
+
+// q6kValue returns the 6-bit value (0..63) of weight e of a block.
+func q6kValue(blk []byte, e int) int {
+	h, k, l := e/128, e%128/32, e%32
+	ql := blk[64*h+32*(k&1)+l]
+	if k >= 2 {
+		ql >>= 4
+	}
+	return int(ql&15) | int(blk[128+32*h+l]>>(2*k)&3)<<4
+}
+
+// q6kRow dequantizes row r into dst.
+func (m *Mat) q6kRow(dst []float32, r int) {
+	row := m.kq[r*m.kRow : (r+1)*m.kRow]
+	for b := 0; b < m.Cols/QKBlockSize; b++ {
+		blk := row[b*q6kBlockBytes:]
+		d := HalfToFloat(binary.LittleEndian.Uint16(blk[208:]))
+		for e := range QKBlockSize {
+			dst[b*QKBlockSize+e] = d * float32(int8(blk[192+e/16])) * float32(q6kValue(blk, e)-32)
+		}
+	}
+}
+
+// q6kDotGo is the Q6_K x Q8_K dot product of one weight row and one
+// activation row of nb super-blocks.
+func q6kDotGo(w, y []byte, nb int) float32 {
+	var sum float32
+	for b := 0; b < nb; b++ {
+		blk, yb := w[b*q6kBlockBytes:], y[b*q8kBlockBytes:]
+		dy := math.Float32frombits(binary.LittleEndian.Uint32(yb))
+		d := HalfToFloat(binary.LittleEndian.Uint16(blk[208:])) * dy
+		var si int32
+		for g := range 16 {
+			var s int32
+			for e := 16 * g; e < 16*g+16; e++ {
+				s += int32(q6kValue(blk, e)) * int32(int8(yb[q8kQuantOff+e]))
+			}
+			bs := int32(int16(binary.LittleEndian.Uint16(yb[q8kSumsOff+2*g:])))
+			si += int32(int8(blk[192+g])) * (s - 32*bs)
+		}
+		sum += d * float32(si)
+	}
+	return sum
+}
+
+// q6kRowsGo computes output rows [r0, r1) of a Q6_K MatMul.
+func q6kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
+	for r := r0; r < r1; r++ {
+		w := m.kq[r*m.kRow : (r+1)*m.kRow]
+		for j := 0; j < n; j++ {
+			out[j*m.Rows+r] = q6kDotGo(w, xq[j*rb:(j+1)*rb], nb)
+		}
+	}
+}
+
+// EncodeQ6K returns Q6_K super-blocks for row-major float32 weights (cols
+// a multiple of 256): per run of 16 the scale max|x|/31, the runs' scales
+// in int8 against the super-block's float16 d, the values rounded to
+// -32..31. A plain quantizer, but a valid Q6_K encoding.
+func EncodeQ6K(rows, cols int, w []float32) ([]byte, error) {
+	if rows <= 0 || cols <= 0 || cols%QKBlockSize != 0 || len(w)/cols != rows || len(w) != rows*cols {
+		return nil, fmt.Errorf("kernels: cannot quantize %d values as a %dx%d Q6_K matrix", len(w), rows, cols)
+	}
+	nb := len(w) / QKBlockSize
+	raw := make([]byte, nb*q6kBlockBytes)
+	for b := 0; b < nb; b++ {
+		x := w[b*QKBlockSize : (b+1)*QKBlockSize]
+		o := raw[b*q6kBlockBytes : (b+1)*q6kBlockBytes]
+		var scale [16]float32
+		var smax float32
+		for g := range 16 {
+			var amax float32
+			for _, v := range x[16*g : 16*g+16] {
+				amax = max(amax, float32(math.Abs(float64(v))))
+			}
+			scale[g] = amax / 31
+			smax = max(smax, scale[g])
+		}
+		dh := FloatToHalf(smax / 127)
+		d := HalfToFloat(dh)
+		binary.LittleEndian.PutUint16(o[208:], dh)
+		for g := range 16 {
+			var sc int8
+			if d > 0 {
+				sc = int8(min(127, math.Round(float64(scale[g]/d))))
+			}
+			o[192+g] = byte(sc)
+			dq := d * float32(sc)
+			for e := 16 * g; e < 16*g+16; e++ {
+				q := 32
+				if dq > 0 {
+					q = 32 + int(min(31, max(-32, math.Round(float64(x[e]/dq)))))
+				}
+				h, k, l := e/128, e%128/32, e%32
+				i := 64*h + 32*(k&1) + l
+				if k >= 2 {
+					o[i] |= byte(q&15) << 4
+				} else {
+					o[i] |= byte(q & 15)
+				}
+				o[128+32*h+l] |= byte(q>>4) << (2 * k)
+			}
+		}
+	}
+	return raw, nil
+}
