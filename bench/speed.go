@@ -501,7 +501,11 @@ func (r *SpeedReport) Markdown(w io.Writer) error {
 		l := r.Versus
 		rs := l.Ratios()
 		fmt.Fprintf(&b, "| decode, in %d interleaved pairs with llama.cpp on the same GGUF: ours | median %.1f tokens/s |\n", len(l.Ours), medianF(l.Ours))
-		fmt.Fprintf(&b, "| llama.cpp (llama-bench -t %d -p 0 -n %d -r 1, %s KV cache, build %s) | median %.1f tokens/s |\n", l.Threads, l.Tokens, l.LlamaKV, l.LlamaBuild, medianF(l.Llama))
+		extra := strings.Join(LlamaBenchArgs(), " ")
+		if extra != "" {
+			extra = " " + extra
+		}
+		fmt.Fprintf(&b, "| llama.cpp (llama-bench -t %d -p 0 -n %d -r 1%s, %s KV cache, build %s) | median %.1f tokens/s |\n", l.Threads, l.Tokens, extra, l.LlamaKV, l.LlamaBuild, medianF(l.Llama))
 		fmt.Fprintf(&b, "| ours / llama.cpp decode, median of the pairs' ratios | **%.2f** (pairs %.2f to %.2f; load average %.2f to %.2f) |\n", l.MedianRatio(), slices.Min(rs), slices.Max(rs), slices.Min(l.Load), slices.Max(l.Load))
 	case r.Llama != nil:
 		fmt.Fprintf(&b, "| llama.cpp decode, same GGUF (llama-bench -t %d -p 0 -n %d) | %.1f ± %.1f tokens/s |\n", r.Llama.Threads, r.Llama.Tokens, r.Llama.TokensPerSec, r.Llama.StdDev)
@@ -557,6 +561,10 @@ func RunLlamaBench(ctx context.Context, bin, gguf string, threads, tokens int) (
 	return RunLlamaBenchReps(ctx, bin, gguf, threads, tokens, 0, "")
 }
 
+// LlamaBenchArgs are the extra llama-bench arguments LLAMA_BENCH_ARGS
+// holds, split at spaces (ik_llama.cpp's run-time repacking: "-rtr 1").
+func LlamaBenchArgs() []string { return strings.Fields(os.Getenv("LLAMA_BENCH_ARGS")) }
+
 // RunLlamaBenchReps is RunLlamaBench with reps repetitions (llama-bench's
 // -r; its default when reps <= 0) and the KV cache type kv (llama-bench's
 // -ctk and -ctv, e.g. "f16" or "q8_0"; it takes no "f32"; its default,
@@ -569,6 +577,7 @@ func RunLlamaBenchReps(ctx context.Context, bin, gguf string, threads, tokens, r
 	if kv != "" {
 		args = append(args, "-ctk", kv, "-ctv", kv)
 	}
+	args = append(args, LlamaBenchArgs()...)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

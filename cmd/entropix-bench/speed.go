@@ -67,7 +67,8 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "usage: entropix-bench speed [-shape stories110M] [-dtype q8_0|q4_k|f32|both] [-kv auto|f32|f16] [-quick]\n\n"+
 			"Measures single-stream decode, the step time of B branches in one batch, prefill,\n"+
 			"fork cost and the KV memory of a tree on a model with random weights of a real shape,\n"+
-			"and prints markdown tables. With LLAMA_BENCH naming llama.cpp's llama-bench binary,\n"+
+			"and prints markdown tables. With LLAMA_BENCH naming llama.cpp's llama-bench binary\n"+
+			"(LLAMA_BENCH_ARGS: extra arguments, e.g. \"-rtr 1\" for ik_llama.cpp),\n"+
 			"it also writes the model as GGUF to a temporary file and compares decode speeds.\n\n")
 		fs.PrintDefaults()
 	}

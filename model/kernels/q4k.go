@@ -145,7 +145,21 @@ func q4kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	}
 }
 
-// q8kScratch holds quantized activation rows; pooled.
+// q8kQuantTask quantizes rows [lo, hi) of x to Q8_K.
+type q8kQuantTask struct {
+	buf  []byte
+	x    []float32
+	cols int
+}
+
+func (t *q8kQuantTask) Run(lo, hi int) {
+	rb := q8kBytes(t.cols)
+	for i := lo; i < hi; i++ {
+		quantizeQ8KRow(t.buf[i*rb:(i+1)*rb], t.x[i*t.cols:(i+1)*t.cols])
+	}
+}
+
+// q8kPool holds buffers of quantized activation rows.
 var q8kPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // kMatMul is MatMulMany for K-quant matrices: x's rows quantized once to
@@ -158,9 +172,11 @@ func kMatMul(j matMulJob) {
 		*bp = make([]byte, size)
 	}
 	buf := (*bp)[:size]
-	rb := q8kBytes(cols)
-	for i := 0; i < j.n; i++ {
-		quantizeQ8KRow(buf[i*rb:(i+1)*rb], j.x[i*cols:(i+1)*cols])
+	q := q8kQuantTask{buf: buf, x: j.x, cols: cols}
+	if j.n >= parallelQuantRows {
+		DefaultPool().RunTask(j.n, &q)
+	} else {
+		q.Run(0, j.n)
 	}
 	j.xq = buf
 	DefaultPool().matMul(j)
