@@ -809,9 +809,10 @@ const overheadPrompt = "Once upon a time"
 
 // MeasureSearchOverhead runs, for each width w, beam search with K = w and
 // beam-adaptive forced to fork at every step up to width w (the most
-// branches it can keep, its worst case), rounds times each over maxTokens
-// tokens, and reports the time outside the forward pass from the engine's
-// own accounting (engine.Stats.Wall and ForwardTime).
+// branches it can keep, its worst case), and at width 1 greedy and entropix
+// too, rounds times each over maxTokens tokens, and reports the time
+// outside the forward pass from the engine's own accounting
+// (engine.Stats.Wall and ForwardTime).
 func MeasureSearchOverhead(ctx context.Context, m *model.Model, widths []int, maxTokens, rounds int) ([]OverheadResult, error) {
 	if maxTokens < 1 || rounds < 1 {
 		return nil, fmt.Errorf("bench: search overhead: %d tokens, %d rounds: want both > 0", maxTokens, rounds)
@@ -821,7 +822,13 @@ func MeasureSearchOverhead(ctx context.Context, m *model.Model, widths []int, ma
 		if w < 1 || w > policy.MaxForkWidth {
 			return nil, fmt.Errorf("bench: search overhead: width %d outside [1, %d]", w, policy.MaxForkWidth)
 		}
-		for _, mode := range []engine.Mode{engine.Beam, engine.BeamAdaptive} {
+		modes := []engine.Mode{engine.Beam, engine.BeamAdaptive}
+		if w == 1 {
+			// The single-path modes: what a plain generation costs
+			// beyond its forward passes.
+			modes = []engine.Mode{engine.Greedy, engine.Entropix, engine.Beam, engine.BeamAdaptive}
+		}
+		for _, mode := range modes {
 			opts := []engine.Option{engine.WithMode(mode), engine.WithWidth(w), engine.WithSeed(1)}
 			if mode == engine.BeamAdaptive {
 				opts = append(opts, engine.WithPolicy(policy.ForcedForks(policy.DefaultConfig())))

@@ -311,8 +311,8 @@ func TestMeasureSearchOverhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 4 {
-		t.Fatalf("%d results, want 4", len(res))
+	if len(res) != 6 || res[0].Mode != engine.Greedy || res[1].Mode != engine.Entropix {
+		t.Fatalf("%d results, want 6 (greedy and entropix at width 1 first)", len(res))
 	}
 	for _, r := range res {
 		if r.Rows <= 0 || r.Wall <= 0 || r.Forward > r.Wall || r.Share < 0 || r.Share > 1 {

@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"math"
+
+	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
 // MaxForkWidth bounds Fork.MaxWidth.
@@ -92,21 +94,13 @@ func (f Fork) selectStats(dst []Candidate, logits []float32, st *rowStats, v flo
 		return top
 	}
 	cut := st.max + math.Log(f.MinP(v))
-	// One pass: count the tokens above the cut and keep the best `width`
-	// in a small sorted list (LogProb holds the logit until the end).
-	count := 0
-	for i, l := range logits {
-		if i == ban {
-			continue
-		}
-		x := float64(l)
-		if x >= cut {
-			count++
-		}
+	// The best `width` tokens in a small sorted list (LogProb holds the
+	// logit until the end); once it is full, a vectorized scan skips to
+	// the next logit above its least (ties keep the earlier token). Those
+	// of them at or above the cut are the fork: if `width` tokens or more
+	// pass the cut, the best `width` all do.
+	insert := func(i int, x float64) {
 		n := len(top)
-		if n == width && x <= top[n-1].LogProb {
-			continue
-		}
 		if n < width {
 			top = append(top, Candidate{})
 			n++
@@ -116,6 +110,28 @@ func (f Fork) selectStats(dst []Candidate, logits []float32, st *rowStats, v flo
 			top[j] = top[j-1]
 		}
 		top[j] = Candidate{Token: i, LogProb: x}
+	}
+	i := 0
+	for ; i < len(logits) && len(top) < width; i++ {
+		if i != ban {
+			insert(i, float64(logits[i]))
+		}
+	}
+	for i < len(logits) {
+		i += kernels.FirstAbove(logits[i:], float32(top[width-1].LogProb))
+		if i >= len(logits) {
+			break
+		}
+		if i != ban {
+			insert(i, float64(logits[i]))
+		}
+		i++
+	}
+	count := 0
+	for _, c := range top {
+		if c.LogProb >= cut {
+			count++
+		}
 	}
 	top = top[:min(count, len(top))]
 	for i := range top {
