@@ -469,7 +469,7 @@ func matMuls(mats []*kernels.Mat, outs [][]float32, x []float32, n int, xq *kern
 		return
 	}
 	for _, m := range mats[1:] {
-		if m.Type != mats[0].Type {
+		if !kernels.SameActs(m.Type, mats[0].Type) {
 			for i, m := range mats {
 				m.MatMul(outs[i], x, n)
 			}

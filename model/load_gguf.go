@@ -149,12 +149,12 @@ func (g *ggufLoader) mat(name string, rows, cols int) *kernels.Mat {
 				m, err = kernels.QuantizeQ8(rows, cols, w)
 			}
 		}
-	case gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1:
+	case gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q5_K:
 		if w := g.floats(t); w != nil {
 			m, err = kernels.QuantizeQ8(rows, cols, w)
 		}
 	default:
-		err = fmt.Errorf("tensor type %s is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K)", t.Type)
+		err = fmt.Errorf("tensor type %s is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", t.Type)
 	}
 	if err != nil {
 		g.fail("tensor %s: %w", name, err)

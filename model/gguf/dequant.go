@@ -59,6 +59,8 @@ func dequantizer(t Type) func(b []byte, out []float32) {
 		return deqQ5_1
 	case Q4_K:
 		return deqQ4K
+	case Q5_K:
+		return deqQ5K
 	case Q6_K:
 		return deqQ6K
 	}
@@ -162,6 +164,25 @@ func scaleMinK4(j int, q []byte) (sc, m byte) {
 		return q[j] & 63, q[j+4] & 63
 	}
 	return q[j+4]&15 | q[j-4]>>6<<4, q[j+4]>>4 | q[j]>>6<<4
+}
+
+// Q5_K: Q4_K's d, dmin and packed scales, then 32 bytes of fifth bits (qh)
+// and 128 bytes of nibbles (qs). Sub-block j's element l (of 32) takes the
+// nibble as Q4_K does and bit j of qh[l] as 16: x = d*sc*q - dmin*m.
+func deqQ5K(b []byte, out []float32) {
+	d, dmin := half(b), half(b[2:])
+	sc, qh, qs := b[4:16], b[16:48], b[48:176]
+	for j := range 4 {
+		s0, m0 := scaleMinK4(2*j, sc)
+		s1, m1 := scaleMinK4(2*j+1, sc)
+		d0, d1 := d*float32(s0), d*float32(s1)
+		n0, n1 := dmin*float32(m0), dmin*float32(m1)
+		o := out[64*j : 64*j+64]
+		for l, q := range qs[32*j : 32*j+32] {
+			o[l] = d0*float32(q&15|qh[l]>>(2*j)&1<<4) - n0
+			o[l+32] = d1*float32(q>>4|qh[l]>>(2*j+1)&1<<4) - n1
+		}
+	}
 }
 
 // Q6_K: 128 bytes of low nibbles (ql), 64 bytes of high 2-bit pairs (qh), 16

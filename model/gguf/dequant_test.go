@@ -125,6 +125,31 @@ func TestDequantizeQ4K(t *testing.T) {
 	})
 }
 
+// Q5_K is Q4_K with a fifth bit per weight from qh: bit j of qh[l] for
+// sub-block j.
+func TestDequantizeQ5K(t *testing.T) {
+	b := le16(0x3c00, 0x3800)                                     // d = 1, dmin = 0.5
+	b = append(b, 0x41, 2, 3, 4, 0x8a, 11, 12, 13, 0x75, 0, 0, 0) // as in TestDequantizeQ4K
+	for l := range 32 {
+		qh := byte(0)
+		if l == 0 {
+			qh = 0x01 | 0x02 | 0x10 // sub-blocks 0, 1 and 4 of element 0
+		}
+		b = append(b, qh)
+	}
+	for range 128 {
+		b = append(b, 0x93)
+	}
+	got := deq(t, Q5_K, b, 256)
+	checkAt(t, Q5_K, got, map[int]float32{
+		0: 1*(3+16) - 5, 1: 1*3 - 5, 31: -2,
+		32: 2*(9+16) - 5.5, 33: 2*9 - 5.5,
+		64: 3*3 - 6, 96: 4*9 - 6.5,
+		128: 21*(3+16) - 19.5, 129: 21*3 - 19.5,
+		160: 0, 255: 0,
+	})
+}
+
 func TestDequantizeQ6K(t *testing.T) {
 	// ql bytes 0x21 (low nibble 1, high 2); qh bytes 0xe4 (2-bit fields 0,
 	// 1, 2, 3 from the bottom); scales 1, 2, -3, 4, ..., 16; d = 0.5. So

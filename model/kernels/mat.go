@@ -30,6 +30,14 @@ func (t DType) String() string {
 	return fmt.Sprintf("DType(%d)", uint8(t))
 }
 
+// SameActs reports whether products with matrices of types a and b take
+// their activations in the same form, so that one MatMulMany serves both:
+// the same type, or two K-quants (activations in Q8_K).
+func SameActs(a, b DType) bool {
+	k := func(t DType) bool { return t == Q4_K || t == Q6_K }
+	return a == b || k(a) && k(b)
+}
+
 // Q8BlockSize is the number of weights that share one scale in Q8_0.
 const Q8BlockSize = 32
 
@@ -181,8 +189,8 @@ const MaxMany = 3
 // as one job: x is quantized once (Q8_0) and the pool splits the rows of
 // all the matrices in one loop, so that a layer's query, key and value
 // projections (or its two feed-forward inputs) cost one hand-off to the
-// threads, not three. The matrices must have the same type and Cols; at
-// most MaxMany.
+// threads, not three. The matrices must have the same type (or be
+// K-quants, see SameActs) and Cols; at most MaxMany.
 func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
 	j := newMatMulJob("MatMulMany", mats, outs, n)
 	for _, m := range mats {
@@ -276,7 +284,7 @@ func newMatMulJob(fn string, mats []*Mat, outs [][]float32, n int) matMulJob {
 		if n < 0 || len(outs[i]) < n*m.Rows {
 			panic(fmt.Sprintf("kernels: MatMul %dx%d with %d rows: out has %d", m.Rows, m.Cols, n, len(outs[i])))
 		}
-		if m.Type != m0.Type || m.Cols != m0.Cols {
+		if !SameActs(m.Type, m0.Type) || m.Cols != m0.Cols {
 			panic(fmt.Sprintf("kernels: %s of %v %dx%d and %v %dx%d", fn, m0.Type, m0.Rows, m0.Cols, m.Type, m.Rows, m.Cols))
 		}
 		rb := m.rowBlock()

@@ -86,7 +86,7 @@ func quantizeQ8KRow(dst []byte, x []float32) {
 		o := dst[b*q8kBlockBytes : (b+1)*q8kBlockBytes]
 		var amax float32
 		for _, v := range xb {
-			amax = max(amax, float32(math.Abs(float64(v))))
+			amax = max(amax, v, -v)
 		}
 		d := amax / 127
 		id := float32(0)
@@ -94,12 +94,16 @@ func quantizeQ8KRow(dst []byte, x []float32) {
 			id = 1 / d
 		}
 		binary.LittleEndian.PutUint32(o, math.Float32bits(d))
+		q := o[q8kQuantOff : q8kQuantOff+QKBlockSize]
 		for g := range 16 {
 			var s int16
 			for i := 16 * g; i < 16*g+16; i++ {
-				q := int8(math.RoundToEven(float64(xb[i] * id)))
-				o[q8kQuantOff+i] = byte(q)
-				s += int16(q)
+				// Round half to even: |x*id| <= 127 (and the magic
+				// constant's addition rounds in float32 as math.RoundToEven
+				// would).
+				v := int8(int32(math.Float32bits(xb[i]*id+12582912)) - 0x4B400000)
+				q[i] = byte(v)
+				s += int16(v)
 			}
 			binary.LittleEndian.PutUint16(o[q8kSumsOff+2*g:], uint16(s))
 		}

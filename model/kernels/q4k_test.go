@@ -130,3 +130,41 @@ func TestQ6KEncode(t *testing.T) {
 		}
 	}
 }
+
+// Q8_K quantization: d = max|x|/127, q = round-half-even(x/d), the runs'
+// sums; ties and the extremes included.
+func TestQuantizeQ8K(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	x := randVec(r, 512)
+	x[3], x[4], x[5] = 0, -x[6], 2.5 // a zero and a tie-prone value
+	for i := 256; i < 512; i++ {
+		x[i] = float32(i-384) / 2 // exact halves: ties to even
+	}
+	dst := make([]byte, q8kBytes(len(x)))
+	quantizeQ8KRow(dst, x)
+	for b := range 2 {
+		xb, o := x[256*b:256*b+256], dst[b*q8kBlockBytes:]
+		var amax float64
+		for _, v := range xb {
+			amax = max(amax, math.Abs(float64(v)))
+		}
+		d := float32(amax) / 127
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(o)); got != d {
+			t.Fatalf("block %d: d = %g, want %g", b, got, d)
+		}
+		id := 1 / d
+		for g := range 16 {
+			var sum int16
+			for i := 16 * g; i < 16*g+16; i++ {
+				want := int8(math.RoundToEven(float64(xb[i] * id)))
+				if got := int8(o[q8kQuantOff+i]); got != want {
+					t.Fatalf("block %d x[%d] = %g: q = %d, want %d", b, i, xb[i], got, want)
+				}
+				sum += int16(want)
+			}
+			if got := int16(binary.LittleEndian.Uint16(o[q8kSumsOff+2*g:])); got != sum {
+				t.Fatalf("block %d run %d: sum %d, want %d", b, g, got, sum)
+			}
+		}
+	}
+}
