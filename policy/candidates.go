@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
+	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
 // TokenLogit is one candidate token and its (possibly transformed) logit.
@@ -43,10 +45,24 @@ func (c *Candidates) Reset(logits []float32) {
 // vocabulary.
 func (c *Candidates) ResetAbove(logits []float32, cut float32) {
 	c.Items = c.Items[:0]
-	for i, l := range logits {
-		if l >= cut {
-			c.Items = append(c.Items, TokenLogit{ID: int32(i), Logit: l})
+	// l >= cut is l > the float below cut: a vectorized scan skips from
+	// one kept logit to the next (most of a large vocabulary is below). A
+	// cut of -Inf keeps every logit, -Inf ones too.
+	below := math.Nextafter32(cut, float32(math.Inf(-1)))
+	if math.IsInf(float64(cut), -1) {
+		below = float32(math.NaN())
+		for i, l := range logits {
+			if l >= cut {
+				c.Items = append(c.Items, TokenLogit{ID: int32(i), Logit: l})
+			}
 		}
+	}
+	for i := 0; below == below && i < len(logits); i++ {
+		i += kernels.FirstAbove(logits[i:], below)
+		if i >= len(logits) {
+			break
+		}
+		c.Items = append(c.Items, TokenLogit{ID: int32(i), Logit: logits[i]})
 	}
 	c.Selected = -1
 	c.sorted = false
