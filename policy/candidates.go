@@ -69,6 +69,67 @@ func (c *Candidates) ResetAbove(logits []float32, cut float32) {
 	c.identity = len(c.Items) == len(logits)
 }
 
+// ResetAboveTopK is ResetAbove then KeepTopK(k) for k > 0, without
+// loading every logit above the cut when more than k pass: it stops at
+// the (k+1)-th and keeps the k best with a heap fed by a vectorized scan
+// for logits above the heap's least (ties: the lower token first), sorted
+// as KeepTopK leaves them. When at most k pass, the result is ResetAbove's.
+func (c *Candidates) ResetAboveTopK(logits []float32, cut float32, k int) {
+	if k <= 0 || math.IsInf(float64(cut), -1) || cut != cut {
+		c.ResetAbove(logits, cut)
+		c.KeepTopK(k)
+		return
+	}
+	c.Items = c.Items[:0]
+	c.Selected, c.sorted = -1, false
+	below := math.Nextafter32(cut, float32(math.Inf(-1)))
+	i := 0
+	for ; i < len(logits); i++ {
+		i += kernels.FirstAbove(logits[i:], below)
+		if i >= len(logits) || len(c.Items) == k {
+			break
+		}
+		c.Items = append(c.Items, TokenLogit{ID: int32(i), Logit: logits[i]})
+	}
+	c.identity = len(c.Items) == len(logits)
+	if i >= len(logits) {
+		return // at most k passed
+	}
+	// A min-heap of the k best so far (the least at the root); i is the
+	// first logit past them that passes the cut.
+	h := c.Items
+	less := func(a, b TokenLogit) bool { return byLogitDesc(a, b) > 0 } // a ranks below b
+	down := func(j int) {
+		for {
+			l := 2*j + 1
+			if l >= len(h) {
+				return
+			}
+			if r := l + 1; r < len(h) && less(h[r], h[l]) {
+				l = r
+			}
+			if !less(h[l], h[j]) {
+				return
+			}
+			h[j], h[l] = h[l], h[j]
+			j = l
+		}
+	}
+	for j := len(h)/2 - 1; j >= 0; j-- {
+		down(j)
+	}
+	for i < len(logits) {
+		if x := (TokenLogit{ID: int32(i), Logit: logits[i]}); less(h[0], x) {
+			h[0] = x
+			down(0)
+		}
+		i++
+		i += kernels.FirstAbove(logits[i:], max(below, h[0].Logit))
+	}
+	c.identity = false
+	c.sort()
+}
+
 // Len returns the number of candidates left.
 func (c *Candidates) Len() int { return len(c.Items) }
 

@@ -475,7 +475,7 @@ func (t *Trunk) sample(logits []float32, st *rowStats, p Params, n, ban int) (in
 	if ban < 0 && !t.pen.Active() && p.Temperature > 0 && p.MinP > 0 {
 		// min-p while loading: p_i/p_max >= min_p at temperature T
 		// iff l_i >= max + T·ln(min_p).
-		c.ResetAbove(logits, float32(st.max+p.Temperature*math.Log(p.MinP)))
+		c.ResetAboveTopK(logits, float32(st.max+p.Temperature*math.Log(p.MinP)), p.TopK)
 		c.Scale(p.Temperature)
 	} else {
 		c.Reset(logits)
