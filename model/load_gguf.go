@@ -116,8 +116,9 @@ var nativeQ4K = true
 
 // mat binds a rows x cols weight matrix. F32 weights are used in place;
 // Q8_0 weights are unpacked for the kernels; Q4_K and Q6_K weights are used
-// as the file stores them (mmapped, not copied; rows a multiple of 256
-// long); F16 and BF16 are widened to F32; other quantizations (Q4_0, Q5_K, ...)
+// as the file stores them (rows a multiple of 256 long; moved from the
+// mapping into huge pages where the system has them, see
+// kernels.NewQ4KMatMapped, so they take the file's size once); F16 and BF16 are widened to F32; other quantizations (Q4_0, Q5_K, ...)
 // are dequantized and re-quantized to Q8_0, which keeps their precision
 // at a little more memory. Anything else is an error naming the type.
 func (g *ggufLoader) mat(name string, rows, cols int) *kernels.Mat {
@@ -140,10 +141,10 @@ func (g *ggufLoader) mat(name string, rows, cols int) *kernels.Mat {
 	case gguf.Q4_K, gguf.Q6_K:
 		switch {
 		case cols%kernels.QKBlockSize == 0 && nativeQ4K && t.Type == gguf.Q4_K:
-			// Kept as stored: the file's memory map, nothing copied.
-			m, err = kernels.NewQ4KMat(rows, cols, g.f.TensorData(t))
+			// Kept as stored, in huge pages where there are some.
+			m, err = kernels.NewQ4KMatMapped(rows, cols, g.f.TensorData(t))
 		case cols%kernels.QKBlockSize == 0 && nativeQ4K:
-			m, err = kernels.NewQ6KMat(rows, cols, g.f.TensorData(t))
+			m, err = kernels.NewQ6KMatMapped(rows, cols, g.f.TensorData(t))
 		default:
 			if w := g.floats(t); w != nil {
 				m, err = kernels.QuantizeQ8(rows, cols, w)

@@ -46,6 +46,39 @@ func NewQ4KMat(rows, cols int, raw []byte) (*Mat, error) {
 	return &Mat{Type: Q4_K, Rows: rows, Cols: cols, kq: raw, kRow: rb}, nil
 }
 
+// NewQ4KMatMapped is NewQ4KMat for blocks that lie in a read-only file
+// mapping (a GGUF file's): where the system has transparent huge pages,
+// they are copied into huge-page weight memory a few MiB at a time, each
+// piece's pages of the mapping released as soon as it is copied, so that
+// the process holds the weights once (the file's size) and the products
+// walk 2 MiB pages instead of 4 KiB ones (a Llama-3.2-1B-shape Q4_K_M
+// decode step took 11% less time: median of 5 interleaved pairs);
+// elsewhere they are used in place. raw must not be Go memory: its pages
+// are released.
+func NewQ4KMatMapped(rows, cols int, raw []byte) (*Mat, error) {
+	m, err := NewQ4KMat(rows, cols, raw)
+	if err == nil {
+		m.adoptMapped()
+	}
+	return m, err
+}
+
+// adoptMapped moves m's blocks from a file mapping into weight memory
+// (see NewQ4KMatMapped).
+func (m *Mat) adoptMapped() {
+	if !hugePagesOn() || len(m.kq) < weightSmall {
+		return
+	}
+	b, c := weightBytes(len(m.kq))
+	const piece = 4 << 20
+	for off := 0; off < len(m.kq); off += piece {
+		end := min(off+piece, len(m.kq))
+		copy(b[off:end], m.kq[off:end])
+		releaseMapped(m.kq[off:end])
+	}
+	m.kq, m.mem = b, c
+}
+
 // q4kScaleMin returns the 6-bit scale and min of sub-block j from the
 // twelve packed bytes q.
 func q4kScaleMin(j int, q []byte) (sc, m byte) {

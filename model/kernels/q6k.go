@@ -30,6 +30,15 @@ func NewQ6KMat(rows, cols int, raw []byte) (*Mat, error) {
 	return &Mat{Type: Q6_K, Rows: rows, Cols: cols, kq: raw, kRow: rb}, nil
 }
 
+// NewQ6KMatMapped is NewQ4KMatMapped for Q6_K blocks.
+func NewQ6KMatMapped(rows, cols int, raw []byte) (*Mat, error) {
+	m, err := NewQ6KMat(rows, cols, raw)
+	if err == nil {
+		m.adoptMapped()
+	}
+	return m, err
+}
+
 // q6kValue returns the 6-bit value (0..63) of weight e of a block.
 func q6kValue(blk []byte, e int) int {
 	h, k, l := e/128, e%128/32, e%32

@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"bytes"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"unsafe"
@@ -38,4 +40,24 @@ func mapWeightChunk(size int) *weightChunk {
 	_ = unix.Madvise(c.mem, unix.MADV_HUGEPAGE)
 	runtime.AddCleanup(c, func(m []byte) { _ = unix.Munmap(m) }, m)
 	return c
+}
+
+// releaseMapped drops the process's pages of a read-only file mapping
+// (those wholly inside b) after their contents were copied: they leave its
+// resident set, the file stays in the page cache.
+func releaseMapped(b []byte) {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := (p + 4095) &^ 4095
+	hi := (p + uintptr(len(b))) &^ 4095
+	if hi <= lo {
+		return
+	}
+	_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), lo-p)), hi-lo), unix.MADV_DONTNEED)
+}
+
+// hugePagesOn reports whether weight chunks get transparent huge pages:
+// THP in "always" or "madvise" mode.
+func hugePagesOn() bool {
+	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	return err == nil && !bytes.Contains(b, []byte("[never]"))
 }

@@ -1,11 +1,17 @@
 package kernels
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // vmSize is the process's mapped memory (VmSize of /proc/self/status).
@@ -51,4 +57,48 @@ func TestWeightChunksUnmapped(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Errorf("mapped memory grew by %d MiB after dropping 6 GiB of chunks", grew>>20)
+}
+
+// A K-quant matrix from a file mapping is moved into weight memory (huge
+// pages) and gives bit for bit what the same blocks give in place.
+func TestQ4KMatMapped(t *testing.T) {
+	rows, cols := 4096, 2048 // 4.5 MiB of blocks: more than weightSmall
+	w := randVec(rand.New(rand.NewPCG(11, 12)), rows*cols)
+	raw, err := EncodeQ4K(rows, cols, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "blocks")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mapped, err := unix.Mmap(int(f.Fd()), 0, len(raw), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Skip("no mmap:", err)
+	}
+	defer unix.Munmap(mapped)
+	m, err := NewQ4KMatMapped(rows, cols, mapped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := NewQ4KMat(rows, cols, raw)
+	if hugePagesOn() && &m.kq[0] == &mapped[0] {
+		t.Error("the blocks were not moved out of the mapping")
+	}
+	x := randVec(rand.New(rand.NewPCG(13, 14)), 3*cols)
+	a, b := make([]float32, 3*rows), make([]float32, 3*rows)
+	m.MatMul(a, x, 3)
+	ref.MatMul(b, x, 3)
+	if !slices.Equal(a, b) {
+		t.Error("the moved blocks give other products")
+	}
+	// The mapping still reads the file (its pages come back on demand).
+	if !bytes.Equal(mapped[:4096], raw[:4096]) {
+		t.Error("the mapping no longer reads the file")
+	}
 }
