@@ -221,62 +221,38 @@ func BenchmarkDequantize(b *testing.B) {
 	}
 }
 
-// The kernels read Q4_K blocks as this package dequantizes them: an
-// encoded matrix's rows match Dequantize exactly.
-func TestQ4KMatRows(t *testing.T) {
-	rows, cols := 4, 512
-	w := make([]float32, rows*cols)
-	for i := range w {
-		w[i] = float32(math.Sin(float64(i))) * float32(1+i%7)
-	}
-	raw, err := kernels.EncodeQ4K(rows, cols, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := make([]float32, rows*cols)
-	if err := Dequantize(Q4_K, raw, want); err != nil {
-		t.Fatal(err)
-	}
-	m, err := kernels.NewQ4KMat(rows, cols, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]float32, cols)
-	for r := range rows {
-		m.Row(got, r)
-		for c := range cols {
-			if got[c] != want[r*cols+c] {
-				t.Fatalf("row %d col %d: %g, Dequantize %g", r, c, got[c], want[r*cols+c])
-			}
+// The kernels read Q4_K and Q6_K blocks as this package dequantizes them:
+// an encoded matrix's rows match Dequantize exactly.
+func TestKQuantMatRows(t *testing.T) {
+	for _, c := range []struct {
+		typ    Type
+		encode func(rows, cols int, w []float32) ([]byte, error)
+		wrap   func(rows, cols int, raw []byte) (*kernels.Mat, error)
+	}{{Q4_K, kernels.EncodeQ4K, kernels.NewQ4KMat}, {Q6_K, kernels.EncodeQ6K, kernels.NewQ6KMat}} {
+		rows, cols := 4, 512
+		w := make([]float32, rows*cols)
+		for i := range w {
+			w[i] = float32(math.Sin(float64(i))) * float32(1+i%7)
 		}
-	}
-}
-
-// And Q6_K's.
-func TestQ6KMatRows(t *testing.T) {
-	rows, cols := 3, 512
-	w := make([]float32, rows*cols)
-	for i := range w {
-		w[i] = float32(math.Cos(float64(i))) * float32(1+i%5)
-	}
-	raw, err := kernels.EncodeQ6K(rows, cols, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := make([]float32, rows*cols)
-	if err := Dequantize(Q6_K, raw, want); err != nil {
-		t.Fatal(err)
-	}
-	m, err := kernels.NewQ6KMat(rows, cols, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]float32, cols)
-	for r := range rows {
-		m.Row(got, r)
-		for c := range cols {
-			if got[c] != want[r*cols+c] {
-				t.Fatalf("row %d col %d: %g, Dequantize %g", r, c, got[c], want[r*cols+c])
+		raw, err := c.encode(rows, cols, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, rows*cols)
+		if err := Dequantize(c.typ, raw, want); err != nil {
+			t.Fatal(err)
+		}
+		m, err := c.wrap(rows, cols, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, cols)
+		for r := range rows {
+			m.Row(got, r)
+			for i := range cols {
+				if got[i] != want[r*cols+i] {
+					t.Fatalf("%v row %d col %d: %g, Dequantize %g", c.typ, r, i, got[i], want[r*cols+i])
+				}
 			}
 		}
 	}

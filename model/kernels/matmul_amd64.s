@@ -7995,6 +7995,80 @@ DATA quantlane0<>+56(SB)/4, $0x00000008
 DATA quantlane0<>+60(SB)/4, $0x0000000c
 GLOBL quantlane0<>(SB), RODATA|NOPTR, $64
 
+DATA q4kconsts<>+0(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+4(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+8(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+12(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+16(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+20(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+24(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+28(SB)/4, $0x0f0f0f0f
+DATA q4kconsts<>+32(SB)/4, $0x01000100
+DATA q4kconsts<>+36(SB)/4, $0x01000100
+DATA q4kconsts<>+40(SB)/4, $0x01000100
+DATA q4kconsts<>+44(SB)/4, $0x01000100
+DATA q4kconsts<>+48(SB)/4, $0x01000100
+DATA q4kconsts<>+52(SB)/4, $0x01000100
+DATA q4kconsts<>+56(SB)/4, $0x01000100
+DATA q4kconsts<>+60(SB)/4, $0x01000100
+DATA q4kconsts<>+64(SB)/4, $0x03020302
+DATA q4kconsts<>+68(SB)/4, $0x03020302
+DATA q4kconsts<>+72(SB)/4, $0x03020302
+DATA q4kconsts<>+76(SB)/4, $0x03020302
+DATA q4kconsts<>+80(SB)/4, $0x03020302
+DATA q4kconsts<>+84(SB)/4, $0x03020302
+DATA q4kconsts<>+88(SB)/4, $0x03020302
+DATA q4kconsts<>+92(SB)/4, $0x03020302
+DATA q4kconsts<>+96(SB)/4, $0x05040504
+DATA q4kconsts<>+100(SB)/4, $0x05040504
+DATA q4kconsts<>+104(SB)/4, $0x05040504
+DATA q4kconsts<>+108(SB)/4, $0x05040504
+DATA q4kconsts<>+112(SB)/4, $0x05040504
+DATA q4kconsts<>+116(SB)/4, $0x05040504
+DATA q4kconsts<>+120(SB)/4, $0x05040504
+DATA q4kconsts<>+124(SB)/4, $0x05040504
+DATA q4kconsts<>+128(SB)/4, $0x07060706
+DATA q4kconsts<>+132(SB)/4, $0x07060706
+DATA q4kconsts<>+136(SB)/4, $0x07060706
+DATA q4kconsts<>+140(SB)/4, $0x07060706
+DATA q4kconsts<>+144(SB)/4, $0x07060706
+DATA q4kconsts<>+148(SB)/4, $0x07060706
+DATA q4kconsts<>+152(SB)/4, $0x07060706
+DATA q4kconsts<>+156(SB)/4, $0x07060706
+DATA q4kconsts<>+160(SB)/4, $0x09080908
+DATA q4kconsts<>+164(SB)/4, $0x09080908
+DATA q4kconsts<>+168(SB)/4, $0x09080908
+DATA q4kconsts<>+172(SB)/4, $0x09080908
+DATA q4kconsts<>+176(SB)/4, $0x09080908
+DATA q4kconsts<>+180(SB)/4, $0x09080908
+DATA q4kconsts<>+184(SB)/4, $0x09080908
+DATA q4kconsts<>+188(SB)/4, $0x09080908
+DATA q4kconsts<>+192(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+196(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+200(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+204(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+208(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+212(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+216(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+220(SB)/4, $0x0b0a0b0a
+DATA q4kconsts<>+224(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+228(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+232(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+236(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+240(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+244(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+248(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+252(SB)/4, $0x0d0c0d0c
+DATA q4kconsts<>+256(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+260(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+264(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+268(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+272(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+276(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+280(SB)/4, $0x0f0e0f0e
+DATA q4kconsts<>+284(SB)/4, $0x0f0e0f0e
+GLOBL q4kconsts<>(SB), RODATA|NOPTR, $288
+
 // func q4kTile1AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·q4kTile1AVX2(SB), NOSPLIT, $0-56
@@ -8131,80 +8205,6 @@ blkdone:
 done:
 	VZEROUPPER
 	RET
-
-DATA q4kconsts<>+0(SB)/4, $0x0f0f0f0f
-DATA q4kconsts<>+4(SB)/4, $0x0f0f0f0f
-DATA q4kconsts<>+8(SB)/4, $0x0f0f0f0f
-DATA q4kconsts<>+12(SB)/4, $0x0f0f0f0f
-DATA q4kconsts<>+16(SB)/4, $0x0f0f0f0f
-DATA q4kconsts<>+20(SB)/4, $0x0f0f0f0f
-DATA q4kconsts<>+24(SB)/4, $0x0f0f0f0f
-DATA q4kconsts<>+28(SB)/4, $0x0f0f0f0f
-DATA q4kconsts<>+32(SB)/4, $0x01000100
-DATA q4kconsts<>+36(SB)/4, $0x01000100
-DATA q4kconsts<>+40(SB)/4, $0x01000100
-DATA q4kconsts<>+44(SB)/4, $0x01000100
-DATA q4kconsts<>+48(SB)/4, $0x01000100
-DATA q4kconsts<>+52(SB)/4, $0x01000100
-DATA q4kconsts<>+56(SB)/4, $0x01000100
-DATA q4kconsts<>+60(SB)/4, $0x01000100
-DATA q4kconsts<>+64(SB)/4, $0x03020302
-DATA q4kconsts<>+68(SB)/4, $0x03020302
-DATA q4kconsts<>+72(SB)/4, $0x03020302
-DATA q4kconsts<>+76(SB)/4, $0x03020302
-DATA q4kconsts<>+80(SB)/4, $0x03020302
-DATA q4kconsts<>+84(SB)/4, $0x03020302
-DATA q4kconsts<>+88(SB)/4, $0x03020302
-DATA q4kconsts<>+92(SB)/4, $0x03020302
-DATA q4kconsts<>+96(SB)/4, $0x05040504
-DATA q4kconsts<>+100(SB)/4, $0x05040504
-DATA q4kconsts<>+104(SB)/4, $0x05040504
-DATA q4kconsts<>+108(SB)/4, $0x05040504
-DATA q4kconsts<>+112(SB)/4, $0x05040504
-DATA q4kconsts<>+116(SB)/4, $0x05040504
-DATA q4kconsts<>+120(SB)/4, $0x05040504
-DATA q4kconsts<>+124(SB)/4, $0x05040504
-DATA q4kconsts<>+128(SB)/4, $0x07060706
-DATA q4kconsts<>+132(SB)/4, $0x07060706
-DATA q4kconsts<>+136(SB)/4, $0x07060706
-DATA q4kconsts<>+140(SB)/4, $0x07060706
-DATA q4kconsts<>+144(SB)/4, $0x07060706
-DATA q4kconsts<>+148(SB)/4, $0x07060706
-DATA q4kconsts<>+152(SB)/4, $0x07060706
-DATA q4kconsts<>+156(SB)/4, $0x07060706
-DATA q4kconsts<>+160(SB)/4, $0x09080908
-DATA q4kconsts<>+164(SB)/4, $0x09080908
-DATA q4kconsts<>+168(SB)/4, $0x09080908
-DATA q4kconsts<>+172(SB)/4, $0x09080908
-DATA q4kconsts<>+176(SB)/4, $0x09080908
-DATA q4kconsts<>+180(SB)/4, $0x09080908
-DATA q4kconsts<>+184(SB)/4, $0x09080908
-DATA q4kconsts<>+188(SB)/4, $0x09080908
-DATA q4kconsts<>+192(SB)/4, $0x0b0a0b0a
-DATA q4kconsts<>+196(SB)/4, $0x0b0a0b0a
-DATA q4kconsts<>+200(SB)/4, $0x0b0a0b0a
-DATA q4kconsts<>+204(SB)/4, $0x0b0a0b0a
-DATA q4kconsts<>+208(SB)/4, $0x0b0a0b0a
-DATA q4kconsts<>+212(SB)/4, $0x0b0a0b0a
-DATA q4kconsts<>+216(SB)/4, $0x0b0a0b0a
-DATA q4kconsts<>+220(SB)/4, $0x0b0a0b0a
-DATA q4kconsts<>+224(SB)/4, $0x0d0c0d0c
-DATA q4kconsts<>+228(SB)/4, $0x0d0c0d0c
-DATA q4kconsts<>+232(SB)/4, $0x0d0c0d0c
-DATA q4kconsts<>+236(SB)/4, $0x0d0c0d0c
-DATA q4kconsts<>+240(SB)/4, $0x0d0c0d0c
-DATA q4kconsts<>+244(SB)/4, $0x0d0c0d0c
-DATA q4kconsts<>+248(SB)/4, $0x0d0c0d0c
-DATA q4kconsts<>+252(SB)/4, $0x0d0c0d0c
-DATA q4kconsts<>+256(SB)/4, $0x0f0e0f0e
-DATA q4kconsts<>+260(SB)/4, $0x0f0e0f0e
-DATA q4kconsts<>+264(SB)/4, $0x0f0e0f0e
-DATA q4kconsts<>+268(SB)/4, $0x0f0e0f0e
-DATA q4kconsts<>+272(SB)/4, $0x0f0e0f0e
-DATA q4kconsts<>+276(SB)/4, $0x0f0e0f0e
-DATA q4kconsts<>+280(SB)/4, $0x0f0e0f0e
-DATA q4kconsts<>+284(SB)/4, $0x0f0e0f0e
-GLOBL q4kconsts<>(SB), RODATA|NOPTR, $288
 
 // func q4kTile2AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
 // Requires: AVX, AVX2, F16C, FMA3
@@ -8899,6 +8899,48 @@ done:
 	VZEROUPPER
 	RET
 
+DATA q6kconsts<>+0(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+4(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+8(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+12(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+16(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+20(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+24(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+28(SB)/4, $0x0f0f0f0f
+DATA q6kconsts<>+32(SB)/4, $0x03030303
+DATA q6kconsts<>+36(SB)/4, $0x03030303
+DATA q6kconsts<>+40(SB)/4, $0x03030303
+DATA q6kconsts<>+44(SB)/4, $0x03030303
+DATA q6kconsts<>+48(SB)/4, $0x03030303
+DATA q6kconsts<>+52(SB)/4, $0x03030303
+DATA q6kconsts<>+56(SB)/4, $0x03030303
+DATA q6kconsts<>+60(SB)/4, $0x03030303
+DATA q6kconsts<>+64(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+68(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+72(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+76(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+80(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+84(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+88(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+92(SB)/4, $0x0c0c0c0c
+DATA q6kconsts<>+96(SB)/4, $0x30303030
+DATA q6kconsts<>+100(SB)/4, $0x30303030
+DATA q6kconsts<>+104(SB)/4, $0x30303030
+DATA q6kconsts<>+108(SB)/4, $0x30303030
+DATA q6kconsts<>+112(SB)/4, $0x30303030
+DATA q6kconsts<>+116(SB)/4, $0x30303030
+DATA q6kconsts<>+120(SB)/4, $0x30303030
+DATA q6kconsts<>+124(SB)/4, $0x30303030
+DATA q6kconsts<>+128(SB)/4, $0x01000100
+DATA q6kconsts<>+132(SB)/4, $0x01000100
+DATA q6kconsts<>+136(SB)/4, $0x01000100
+DATA q6kconsts<>+140(SB)/4, $0x01000100
+DATA q6kconsts<>+144(SB)/4, $0x03020302
+DATA q6kconsts<>+148(SB)/4, $0x03020302
+DATA q6kconsts<>+152(SB)/4, $0x03020302
+DATA q6kconsts<>+156(SB)/4, $0x03020302
+GLOBL q6kconsts<>(SB), RODATA|NOPTR, $160
+
 // func q6kTile1AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·q6kTile1AVX2(SB), NOSPLIT, $0-56
@@ -9040,48 +9082,6 @@ blkdone:
 done:
 	VZEROUPPER
 	RET
-
-DATA q6kconsts<>+0(SB)/4, $0x0f0f0f0f
-DATA q6kconsts<>+4(SB)/4, $0x0f0f0f0f
-DATA q6kconsts<>+8(SB)/4, $0x0f0f0f0f
-DATA q6kconsts<>+12(SB)/4, $0x0f0f0f0f
-DATA q6kconsts<>+16(SB)/4, $0x0f0f0f0f
-DATA q6kconsts<>+20(SB)/4, $0x0f0f0f0f
-DATA q6kconsts<>+24(SB)/4, $0x0f0f0f0f
-DATA q6kconsts<>+28(SB)/4, $0x0f0f0f0f
-DATA q6kconsts<>+32(SB)/4, $0x03030303
-DATA q6kconsts<>+36(SB)/4, $0x03030303
-DATA q6kconsts<>+40(SB)/4, $0x03030303
-DATA q6kconsts<>+44(SB)/4, $0x03030303
-DATA q6kconsts<>+48(SB)/4, $0x03030303
-DATA q6kconsts<>+52(SB)/4, $0x03030303
-DATA q6kconsts<>+56(SB)/4, $0x03030303
-DATA q6kconsts<>+60(SB)/4, $0x03030303
-DATA q6kconsts<>+64(SB)/4, $0x0c0c0c0c
-DATA q6kconsts<>+68(SB)/4, $0x0c0c0c0c
-DATA q6kconsts<>+72(SB)/4, $0x0c0c0c0c
-DATA q6kconsts<>+76(SB)/4, $0x0c0c0c0c
-DATA q6kconsts<>+80(SB)/4, $0x0c0c0c0c
-DATA q6kconsts<>+84(SB)/4, $0x0c0c0c0c
-DATA q6kconsts<>+88(SB)/4, $0x0c0c0c0c
-DATA q6kconsts<>+92(SB)/4, $0x0c0c0c0c
-DATA q6kconsts<>+96(SB)/4, $0x30303030
-DATA q6kconsts<>+100(SB)/4, $0x30303030
-DATA q6kconsts<>+104(SB)/4, $0x30303030
-DATA q6kconsts<>+108(SB)/4, $0x30303030
-DATA q6kconsts<>+112(SB)/4, $0x30303030
-DATA q6kconsts<>+116(SB)/4, $0x30303030
-DATA q6kconsts<>+120(SB)/4, $0x30303030
-DATA q6kconsts<>+124(SB)/4, $0x30303030
-DATA q6kconsts<>+128(SB)/4, $0x01000100
-DATA q6kconsts<>+132(SB)/4, $0x01000100
-DATA q6kconsts<>+136(SB)/4, $0x01000100
-DATA q6kconsts<>+140(SB)/4, $0x01000100
-DATA q6kconsts<>+144(SB)/4, $0x03020302
-DATA q6kconsts<>+148(SB)/4, $0x03020302
-DATA q6kconsts<>+152(SB)/4, $0x03020302
-DATA q6kconsts<>+156(SB)/4, $0x03020302
-GLOBL q6kconsts<>(SB), RODATA|NOPTR, $160
 
 // func q6kTile2AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
 // Requires: AVX, AVX2, F16C, FMA3

@@ -57,25 +57,8 @@ func q4kConstTable() Mem {
 // paired, VPMADDWD by the mins) times dmin*d_y is taken off.
 func q4kTileAVX2(nx int) {
 	name := fmt.Sprintf("q4kTile%dAVX2", nx)
-	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes nrows Q4_K weight rows times %d Q8_K activation rows.", name, nx))
 	cst := q4kConstTable()
-	wp := Load(Param("w"), GP64()) // the weights, row after row
-	outp := Load(Param("out"), GP64())
-	nrows := Load(Param("nrows"), GP64())
-
-	Label("row")
-	TESTQ(nrows, nrows)
-	JZ(LabelRef("done"))
-	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
-	acc := make([]reg.VecVirtual, nx)
-	for j := range acc {
-		acc[j] = YMM()
-		VXORPS(acc[j], acc[j], acc[j])
-	}
-	nb := Load(Param("nb"), GP64())
-	countLoop("blk", nb, func() {
+	kTile(name, "Q4_K", nx, func(wp reg.Register, xr []reg.Register, acc []reg.VecVirtual) {
 		// Scales (bytes 0-7) and mins (bytes 8-15) from the 12 packed
 		// bytes u0, u1, u2.
 		u0, u1, u2, t := GP32(), GP32(), GP32(), GP32()
@@ -165,6 +148,31 @@ func q4kTileAVX2(nx int) {
 		}
 		ADDQ(U32(q4kBlock), wp)
 	})
+}
+
+// kTile generates a K-quant tile function: for each of nrows weight rows,
+// nb blocks of block (which advances wp and the activation pointers xr
+// past one super-block, adding into the nx sums acc), then the sums'
+// lanes added up into out.
+func kTile(name, typ string, nx int, block func(wp reg.Register, xr []reg.Register, acc []reg.VecVirtual)) {
+	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes nrows %s weight rows times %d Q8_K activation rows.", name, typ, nx))
+	wp := Load(Param("w"), GP64()) // the weights, row after row
+	outp := Load(Param("out"), GP64())
+	nrows := Load(Param("nrows"), GP64())
+
+	Label("row")
+	TESTQ(nrows, nrows)
+	JZ(LabelRef("done"))
+	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
+	acc := make([]reg.VecVirtual, nx)
+	for j := range acc {
+		acc[j] = YMM()
+		VXORPS(acc[j], acc[j], acc[j])
+	}
+	nb := Load(Param("nb"), GP64())
+	countLoop("blk", nb, func() { block(wp, xr, acc) })
 	op := GP64()
 	MOVQ(outp, op)
 	ldo := loadStride("ldo", 2)
@@ -232,25 +240,8 @@ func q6kConstTable() Mem {
 // once per block as 32 * Σ_g sc_g * bsum_g.
 func q6kTileAVX2(nx int) {
 	name := fmt.Sprintf("q6kTile%dAVX2", nx)
-	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes nrows Q6_K weight rows times %d Q8_K activation rows.", name, nx))
 	cst := q6kConstTable()
-	wp := Load(Param("w"), GP64())
-	outp := Load(Param("out"), GP64())
-	nrows := Load(Param("nrows"), GP64())
-
-	Label("row")
-	TESTQ(nrows, nrows)
-	JZ(LabelRef("done"))
-	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
-	acc := make([]reg.VecVirtual, nx)
-	for j := range acc {
-		acc[j] = YMM()
-		VXORPS(acc[j], acc[j], acc[j])
-	}
-	nb := Load(Param("nb"), GP64())
-	countLoop("blk", nb, func() {
+	kTile(name, "Q6_K", nx, func(wp reg.Register, xr []reg.Register, acc []reg.VecVirtual) {
 		sumi := make([]reg.VecVirtual, nx)
 		// The offset: sumi = -32 * Σ_g sc_g * bsum_g.
 		all := YMM()
@@ -321,20 +312,4 @@ func q6kTileAVX2(nx int) {
 		}
 		ADDQ(U32(q6kBlock), wp)
 	})
-	op := GP64()
-	MOVQ(outp, op)
-	ldo := loadStride("ldo", 2)
-	for j := 0; j < nx; j++ {
-		x := hsum(isaAVX2, acc[j])
-		VMOVSS(x, Mem{Base: op})
-		if j+1 < nx {
-			ADDQ(ldo, op)
-		}
-	}
-	ADDQ(U8(4), outp)
-	DECQ(nrows)
-	JMP(LabelRef("row"))
-	Label("done")
-	VZEROUPPER()
-	RET()
 }
