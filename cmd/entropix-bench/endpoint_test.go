@@ -13,6 +13,7 @@ import (
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/modeltest"
+	"github.com/entropix-search/entropix-search/model/modeltest/chatgguf"
 	"github.com/entropix-search/entropix-search/policy"
 )
 
@@ -132,5 +133,25 @@ func TestSpeedOfFile(t *testing.T) {
 	t.Logf("%s", time.Since(start))
 	if code, _, _ := runCmd(t, "speed", "-m", filepath.Join(t.TempDir(), "absent.gguf")); code == exitOK {
 		t.Error("a missing file: exit 0")
+	}
+}
+
+// With -chat the searches go to /v1/chat/completions, and the report is
+// still the local one.
+func TestEvalEndpointChat(t *testing.T) {
+	path := chatgguf.Write(t, chatgguf.ChatML)
+	url := startServer(t, path)
+	args := []string{"eval", "-m", path, "-task", "stories", "-chat", "-limit", "3", "-max-tokens", "12",
+		"-budgets", "1x,2x", "-modes", "greedy,beam-adaptive,self-consistency", "-no-speed", "-no-timings"}
+	code, local, errs := runCmd(t, args...)
+	if code != exitOK {
+		t.Fatalf("local: exit %d: %s", code, errs)
+	}
+	code, remote, errs := runCmd(t, append(args, "-endpoint", url)...)
+	if code != exitOK {
+		t.Fatalf("remote: exit %d: %s", code, errs)
+	}
+	if local != remote {
+		t.Errorf("the reports differ:\n%s\n----\n%s", local, remote)
 	}
 }

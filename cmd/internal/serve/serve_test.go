@@ -1,12 +1,10 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,37 +15,14 @@ import (
 
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
-	"github.com/entropix-search/entropix-search/model/gguf"
 	"github.com/entropix-search/entropix-search/model/modeltest"
+	"github.com/entropix-search/entropix-search/model/modeltest/chatgguf"
 	"github.com/entropix-search/entropix-search/policy"
 )
 
-// chatStories writes a copy of the bundled stories260K GGUF given a chat
-// template, so that chat requests have a model that can chat.
-func chatStories(t *testing.T) string {
-	t.Helper()
-	f, err := gguf.Open(modeltest.Stories260KGGUFPath(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	kv := append(append([]gguf.KV(nil), f.KV...), gguf.KV{Key: "tokenizer.chat_template",
-		Value: gguf.String("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")})
-	var ts []gguf.WriteTensor
-	for i := range f.Tensors {
-		ti := &f.Tensors[i]
-		ts = append(ts, gguf.WriteTensor{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: bytes.Clone(f.TensorData(ti))})
-	}
-	var buf bytes.Buffer
-	if err := gguf.Write(&buf, kv, ts); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "chat.gguf")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+// chatStories is the bundled stories260K with a chat template, so that
+// chat requests have a model that can chat.
+func chatStories(t *testing.T) string { return chatgguf.Write(t, chatgguf.RoleColon) }
 
 // start serves path on a loopback port until the test ends.
 func start(t *testing.T, path string, cfg Config) (*Server, string) { return startTB(t, path, cfg) }
