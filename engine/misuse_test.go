@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -51,7 +52,11 @@ func TestMisuseIsAnError(t *testing.T) {
 func TestConcurrentSearches(t *testing.T) {
 	var mu sync.Mutex
 	m := loadStories(t)
-	e := newEngine(t, m, WithMode(BeamAdaptive), WithSeed(3))
+	// Room for all eight searches' branches (one takes some 40 blocks):
+	// with a full pool the widest search gives up a branch, which one
+	// depends on the order the searches happened to join, and so may the
+	// answer (TestKVFullPrunes covers that).
+	e := newEngine(t, m, WithMode(BeamAdaptive), WithSeed(3), WithCacheTokens(1<<13))
 	b := Budget{MaxTokens: 24, MaxRows: 60}
 	want := runSearch(t, e, "Lily wanted to", b).Text
 	var wg sync.WaitGroup
@@ -90,6 +95,9 @@ func TestConcurrentSearches(t *testing.T) {
 		})
 	}
 	wg2.Wait()
+	if runtime.GOMAXPROCS(0) == 1 {
+		return // one thread: the driver may finish a search before the next one is submitted
+	}
 	if passes, rows := e2.Batching(); passes >= int64(steps) || rows < int64(8*30) {
 		t.Errorf("8 searches of %d steps in all ran in %d passes of %d rows", steps, passes, rows)
 	} else {
