@@ -750,7 +750,7 @@ TEXT ·softmaxScaledAVX2(SB), NOSPLIT, $0-20
 	ANDQ         $0x07, BX
 	VXORPS       Y2, Y2, Y2
 	JZ           nomask
-	LEAQ         avx2tail<>+0(SB), CX
+	LEAQ         tailmask8<>+0(SB), CX
 	MOVQ         $0x00000008, SI
 	SUBQ         BX, SI
 	VMOVDQU      (CX)(SI*4), Y2
@@ -884,23 +884,23 @@ normdone:
 	VZEROUPPER
 	RET
 
-DATA avx2tail<>+0(SB)/4, $0xffffffff
-DATA avx2tail<>+4(SB)/4, $0xffffffff
-DATA avx2tail<>+8(SB)/4, $0xffffffff
-DATA avx2tail<>+12(SB)/4, $0xffffffff
-DATA avx2tail<>+16(SB)/4, $0xffffffff
-DATA avx2tail<>+20(SB)/4, $0xffffffff
-DATA avx2tail<>+24(SB)/4, $0xffffffff
-DATA avx2tail<>+28(SB)/4, $0xffffffff
-DATA avx2tail<>+32(SB)/4, $0x00000000
-DATA avx2tail<>+36(SB)/4, $0x00000000
-DATA avx2tail<>+40(SB)/4, $0x00000000
-DATA avx2tail<>+44(SB)/4, $0x00000000
-DATA avx2tail<>+48(SB)/4, $0x00000000
-DATA avx2tail<>+52(SB)/4, $0x00000000
-DATA avx2tail<>+56(SB)/4, $0x00000000
-DATA avx2tail<>+60(SB)/4, $0x00000000
-GLOBL avx2tail<>(SB), RODATA|NOPTR, $64
+DATA tailmask8<>+0(SB)/4, $0xffffffff
+DATA tailmask8<>+4(SB)/4, $0xffffffff
+DATA tailmask8<>+8(SB)/4, $0xffffffff
+DATA tailmask8<>+12(SB)/4, $0xffffffff
+DATA tailmask8<>+16(SB)/4, $0xffffffff
+DATA tailmask8<>+20(SB)/4, $0xffffffff
+DATA tailmask8<>+24(SB)/4, $0xffffffff
+DATA tailmask8<>+28(SB)/4, $0xffffffff
+DATA tailmask8<>+32(SB)/4, $0x00000000
+DATA tailmask8<>+36(SB)/4, $0x00000000
+DATA tailmask8<>+40(SB)/4, $0x00000000
+DATA tailmask8<>+44(SB)/4, $0x00000000
+DATA tailmask8<>+48(SB)/4, $0x00000000
+DATA tailmask8<>+52(SB)/4, $0x00000000
+DATA tailmask8<>+56(SB)/4, $0x00000000
+DATA tailmask8<>+60(SB)/4, $0x00000000
+GLOBL tailmask8<>(SB), RODATA|NOPTR, $64
 
 DATA exp8consts<>+0(SB)/4, $0xc2ad0000
 DATA exp8consts<>+4(SB)/4, $0xc2ad0000
@@ -1029,7 +1029,7 @@ TEXT ·siluMulAVX2(SB), NOSPLIT, $0-24
 	ANDQ    $0x07, SI
 	VXORPS  Y0, Y0, Y0
 	JZ      nomask
-	LEAQ    avx2tail<>+0(SB), DX
+	LEAQ    tailmask8<>+0(SB), DX
 	MOVQ    $0x00000008, DI
 	SUBQ    SI, DI
 	VMOVDQU (DX)(DI*4), Y0
@@ -1127,7 +1127,7 @@ TEXT ·logitMomentsAVX2(SB), NOSPLIT, $0-32
 	ANDQ         $0x07, BX
 	VXORPS       Y1, Y1, Y1
 	JZ           nomask
-	LEAQ         avx2tail<>+0(SB), CX
+	LEAQ         tailmask8<>+0(SB), CX
 	MOVQ         $0x00000008, SI
 	SUBQ         BX, SI
 	VMOVDQU      (CX)(SI*4), Y1
@@ -1295,7 +1295,7 @@ TEXT ·top2AVX2(SB), NOSPLIT, $0-24
 	ANDQ    $0x07, BX
 	VXORPS  Y0, Y0, Y0
 	JZ      nomask
-	LEAQ    avx2tail<>+0(SB), CX
+	LEAQ    tailmask8<>+0(SB), CX
 	MOVQ    $0x00000008, SI
 	SUBQ    BX, SI
 	VMOVDQU (CX)(SI*4), Y0

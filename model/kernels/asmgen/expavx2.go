@@ -92,33 +92,6 @@ func exp8(c *expConsts8, v reg.VecVirtual) reg.VecVirtual {
 	return p
 }
 
-// avx2Tail is a 16-int32 table: eight -1s, then eight 0s. The eight at
-// 4*(8-rem) bytes are a VMASKMOVPS mask of the first rem lanes.
-var avx2Tail Mem
-var avx2TailDone bool
-
-// tailMask8 loads the mask of the first rem (1..7) lanes.
-func tailMask8(rem reg.Register) reg.VecVirtual {
-	if !avx2TailDone {
-		avx2Tail = GLOBL("avx2tail", RODATA|NOPTR)
-		for i := 0; i < 16; i++ {
-			v := uint32(0)
-			if i < 8 {
-				v = 0xFFFFFFFF
-			}
-			DATA(4*i, U32(v))
-		}
-		avx2TailDone = true
-	}
-	base, off := GP64(), GP64()
-	LEAQ(avx2Tail, base)
-	MOVQ(U32(8), off)
-	SUBQ(rem, off)
-	k := YMM()
-	VMOVDQU(Mem{Base: base, Index: off, Scale: 4}, k)
-	return k
-}
-
 // floatRange8 walks n float32s 32 bytes (8 lanes) at a time, then the
 // tail of n%8 under the mask k.
 type floatRange8 struct {
@@ -136,7 +109,7 @@ func newFloatRange8(n reg.Register) floatRange8 {
 	r.k = YMM()
 	VXORPS(r.k, r.k, r.k)
 	JZ(LabelRef("nomask"))
-	VMOVAPS(tailMask8(r.rem), r.k)
+	VMOVAPS(avx2TailMask(r.rem), r.k)
 	Label("nomask")
 	return r
 }
