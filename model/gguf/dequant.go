@@ -139,9 +139,14 @@ func deqQ5_1(b []byte, out []float32) {
 // Q4_K: f16 d and dmin, 12 bytes packing eight 6-bit (scale, min) pairs, 128
 // bytes of nibbles. Each 32-byte run of nibbles holds two sub-blocks of 32
 // elements: low nibbles first, then high nibbles. x = d*sc*q - dmin*m.
-func deqQ4K(b []byte, out []float32) {
-	d, dmin := half(b), half(b[2:])
-	sc, qs := b[4:16], b[16:144]
+func deqQ4K(b []byte, out []float32) { deqK45(b[:16], nil, b[16:144], out) }
+
+// deqK45 decodes a Q4_K block, or a Q5_K one with its fifth bits qh: the
+// header h (d, dmin, the packed scales), then sub-block j's element l is
+// the nibble plus 16 times bit j of qh[l].
+func deqK45(h, qh, qs []byte, out []float32) {
+	d, dmin := half(h), half(h[2:])
+	sc := h[4:16]
 	for j := range 4 {
 		s0, m0 := scaleMinK4(2*j, sc)
 		s1, m1 := scaleMinK4(2*j+1, sc)
@@ -149,8 +154,13 @@ func deqQ4K(b []byte, out []float32) {
 		n0, n1 := dmin*float32(m0), dmin*float32(m1)
 		o := out[64*j : 64*j+64]
 		for l, q := range qs[32*j : 32*j+32] {
-			o[l] = d0*float32(q&15) - n0
-			o[l+32] = d1*float32(q>>4) - n1
+			lo, hi := q&15, q>>4
+			if qh != nil {
+				lo |= qh[l] >> (2 * j) & 1 << 4
+				hi |= qh[l] >> (2*j + 1) & 1 << 4
+			}
+			o[l] = d0*float32(lo) - n0
+			o[l+32] = d1*float32(hi) - n1
 		}
 	}
 }
@@ -169,21 +179,7 @@ func scaleMinK4(j int, q []byte) (sc, m byte) {
 // Q5_K: Q4_K's d, dmin and packed scales, then 32 bytes of fifth bits (qh)
 // and 128 bytes of nibbles (qs). Sub-block j's element l (of 32) takes the
 // nibble as Q4_K does and bit j of qh[l] as 16: x = d*sc*q - dmin*m.
-func deqQ5K(b []byte, out []float32) {
-	d, dmin := half(b), half(b[2:])
-	sc, qh, qs := b[4:16], b[16:48], b[48:176]
-	for j := range 4 {
-		s0, m0 := scaleMinK4(2*j, sc)
-		s1, m1 := scaleMinK4(2*j+1, sc)
-		d0, d1 := d*float32(s0), d*float32(s1)
-		n0, n1 := dmin*float32(m0), dmin*float32(m1)
-		o := out[64*j : 64*j+64]
-		for l, q := range qs[32*j : 32*j+32] {
-			o[l] = d0*float32(q&15|qh[l]>>(2*j)&1<<4) - n0
-			o[l+32] = d1*float32(q>>4|qh[l]>>(2*j+1)&1<<4) - n1
-		}
-	}
-}
+func deqQ5K(b []byte, out []float32) { deqK45(b[:16], b[16:48], b[48:176], out) }
 
 // Q6_K: 128 bytes of low nibbles (ql), 64 bytes of high 2-bit pairs (qh), 16
 // int8 scales, f16 d. Each half of 128 elements uses 64 bytes of ql and 32
