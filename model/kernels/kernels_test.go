@@ -750,9 +750,13 @@ func TestMatMulNoAllocs(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 18))
 	mf, _ := NewF32Mat(256, 256, randVec(r, 256*256))
 	mq, _ := QuantizeQ8(256, 256, randVec(r, 256*256))
+	raw4, _ := EncodeQ4K(256, 256, randVec(r, 256*256))
+	m4, _ := NewQ4KMat(256, 256, raw4)
+	raw6, _ := EncodeQ6K(256, 256, randVec(r, 256*256))
+	m6, _ := NewQ6KMat(256, 256, raw6)
 	x := randVec(r, 16*256)
 	out := make([]float32, 16*256)
-	for _, m := range []*Mat{mf, mq} {
+	for _, m := range []*Mat{mf, mq, m4, m6} {
 		for _, n := range []int{4, 16} { // 16: rows quantized on the pool
 			m.MatMul(out, x, n)
 			if a := testing.AllocsPerRun(50, func() { m.MatMul(out, x, n) }); a != 0 {

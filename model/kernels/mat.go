@@ -208,7 +208,7 @@ func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
 	case Q8_0:
 		cols := mats[0].Cols
 		s := getQ8Scratch(n * q8XBytes(cols))
-		s.quantize(x, n, cols)
+		s.quantize(x, n, cols, false)
 		j.xq = s.buf
 		j.work /= 4
 		DefaultPool().matMul(j)

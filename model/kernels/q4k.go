@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sync"
 )
 
 // Q4_K weights are kept as the GGUF file stores them (the caller's bytes,
@@ -182,42 +181,16 @@ func q4kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	}
 }
 
-// q8kQuantTask quantizes rows [lo, hi) of x to Q8_K.
-type q8kQuantTask struct {
-	buf  []byte
-	x    []float32
-	cols int
-}
-
-func (t *q8kQuantTask) Run(lo, hi int) {
-	rb := q8kBytes(t.cols)
-	for i := lo; i < hi; i++ {
-		quantizeQ8KRow(t.buf[i*rb:(i+1)*rb], t.x[i*t.cols:(i+1)*t.cols])
-	}
-}
-
-// q8kPool holds buffers of quantized activation rows.
-var q8kPool = sync.Pool{New: func() any { return new([]byte) }}
-
 // kMatMul is MatMulMany for K-quant matrices: x's rows quantized once to
 // Q8_K, the weight rows of all the matrices split over the pool.
 func kMatMul(j matMulJob) {
 	cols := j.m[0].Cols
-	bp := q8kPool.Get().(*[]byte)
-	size := j.n * q8kBytes(cols)
-	if cap(*bp) < size {
-		*bp = make([]byte, size)
-	}
-	buf := (*bp)[:size]
-	q := q8kQuantTask{buf: buf, x: j.x, cols: cols}
-	if j.n >= parallelQuantRows {
-		DefaultPool().RunTask(j.n, &q)
-	} else {
-		q.Run(0, j.n)
-	}
-	j.xq = buf
+	s := getQ8Scratch(j.n * q8kBytes(cols))
+	s.quantize(j.x, j.n, cols, true)
+	j.xq = s.buf
 	DefaultPool().matMul(j)
-	q8kPool.Put(bp)
+	j.xq = nil
+	putQ8Scratch(s)
 }
 
 // EncodeQ4K returns Q4_K super-blocks for row-major float32 weights (cols

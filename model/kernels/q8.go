@@ -110,14 +110,23 @@ type q8Scratch struct {
 	quant    quantTask // the pool's task when the rows are quantized in parallel
 }
 
-// quantTask quantizes rows [lo, hi) of x (cols wide) into buf.
+// quantTask quantizes rows [lo, hi) of x (cols wide) into buf: for Q8_0
+// products, or with k for K-quant ones (Q8_K).
 type quantTask struct {
 	buf  []byte
 	x    []float32
 	cols int
+	k    bool
 }
 
 func (t *quantTask) Run(lo, hi int) {
+	if t.k {
+		rb := q8kBytes(t.cols)
+		for i := lo; i < hi; i++ {
+			quantizeQ8KRow(t.buf[i*rb:(i+1)*rb], t.x[i*t.cols:(i+1)*t.cols])
+		}
+		return
+	}
 	rb := q8XBytes(t.cols)
 	quantizeQ8Rows(t.buf[lo*rb:hi*rb], t.x[lo*t.cols:hi*t.cols], hi-lo, t.cols)
 }
@@ -126,14 +135,16 @@ func (t *quantTask) Run(lo, hi int) {
 // the pool's threads: 16 rows of 2048 take some 10 us on one.
 const parallelQuantRows = 8
 
-// quantize fills s.buf with the n quantized rows of x.
-func (s *q8Scratch) quantize(x []float32, n, cols int) {
+// quantize fills s.buf with the n quantized rows of x (Q8_K with k), on
+// the pool's threads for many rows. The task lives in the pooled scratch,
+// so that handing it to the pool allocates nothing.
+func (s *q8Scratch) quantize(x []float32, n, cols int, k bool) {
+	s.quant = quantTask{buf: s.buf, x: x, cols: cols, k: k}
 	if n < parallelQuantRows {
-		quantizeQ8Rows(s.buf, x, n, cols)
-		return
+		s.quant.Run(0, n)
+	} else {
+		DefaultPool().RunTask(n, &s.quant)
 	}
-	s.quant = quantTask{buf: s.buf, x: x, cols: cols}
-	DefaultPool().RunTask(n, &s.quant)
 	s.quant = quantTask{}
 }
 
