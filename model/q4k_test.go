@@ -58,7 +58,7 @@ func TestQ4KFile(t *testing.T) {
 		t.Fatalf("file types %v", got)
 	}
 	l0 := native.Weights.Layers[0]
-	if l0.Wq.Type != kernels.Q4_K || l0.Wq.Bytes() != int64(256*256/256*144) {
+	if l0.Wq.Type != kernels.Q4_K || l0.Wq.Bytes() != int64(256/8*256/256*1184) { // the q4k8 layout: 1184 bytes for 8 rows of a super-block
 		t.Fatalf("Wq is %v of %d bytes", l0.Wq.Type, l0.Wq.Bytes())
 	}
 	// llama.cpp's Q4_K_M mix: attn_v and ffn_down in Q6_K in the last

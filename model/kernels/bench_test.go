@@ -124,13 +124,17 @@ func benchMatMulFootprint(b *testing.B, footprint int64) {
 	r := rand.New(rand.NewPCG(7, 7))
 	rows, cols := 768, 2048
 	w := randVec(r, rows*cols)
-	for _, typ := range []DType{F32, Q8_0, Q4_K} {
+	for _, typ := range []DType{F32, Q8_0, Q4_K, Q6_K} {
 		var mats []*Mat
 		switch typ {
-		case Q4_K:
-			raw, _ := EncodeQ4K(rows, cols, w)
+		case Q4_K, Q6_K:
+			encode, newMat := EncodeQ4K, NewQ4KMat
+			if typ == Q6_K {
+				encode, newMat = EncodeQ6K, NewQ6KMat
+			}
+			raw, _ := encode(rows, cols, w)
 			for i := 0; i < int(footprint)/len(raw); i++ {
-				m, _ := NewQ4KMat(rows, cols, append([]byte(nil), raw...))
+				m, _ := newMat(rows, cols, raw)
 				mats = append(mats, m)
 			}
 		case F32:

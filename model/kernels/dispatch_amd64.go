@@ -722,6 +722,10 @@ func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		q6kRowsGo(out, m, xq, n, r0, r1)
 		return
 	}
+	if m.k8 {
+		k8RowsTiles(&q6k8Tiles, q6k8Unit, out, m, xq, n, r0, r1)
+		return
+	}
 	kRowsTiles(&q6kTiles, out, m, xq, n, r0, r1)
 }
 
@@ -734,7 +738,39 @@ func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		q4kRowsGo(out, m, xq, n, r0, r1)
 		return
 	}
+	if m.k8 {
+		k8RowsTiles(&q4k8Tiles, q4k8Unit, out, m, xq, n, r0, r1)
+		return
+	}
 	kRowsTiles(&q4kTiles, out, m, xq, n, r0, r1)
+}
+
+var q4k8Tiles = [...]kTileFunc{q4k8Tile1AVX2, q4k8Tile2AVX2, q4k8Tile3AVX2, q4k8Tile4AVX2}
+
+var q6k8Tiles = [...]kTileFunc{q6k8Tile1AVX2, q6k8Tile2AVX2, q6k8Tile3AVX2, q6k8Tile4AVX2}
+
+// k8RowsTiles is kRowsTiles for the eight-row layouts (q4k8, q6k8: unit
+// bytes per group and super-block): r0 and r1 are multiples of 8 (the
+// matrix's row blocks), the tiles' last argument counts groups.
+func k8RowsTiles(tiles *[4]kTileFunc, unit int, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
+	gb := nb * unit
+	_ = m.kq[r1/8*gb-1]
+	_ = xq[n*rb-1]
+	_ = out[(n-1)*m.Rows+r1-1]
+	t := (n + len(tiles) - 1) / len(tiles)
+	wide, nwide := n/t+1, n%t
+	if nwide == 0 {
+		wide, nwide = wide-1, t
+	}
+	for c0 := r0; c0 < r1; c0 += kRowChunk {
+		c1 := min(r1, c0+kRowChunk)
+		for i, b := 0, 0; b < n; i++ {
+			nx := wide - min(1, i/nwide)
+			tiles[nx-1](&m.kq[c0/8*gb], &xq[b*rb], rb, nb, &out[b*m.Rows+c0], m.Rows, (c1-c0)/8)
+			b += nx
+		}
+	}
 }
 
 // kRowsTiles runs a K-quant kernel's tiles over output rows [r0, r1).

@@ -63,9 +63,12 @@ type Mat struct {
 
 	mem *weightChunk // the memory q8q lies in (weightmem.go)
 
-	// K-quants (Q4_K, Q6_K): the GGUF super-blocks, row-major, kRow bytes a row.
+	// K-quants (Q4_K, Q6_K): the GGUF super-blocks, row-major, kRow bytes
+	// a row; with k8, Q4_K in groups of eight rows (the q4k8 layout,
+	// q4k.go), kRow still the file's bytes a row.
 	kq   []byte
 	kRow int
+	k8   bool
 }
 
 // NewF32Mat wraps row-major float32 weights (not copied).

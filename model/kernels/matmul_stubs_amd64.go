@@ -208,3 +208,43 @@ func q6kTile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrow
 //
 //go:noescape
 func q6kTile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)
+
+// q4k8Tile1AVX2 computes ngroups groups of eight Q4_K weight rows (q4k8 layout) times 1 Q8_K activation rows.
+//
+//go:noescape
+func q4k8Tile1AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q4k8Tile2AVX2 computes ngroups groups of eight Q4_K weight rows (q4k8 layout) times 2 Q8_K activation rows.
+//
+//go:noescape
+func q4k8Tile2AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q4k8Tile3AVX2 computes ngroups groups of eight Q4_K weight rows (q4k8 layout) times 3 Q8_K activation rows.
+//
+//go:noescape
+func q4k8Tile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q4k8Tile4AVX2 computes ngroups groups of eight Q4_K weight rows (q4k8 layout) times 4 Q8_K activation rows.
+//
+//go:noescape
+func q4k8Tile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q6k8Tile1AVX2 computes ngroups groups of eight Q6_K weight rows (q6k8 layout) times 1 Q8_K activation rows.
+//
+//go:noescape
+func q6k8Tile1AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q6k8Tile2AVX2 computes ngroups groups of eight Q6_K weight rows (q6k8 layout) times 2 Q8_K activation rows.
+//
+//go:noescape
+func q6k8Tile2AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q6k8Tile3AVX2 computes ngroups groups of eight Q6_K weight rows (q6k8 layout) times 3 Q8_K activation rows.
+//
+//go:noescape
+func q6k8Tile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q6k8Tile4AVX2 computes ngroups groups of eight Q6_K weight rows (q6k8 layout) times 4 Q8_K activation rows.
+//
+//go:noescape
+func q6k8Tile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)

@@ -168,3 +168,45 @@ func TestQuantizeQ8K(t *testing.T) {
 		}
 	}
 }
+
+// A Q4_K or Q6_K matrix with rows a multiple of 8 is repacked in groups
+// of eight (the q4k8 and q6k8 layouts): its rows dequantize to exactly
+// those of the file's layout and its memory is the units'
+// (TestQ4KMatMapped covers the mapped constructor); other matrices keep
+// the file's layout.
+func TestK8Repack(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	rows, cols := 24, 768
+	for _, c := range []struct {
+		typ       DType
+		encode    func(rows, cols int, w []float32) ([]byte, error)
+		newMat    func(rows, cols int, raw []byte) (*Mat, error)
+		blk, unit int
+	}{
+		{Q4_K, EncodeQ4K, NewQ4KMat, q4kBlockBytes, q4k8Unit},
+		{Q6_K, EncodeQ6K, NewQ6KMat, q6kBlockBytes, q6k8Unit},
+	} {
+		raw, _ := c.encode(rows, cols, randVec(r, rows*cols))
+		plain := &Mat{Type: c.typ, Rows: rows, Cols: cols, kq: raw, kRow: cols / 256 * c.blk}
+		m, err := c.newMat(rows, cols, append([]byte(nil), raw...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !m.k8 || m.Bytes() != int64(rows/8*cols/256*c.unit) {
+			t.Fatalf("%v: k8 %v, %d bytes", c.typ, m.k8, m.Bytes())
+		}
+		want, got := make([]float32, cols), make([]float32, cols)
+		for i := range rows {
+			plain.Row(want, i)
+			m.Row(got, i)
+			for k := range cols {
+				if got[k] != want[k] {
+					t.Fatalf("%v row %d col %d: %g, want %g", c.typ, i, k, got[k], want[k])
+				}
+			}
+		}
+		if m, _ := c.newMat(3, cols, raw[:3*cols/256*c.blk]); m.k8 {
+			t.Errorf("%v: 3 rows were repacked", c.typ)
+		}
+	}
+}

@@ -17,9 +17,31 @@ import (
 //	d_y*d * Σ_g sc_g (Σ_{i in g} q_i*y_i - 32*bsum_g)
 const q6kBlockBytes = 210
 
-// NewQ6KMat wraps the Q6_K super-blocks of a rows x cols matrix, row-major
-// as GGUF stores them (not copied). cols must be a multiple of 256.
+// Q6_K matrices whose rows are a multiple of 8 are kept, as Q4_K ones,
+// in groups of eight rows (the q6k8 layout, the same 1680 bytes as eight
+// blocks): per group and super-block the eight rows' float16 d (2r), the
+// int8 scales by pairs of runs (pair p at 16+16p, row r's two at 2r), then
+// per run g of 16 weights 96 bytes at 144+96g: A and B (bytes 4r..4r+3
+// hold the low four bits of row r's weights 4t+i: t = 0 and 1 in A's low
+// and high nibbles, 2 and 3 in B's) and H (bits 2t and 2t+1 of byte
+// 4r+i: the weight's top two bits).
+const (
+	q6k8Unit   = 1680
+	q6k8Scales = 16
+	q6k8Quants = 144
+)
+
+// NewQ6KMat is NewQ4KMat for Q6_K super-blocks (repacked into the q6k8
+// layout when rows are a multiple of 8, used in place otherwise).
 func NewQ6KMat(rows, cols int, raw []byte) (*Mat, error) {
+	m, err := newQ6KMat(rows, cols, raw)
+	if err == nil && rows%8 == 0 {
+		m.repack8(raw, false, q6kBlockBytes, q6k8Unit, repackQ6K8)
+	}
+	return m, err
+}
+
+func newQ6KMat(rows, cols int, raw []byte) (*Mat, error) {
 	if rows <= 0 || cols <= 0 || cols%QKBlockSize != 0 {
 		return nil, fmt.Errorf("kernels: Q6_K matrix %dx%d: columns must be a positive multiple of %d", rows, cols, QKBlockSize)
 	}
@@ -32,11 +54,47 @@ func NewQ6KMat(rows, cols int, raw []byte) (*Mat, error) {
 
 // NewQ6KMatMapped is NewQ4KMatMapped for Q6_K blocks.
 func NewQ6KMatMapped(rows, cols int, raw []byte) (*Mat, error) {
-	m, err := NewQ6KMat(rows, cols, raw)
-	if err == nil {
+	m, err := newQ6KMat(rows, cols, raw)
+	if err != nil {
+		return nil, err
+	}
+	if rows%8 == 0 {
+		m.repack8(raw, true, q6kBlockBytes, q6k8Unit, repackQ6K8)
+	} else {
 		m.adoptMapped()
 	}
-	return m, err
+	return m, nil
+}
+
+// repackQ6K8 writes the q6k8 unit of eight rows' super-blocks, the first
+// at src[0:210] and the others stride bytes apart.
+func repackQ6K8(dst, src []byte, stride int) {
+	for r := range 8 {
+		blk := src[r*stride : r*stride+q6kBlockBytes]
+		copy(dst[2*r:2*r+2], blk[208:210])
+		for g := range 16 {
+			dst[q6k8Scales+16*(g/2)+2*r+g%2] = blk[192+g]
+			u := dst[q6k8Quants+96*g:]
+			for t := range 4 {
+				for i := range 4 {
+					q := byte(q6kValue(blk, 16*g+4*t+i))
+					ab := u[32*(t/2)+4*r+i:]
+					ab[0] |= (q & 15) << (4 * uint(t%2))
+					u[64+4*r+i] |= q >> 4 << (2 * uint(t))
+				}
+			}
+		}
+	}
+}
+
+// q6k8Value returns the 6-bit value (0..63) and the scale of weight e of
+// row r of a group's q6k8 unit u.
+func q6k8Value(u []byte, r, e int) (q int, sc int8) {
+	g, t, i := e/16, e%16/4, e%4
+	w := u[q6k8Quants+96*g:]
+	lo := w[32*(t/2)+4*r+i] >> (4 * uint(t%2)) & 15
+	hi := w[64+4*r+i] >> (2 * uint(t)) & 3
+	return int(lo) | int(hi)<<4, int8(u[q6k8Scales+16*(g/2)+2*r+g%2])
 }
 
 // q6kValue returns the 6-bit value (0..63) of weight e of a block.
@@ -51,6 +109,18 @@ func q6kValue(blk []byte, e int) int {
 
 // q6kRow dequantizes row r into dst.
 func (m *Mat) q6kRow(dst []float32, r int) {
+	if m.k8 {
+		nb := m.Cols / QKBlockSize
+		for b := 0; b < nb; b++ {
+			u := m.kq[(r/8*nb+b)*q6k8Unit:][:q6k8Unit]
+			d := HalfToFloat(binary.LittleEndian.Uint16(u[2*(r%8):]))
+			for e := range QKBlockSize {
+				q, sc := q6k8Value(u, r%8, e)
+				dst[b*QKBlockSize+e] = d * float32(sc) * float32(q-32)
+			}
+		}
+		return
+	}
 	row := m.kq[r*m.kRow : (r+1)*m.kRow]
 	for b := 0; b < m.Cols/QKBlockSize; b++ {
 		blk := row[b*q6kBlockBytes:]
@@ -83,9 +153,43 @@ func q6kDotGo(w, y []byte, nb int) float32 {
 	return sum
 }
 
+// q6k8DotGo is q6kDotGo for row l of a group in the q6k8 layout, w the
+// group's units.
+func q6k8DotGo(w []byte, l int, y []byte, nb int) float32 {
+	var sum float32
+	for b := 0; b < nb; b++ {
+		u, yb := w[b*q6k8Unit:], y[b*q8kBlockBytes:]
+		dy := math.Float32frombits(binary.LittleEndian.Uint32(yb))
+		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:])) * dy
+		var si int32
+		for g := range 16 {
+			var s int32
+			var sc int8
+			for e := 16 * g; e < 16*g+16; e++ {
+				var q int
+				q, sc = q6k8Value(u, l, e)
+				s += int32(q) * int32(int8(yb[q8kQuantOff+e]))
+			}
+			bs := int32(int16(binary.LittleEndian.Uint16(yb[q8kSumsOff+2*g:])))
+			si += int32(sc) * (s - 32*bs)
+		}
+		sum += d * float32(si)
+	}
+	return sum
+}
+
 // q6kRowsGo computes output rows [r0, r1) of a Q6_K MatMul.
 func q6kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
+	if m.k8 {
+		for r := r0; r < r1; r++ {
+			w := m.kq[r/8*nb*q6k8Unit : (r/8+1)*nb*q6k8Unit]
+			for j := 0; j < n; j++ {
+				out[j*m.Rows+r] = q6k8DotGo(w, r%8, xq[j*rb:(j+1)*rb], nb)
+			}
+		}
+		return
+	}
 	for r := r0; r < r1; r++ {
 		w := m.kq[r*m.kRow : (r+1)*m.kRow]
 		for j := 0; j < n; j++ {

@@ -134,7 +134,7 @@ func build(s Shape, dtype kernels.DType, seed uint64, raw bool) ([]*tensor, erro
 				}
 				i := order[k]
 				dt := dtype
-				if dtype == kernels.Q4_K && moreBits(ts[i].name, s.Layers) {
+				if dtype == kernels.Q4_K && moreBits(ts[i].name, s.Layers, s.Tied) {
 					dt = kernels.Q6_K
 				}
 				errs[i] = make1(ts[i], i, dt, seed, raw)
@@ -205,11 +205,13 @@ func make1(t *tensor, ti int, dtype kernels.DType, seed uint64, raw bool) error 
 }
 
 // moreBits reports whether llama.cpp's Q4_K_M stores the tensor named
-// name in Q6_K: the output matrix, and attn_v and ffn_down in the first
-// and last eighth of the layers and every third layer between.
-func moreBits(name string, layers int) bool {
+// name in Q6_K: the output matrix (the token embeddings where the output
+// is tied to them, as in Llama-3.2-1B's files), and attn_v and ffn_down
+// in the first and last eighth of the layers and every third layer
+// between.
+func moreBits(name string, layers int, tied bool) bool {
 	name = strings.TrimSuffix(name, ".weight")
-	if name == "output" {
+	if name == "output" || tied && name == "token_embd" {
 		return true
 	}
 	var l int

@@ -2,6 +2,7 @@ package synth_test
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -276,5 +277,26 @@ func TestQ8CloseToF32(t *testing.T) {
 		if rms > 0.03*std || worst > 0.15*std {
 			t.Errorf("position %d: Q8_0 logits differ from F32 by %g (rms) and %g (max); logit std %g", i, rms, worst, std)
 		}
+	}
+}
+
+// moreBits follows llama.cpp's Q4_K_M: Q6_K for the output, or for the
+// token embeddings where the output is tied to them, and for attn_v and
+// ffn_down in layers 0, 1, 4, 7, 10, 13, 14, 15 of 16.
+func TestMoreBits(t *testing.T) {
+	var got []int
+	for l := range 16 {
+		if synth.MoreBits(fmt.Sprintf("blk.%d.ffn_down.weight", l), 16, false) {
+			got = append(got, l)
+		}
+		if synth.MoreBits(fmt.Sprintf("blk.%d.ffn_up.weight", l), 16, false) {
+			t.Errorf("ffn_up of layer %d", l)
+		}
+	}
+	if fmt.Sprint(got) != "[0 1 4 7 10 13 14 15]" {
+		t.Errorf("ffn_down in layers %v", got)
+	}
+	if !synth.MoreBits("output.weight", 16, false) || synth.MoreBits("token_embd.weight", 16, false) || !synth.MoreBits("token_embd.weight", 16, true) {
+		t.Error("output or tied token embeddings")
 	}
 }

@@ -21,8 +21,8 @@ import (
 // bounded time against one server on loopback, each sending arith
 // problems to beam-adaptive (276 rows, 4x greedy's answer), and reports
 // requests/s, tokens/s, p50/p99 latency, forward rows per pass (the
-// batching), errors (must be 0) and the KV blocks in use after the run
-// (must be 0). requests/s at 16 clients over requests/s at 1 is what the
+// batching) and per second, errors (must be 0) and the KV blocks in use
+// after the run (must be 0). requests/s at 16 clients over requests/s at 1 is what the
 // batching across requests buys on this model. SERVE_LOAD_TIME sets each
 // point's duration (default 3s), SERVE_LOAD_85M=1 adds an 85M-parameter
 // model.
@@ -134,6 +134,7 @@ func serveLoad(b *testing.B, path string, clients int, probs []string) {
 			b.ReportMetric(pct(0.5), "p50-ms")
 			b.ReportMetric(pct(0.99), "p99-ms")
 			b.ReportMetric(float64(r1-r0)/float64(max(p1-p0, 1)), "rows/pass")
+			b.ReportMetric(float64(r1-r0)/secs, "rows/s")
 			b.ReportMetric(float64(errs), "errors")
 			time.Sleep(50 * time.Millisecond)
 			b.ReportMetric(float64(srv.eng.BlocksInUse()), "kv-blocks-after")

@@ -150,6 +150,321 @@ func q4kTileAVX2(nx int) {
 	})
 }
 
+// Q4_K in groups of eight rows (the kernels package's q4k8 layout, see
+// q4k.go there): per group and super-block a unit of q4k8Unit bytes, the
+// eight rows' float16 d, their float16 dmin, the sub-blocks' scales a
+// byte a row (sub-block j at 32+8j), the mins paired by sub-block (pair p
+// at 96+16p, row r's two at 2r), then the nibbles: for sub-block j and
+// quarter v, 32 bytes at 160+128j+32v whose bytes 4r..4r+3 hold weights
+// 8v..8v+3 of row r in their low nibbles and 8v+4..8v+7 in their high.
+const (
+	q4k8Unit   = 1184
+	q4k8Scales = 32
+	q4k8Mins   = 96
+	q4k8Quants = 160
+)
+
+// q4k8TileAVX2 generates q4k8Tile{nx}AVX2(w *byte, x *byte, ldx int, nb
+// int, out *float32, ldo int, ngroups int): for each of ngroups groups of
+// eight Q4_K weight rows in the q4k8 layout (nb super-blocks each), their
+// dot products with nx Q8_K activation rows, out[j*ldo+r] for activation
+// row j and the group's row r (eight floats a group and row j).
+//
+// A vector's lane r is weight row r: four activation quants broadcast to
+// every lane meet four weights of each of the eight rows in one
+// VPMADDUBSW, whose int16 pairs add up over a sub-block's eight steps
+// without overflow (8 * 2*15*127 < 2^15); then one VPMADDWD by the
+// rows' scales per sub-block, not per 32 weights and row as in
+// q4kTile. No lane sums at the end: the eight rows' results are the
+// eight lanes.
+//
+// The next unit is prefetched as this one is read (a line every 64
+// bytes): a Llama-3.2-1B-shape Q4_K_M decode step took 19% less time
+// with it (median of 8 interleaved rounds; two and four units ahead
+// gained less).
+func q4k8TileAVX2(nx int) {
+	name := fmt.Sprintf("q4k8Tile%dAVX2", nx)
+	const pf = 1
+	cst := q4kConstTable()
+	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes ngroups groups of eight Q4_K weight rows (q4k8 layout) times %d Q8_K activation rows.", name, nx))
+	wp := Load(Param("w"), GP64())
+	outp := Load(Param("out"), GP64())
+	ng := Load(Param("ngroups"), GP64())
+
+	Label("group")
+	TESTQ(ng, ng)
+	JZ(LabelRef("done"))
+	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
+	acc := make([]reg.VecVirtual, nx)
+	for i := range acc {
+		acc[i] = YMM()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
+	nb := Load(Param("nb"), GP64())
+	countLoop("blk", nb, func() {
+		sumi := make([]reg.VecVirtual, nx)
+		for j := 0; j < 8; j++ {
+			s16 := make([]reg.VecVirtual, nx)
+			for v := 0; v < 4; v++ {
+				if v%2 == 0 {
+					PREFETCHT0(Mem{Base: wp, Disp: pf*q4k8Unit + q4k8Quants + 128*j + 32*v})
+					if j < 3 && v == 0 {
+						PREFETCHT0(Mem{Base: wp, Disp: pf*q4k8Unit + 64*j})
+					}
+				}
+				lo, hi := YMM(), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: q4k8Quants + 128*j + 32*v}, hi)
+				VPAND(cst, hi, lo)
+				VPSRLW(U8(4), hi, hi)
+				VPAND(cst, hi, hi)
+				for h, q := range []reg.VecVirtual{lo, hi} {
+					for i := 0; i < nx; i++ {
+						t := YMM()
+						VPBROADCASTD(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v + 4*h}, t)
+						VPMADDUBSW(t, q, t)
+						if v == 0 && h == 0 {
+							s16[i] = t
+						} else {
+							VPADDW(t, s16[i], s16[i])
+						}
+					}
+				}
+			}
+			// The rows' scales as int16 pairs (sc, sc), one pair a lane.
+			sc, t := YMM(), YMM()
+			VPMOVZXBD(Mem{Base: wp, Disp: q4k8Scales + 8*j}, sc)
+			VPSLLD(U8(16), sc, t)
+			VPOR(t, sc, sc)
+			for i := 0; i < nx; i++ {
+				if j == 0 {
+					sumi[i] = YMM()
+					VPMADDWD(sc, s16[i], sumi[i])
+				} else {
+					VPMADDWD(sc, s16[i], s16[i])
+					VPADDD(s16[i], sumi[i], sumi[i])
+				}
+			}
+		}
+		for i := 0; i < nx; i++ {
+			// The mins' term: the activation's sub-block sums in pairs
+			// (bsum_2p, bsum_2p+1) broadcast, VPMADDWD by the rows' mins.
+			ps := XMM()
+			VMOVDQU(Mem{Base: xr[i], Disp: q8kSums}, ps)
+			VPHADDW(Mem{Base: xr[i], Disp: q8kSums + 16}, ps, ps)
+			bs := YMM()
+			VINSERTI128(U8(1), ps, ps.AsY(), bs)
+			var mi reg.VecVirtual
+			for p := 0; p < 4; p++ {
+				b, m := YMM(), YMM()
+				VPSHUFD(U8(0x55*p), bs, b)
+				VPMOVZXBW(Mem{Base: wp, Disp: q4k8Mins + 16*p}, m)
+				VPMADDWD(b, m, m)
+				if p == 0 {
+					mi = m
+				} else {
+					VPADDD(m, mi, mi)
+				}
+			}
+			dy, d, f := YMM(), YMM(), YMM()
+			VBROADCASTSS(Mem{Base: xr[i]}, dy)
+			VCVTPH2PS(Mem{Base: wp}, d)
+			VMULPS(dy, d, d)
+			VCVTDQ2PS(sumi[i], f)
+			VFMADD231PS(f, d, acc[i])
+			VCVTPH2PS(Mem{Base: wp, Disp: 16}, d)
+			VMULPS(dy, d, d)
+			VCVTDQ2PS(mi, f)
+			VFNMADD231PS(f, d, acc[i])
+			ADDQ(U32(q8kBlock), xr[i])
+		}
+		ADDQ(U32(q4k8Unit), wp)
+	})
+	op := GP64()
+	MOVQ(outp, op)
+	ldo := loadStride("ldo", 2)
+	for i := 0; i < nx; i++ {
+		VMOVUPS(acc[i], Mem{Base: op})
+		if i+1 < nx {
+			ADDQ(ldo, op)
+		}
+	}
+	ADDQ(U8(32), outp)
+	DECQ(ng)
+	JMP(LabelRef("group"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// Q6_K in groups of eight rows (the kernels package's q6k8 layout, see
+// q6k.go there): per group and super-block a unit of q6k8Unit bytes, the
+// eight rows' float16 d, the int8 scales by pairs of runs (pair p at
+// 16+16p: row r's two at 2r), then per run g of 16 weights 96 bytes at
+// 144+96g: A and B (bytes 4r..4r+3: the low four bits of row r's weights
+// 4t+i, t = 0 and 1 in A's low and high nibbles, 2 and 3 in B's) and H
+// (bits 2t, 2t+1 of byte 4r+i: the top two bits of weight 4t+i).
+const (
+	q6k8Unit   = 1680
+	q6k8Scales = 16
+	q6k8Quants = 144
+)
+
+var q6k8Dup Mem
+var q6k8DupDone bool
+
+// q6k8DupTable: two VPSHUFB controls that copy word 0 (then word 1) of
+// each dword over both its words.
+func q6k8DupTable() Mem {
+	if !q6k8DupDone {
+		q6k8Dup = GLOBL("q6k8dup", RODATA|NOPTR)
+		for e := 0; e < 2; e++ {
+			for k := 0; k < 8; k++ {
+				b := uint32(4*(k%4) + 2*e)
+				w := b | (b+1)<<8
+				DATA(32*e+4*k, U32(w|w<<16))
+			}
+		}
+		q6k8DupDone = true
+	}
+	return q6k8Dup
+}
+
+// q6k8TileAVX2 generates q6k8Tile{nx}AVX2, q4k8Tile's counterpart for
+// Q6_K in the q6k8 layout: per run of 16 the values of eight rows put
+// together from A or B and H, VPMADDUBSW (values 0..63) against four
+// quants broadcast, two such int16 results added (2 * 2*63*127 < 2^15),
+// VPMADDWD by the rows' scales; the values' offset of 32 taken off once
+// per block as 32 * Σ_g sc_g * bsum_g (VPMADDWD of the scale pairs by
+// the broadcast pairs of run sums).
+//
+// The next unit is prefetched as in q4k8Tile.
+func q6k8TileAVX2(nx int) {
+	name := fmt.Sprintf("q6k8Tile%dAVX2", nx)
+	const pf = 1
+	cst := q6kConstTable()
+	dup := q6k8DupTable()
+	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes ngroups groups of eight Q6_K weight rows (q6k8 layout) times %d Q8_K activation rows.", name, nx))
+	wp := Load(Param("w"), GP64())
+	outp := Load(Param("out"), GP64())
+	ng := Load(Param("ngroups"), GP64())
+
+	Label("group")
+	TESTQ(ng, ng)
+	JZ(LabelRef("done"))
+	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
+	acc := make([]reg.VecVirtual, nx)
+	for i := range acc {
+		acc[i] = YMM()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
+	// topBits puts the top two bits of group t (from h) in bits 4-5.
+	topBits := func(h reg.VecVirtual, t int) reg.VecVirtual {
+		d := YMM()
+		switch t {
+		case 0:
+			VPSLLW(U8(4), h, d)
+			VPAND(cst.Offset(96), d, d)
+		case 1:
+			VPSLLW(U8(2), h, d)
+			VPAND(cst.Offset(96), d, d)
+		case 2:
+			VPAND(cst.Offset(96), h, d)
+		case 3:
+			VPSRLW(U8(2), h, d)
+			VPAND(cst.Offset(96), d, d)
+		}
+		return d
+	}
+	nb := Load(Param("nb"), GP64())
+	countLoop("blk", nb, func() {
+		sumi := make([]reg.VecVirtual, nx)
+		for g := 0; g < 16; g++ {
+			sc := YMM()
+			VPMOVSXBW(Mem{Base: wp, Disp: q6k8Scales + 16*(g/2)}, sc)
+			VPSHUFB(dup.Offset(32*(g%2)), sc, sc)
+			base := q6k8Quants + 96*g
+			{
+				// 26.25 lines a unit: the quants' 96 bytes a run in two
+				// lines, the header's 144 in three more.
+				PREFETCHT0(Mem{Base: wp, Disp: pf*q6k8Unit + base})
+				PREFETCHT0(Mem{Base: wp, Disp: pf*q6k8Unit + base + 64})
+				if g < 3 {
+					PREFETCHT0(Mem{Base: wp, Disp: pf*q6k8Unit + 64*g})
+				}
+			}
+			h := YMM()
+			VMOVDQU(Mem{Base: wp, Disp: base + 64}, h)
+			for half := 0; half < 2; half++ {
+				a := YMM()
+				VMOVDQU(Mem{Base: wp, Disp: base + 32*half}, a)
+				q0, q1 := YMM(), YMM()
+				VPAND(cst, a, q0)
+				VPOR(topBits(h, 2*half), q0, q0)
+				VPSRLW(U8(4), a, q1)
+				VPAND(cst, q1, q1)
+				VPOR(topBits(h, 2*half+1), q1, q1)
+				for i := 0; i < nx; i++ {
+					x0, x1 := YMM(), YMM()
+					VPBROADCASTD(Mem{Base: xr[i], Disp: q8kQuants + 16*g + 8*half}, x0)
+					VPMADDUBSW(x0, q0, x0)
+					VPBROADCASTD(Mem{Base: xr[i], Disp: q8kQuants + 16*g + 8*half + 4}, x1)
+					VPMADDUBSW(x1, q1, x1)
+					VPADDW(x1, x0, x0)
+					VPMADDWD(sc, x0, x0)
+					if g == 0 && half == 0 {
+						sumi[i] = x0
+					} else {
+						VPADDD(x0, sumi[i], sumi[i])
+					}
+				}
+			}
+		}
+		for i := 0; i < nx; i++ {
+			var off reg.VecVirtual
+			for p := 0; p < 8; p++ {
+				sp, b := YMM(), YMM()
+				VPMOVSXBW(Mem{Base: wp, Disp: q6k8Scales + 16*p}, sp)
+				VPBROADCASTD(Mem{Base: xr[i], Disp: q8kSums + 4*p}, b)
+				VPMADDWD(b, sp, sp)
+				if p == 0 {
+					off = sp
+				} else {
+					VPADDD(sp, off, off)
+				}
+			}
+			VPSLLD(U8(5), off, off)
+			VPSUBD(off, sumi[i], sumi[i])
+			dy, d, f := YMM(), YMM(), YMM()
+			VBROADCASTSS(Mem{Base: xr[i]}, dy)
+			VCVTPH2PS(Mem{Base: wp}, d)
+			VMULPS(dy, d, d)
+			VCVTDQ2PS(sumi[i], f)
+			VFMADD231PS(f, d, acc[i])
+			ADDQ(U32(q8kBlock), xr[i])
+		}
+		ADDQ(U32(q6k8Unit), wp)
+	})
+	op := GP64()
+	MOVQ(outp, op)
+	ldo := loadStride("ldo", 2)
+	for i := 0; i < nx; i++ {
+		VMOVUPS(acc[i], Mem{Base: op})
+		if i+1 < nx {
+			ADDQ(ldo, op)
+		}
+	}
+	ADDQ(U8(32), outp)
+	DECQ(ng)
+	JMP(LabelRef("group"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
 // kTile generates a K-quant tile function: for each of nrows weight rows,
 // nb blocks of block (which advances wp and the activation pointers xr
 // past one super-block, adding into the nx sums acc), then the sums'
@@ -197,6 +512,12 @@ func genQ4K() {
 	}
 	for nx := 1; nx <= q4kNXMax; nx++ {
 		q6kTileAVX2(nx)
+	}
+	for nx := 1; nx <= q4kNXMax; nx++ {
+		q4k8TileAVX2(nx)
+	}
+	for nx := 1; nx <= q4kNXMax; nx++ {
+		q6k8TileAVX2(nx)
 	}
 }
 

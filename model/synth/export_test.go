@@ -1,0 +1,4 @@
+package synth
+
+// MoreBits is moreBits, for the tests.
+var MoreBits = moreBits
