@@ -433,14 +433,17 @@ type SpeedReport struct {
 	Kernels string // kernels.Implementation()
 	Config  SpeedConfig
 
-	Decode   DecodeResult
-	Steps    []StepResult
-	Prefill  PrefillResult
-	Forks    []ForkResult
-	TreeMem  []TreeMemResult
-	Llama    *LlamaBenchResult // llama-bench on the same model, when it ran
-	Versus   *DecodeComparison // our decode alternating with llama-bench, when it ran
-	LlamaErr error             `json:"-"` // why llama-bench did not run, if it was asked to
+	Decode  DecodeResult
+	Steps   []StepResult
+	Prefill PrefillResult
+	Forks   []ForkResult
+	TreeMem []TreeMemResult
+	Llama   *LlamaBenchResult // llama-bench on the same model, when it ran
+	Versus  *DecodeComparison // our decode alternating with llama-bench, when it ran
+	// VersusPrefill is our prefill alternating with llama-bench's, when
+	// it ran.
+	VersusPrefill *DecodeComparison
+	LlamaErr      error `json:"-"` // why llama-bench did not run, if it was asked to
 }
 
 // MarshalJSON writes the report with LlamaErr as a string.
@@ -514,6 +517,11 @@ func (r *SpeedReport) Markdown(w io.Writer) error {
 		fmt.Fprintf(&b, "| llama.cpp decode | not measured: %s |\n", strings.ReplaceAll(r.LlamaErr.Error(), "|", "/"))
 	}
 	fmt.Fprintf(&b, "| prefill (%d-token prompt, one batch) | %.1f tokens/s (%s) |\n", r.Prefill.Tokens, r.Prefill.TokensPerSec, ms(r.Prefill.Time))
+	if l := r.VersusPrefill; l != nil {
+		rs := l.Ratios()
+		fmt.Fprintf(&b, "| prefill, in %d interleaved pairs with llama.cpp (llama-bench -p %d -n 0): ours / llama.cpp | median %.1f / %.1f tokens/s, median of the pairs' ratios **%.2f** (%.2f to %.2f) |\n",
+			len(l.Ours), l.Tokens, medianF(l.Ours), medianF(l.Llama), l.MedianRatio(), slices.Min(rs), slices.Max(rs))
+	}
 	fmt.Fprintf(&b, "| 16-branch step / 1-branch step | %.2f |\n\n", r.StepRatio(16))
 
 	fmt.Fprintf(&b, "Branch step: B forks of a %d-token prefix, one row each, one Forward per step (median of %d rounds of %d steps after %[3]d untimed ones; vs B=1: median of the rounds' ratios)\n\n", r.Config.Prefix, r.Config.Rounds, r.Config.Steps)
@@ -570,7 +578,14 @@ func LlamaBenchArgs() []string { return strings.Fields(os.Getenv("LLAMA_BENCH_AR
 // -ctk and -ctv, e.g. "f16" or "q8_0"; it takes no "f32"; its default,
 // f16, when empty).
 func RunLlamaBenchReps(ctx context.Context, bin, gguf string, threads, tokens, reps int, kv string) (*LlamaBenchResult, error) {
-	args := []string{"-m", gguf, "-t", fmt.Sprint(threads), "-p", "0", "-n", fmt.Sprint(tokens), "-o", "json"}
+	return RunLlamaBenchTest(ctx, bin, gguf, threads, 0, tokens, reps, kv)
+}
+
+// RunLlamaBenchTest is RunLlamaBenchReps for any one llama-bench test:
+// prompt tokens in one batch (-p; prefill) and gen tokens decoded (-n),
+// one of them 0. The result's Tokens is the test's tokens.
+func RunLlamaBenchTest(ctx context.Context, bin, gguf string, threads, prompt, gen, reps int, kv string) (*LlamaBenchResult, error) {
+	args := []string{"-m", gguf, "-t", fmt.Sprint(threads), "-p", fmt.Sprint(prompt), "-n", fmt.Sprint(gen), "-o", "json"}
 	if reps > 0 {
 		args = append(args, "-r", fmt.Sprint(reps))
 	}
@@ -589,6 +604,7 @@ func RunLlamaBenchReps(ctx context.Context, bin, gguf string, threads, tokens, r
 		return nil, fmt.Errorf("bench: %s: %w: %s", bin, err, strings.TrimSpace(tail))
 	}
 	var runs []struct {
+		NPrompt   int       `json:"n_prompt"`
 		NGen      int       `json:"n_gen"`
 		NThreads  int       `json:"n_threads"`
 		AvgTS     float64   `json:"avg_ts"`
@@ -601,10 +617,13 @@ func RunLlamaBenchReps(ctx context.Context, bin, gguf string, threads, tokens, r
 		return nil, fmt.Errorf("bench: %s printed no JSON results: %w", bin, err)
 	}
 	for _, r := range runs {
-		if r.NGen == tokens {
-			return &LlamaBenchResult{Tokens: r.NGen, Threads: r.NThreads, TokensPerSec: r.AvgTS, StdDev: r.StdDevTS,
+		if r.NPrompt == prompt && r.NGen == gen {
+			return &LlamaBenchResult{Tokens: prompt + gen, Threads: r.NThreads, TokensPerSec: r.AvgTS, StdDev: r.StdDevTS,
 				Samples: r.SamplesTS, Build: r.Build, CPU: r.CPU}, nil
 		}
+	}
+	if prompt > 0 {
+		return nil, errors.New("bench: llama-bench reported no prefill test")
 	}
 	return nil, errors.New("bench: llama-bench reported no decode test")
 }
@@ -616,6 +635,7 @@ func RunLlamaBenchReps(ctx context.Context, bin, gguf string, threads, tokens, r
 // the load favours neither), with the 1-minute load average Load[i]
 // (/proc/loadavg; 0 where it cannot be read) read before it.
 type DecodeComparison struct {
+	Test            string // "decode" (CompareDecode) or "prefill" (ComparePrefill)
 	Tokens, Threads int
 	Ours, Llama     []float64 // tokens/s of each pair
 	Load            []float64
@@ -632,20 +652,43 @@ type DecodeComparison struct {
 func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens, rounds int, kv kvcache.DType) (*DecodeComparison, error) {
 	c := DefaultSpeedConfig()
 	c.DecodeTokens, c.Rounds, c.KVType = tokens, 1, kv
-	cmp := &DecodeComparison{Tokens: tokens, Threads: kernels.Threads(), LlamaKV: kvcache.F16.String()}
+	return compareWithLlama(ctx, "decode", tokens, rounds, kv, func() (float64, error) {
+		d, err := MeasureDecode(m, c)
+		return d.TokensPerSec, err
+	}, func(ctk string) (*LlamaBenchResult, error) {
+		return RunLlamaBenchTest(ctx, bin, gguf, kernels.Threads(), 0, tokens, 1, ctk)
+	})
+}
+
+// ComparePrefill is CompareDecode for the prefill of a prompt of tokens
+// in one batch (ours: MeasurePrefill; llama-bench: -p tokens -n 0).
+func ComparePrefill(ctx context.Context, m *model.Model, bin, gguf string, tokens, rounds int, kv kvcache.DType) (*DecodeComparison, error) {
+	c := DefaultSpeedConfig()
+	c.PromptTokens, c.Rounds, c.KVType = tokens, 1, kv
+	return compareWithLlama(ctx, "prefill", tokens, rounds, kv, func() (float64, error) {
+		p, err := MeasurePrefill(m, c)
+		return p.TokensPerSec, err
+	}, func(ctk string) (*LlamaBenchResult, error) {
+		return RunLlamaBenchTest(ctx, bin, gguf, kernels.Threads(), tokens, 0, 1, ctk)
+	})
+}
+
+// compareWithLlama runs rounds interleaved pairs of ours and llama.
+func compareWithLlama(ctx context.Context, test string, tokens, rounds int, kv kvcache.DType, ours func() (float64, error), llama func(ctk string) (*LlamaBenchResult, error)) (*DecodeComparison, error) {
+	cmp := &DecodeComparison{Test: test, Tokens: tokens, Threads: kernels.Threads(), LlamaKV: kvcache.F16.String()}
 	ctk := ""
 	if kv != kvcache.F32 {
 		ctk, cmp.LlamaKV = kv.String(), kv.String()
 	}
-	ours := func() error {
-		d, err := MeasureDecode(m, c)
+	runOurs := func() error {
+		v, err := ours()
 		if err == nil {
-			cmp.Ours = append(cmp.Ours, d.TokensPerSec)
+			cmp.Ours = append(cmp.Ours, v)
 		}
 		return err
 	}
-	llama := func() error {
-		l, err := RunLlamaBenchReps(ctx, bin, gguf, cmp.Threads, tokens, 1, ctk)
+	runLlama := func() error {
+		l, err := llama(ctk)
 		if err == nil {
 			cmp.Llama = append(cmp.Llama, l.TokensPerSec)
 			cmp.LlamaBuild = l.Build
@@ -657,9 +700,9 @@ func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens
 			return nil, err
 		}
 		cmp.Load = append(cmp.Load, LoadAverage())
-		first, second := ours, llama
+		first, second := runOurs, runLlama
 		if i%2 == 1 {
-			first, second = llama, ours
+			first, second = runLlama, runOurs
 		}
 		if err := first(); err != nil {
 			return nil, err

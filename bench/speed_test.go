@@ -316,7 +316,7 @@ func TestCompareDecodePairs(t *testing.T) {
 	}
 	fake := filepath.Join(t.TempDir(), "llama-bench")
 	script := `#!/bin/sh
-echo "[{\"build_commit\": \"x\", \"n_threads\": $4, \"n_gen\": $8, \"avg_ts\": 100, \"stddev_ts\": 0}]"
+echo "[{\"build_commit\": \"x\", \"n_threads\": $4, \"n_prompt\": $6, \"n_gen\": $8, \"avg_ts\": 100, \"stddev_ts\": 0}]"
 `
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -339,5 +339,12 @@ echo "[{\"build_commit\": \"x\", \"n_threads\": $4, \"n_gen\": $8, \"avg_ts\": 1
 	}
 	if !math.IsNaN(Median(nil)) {
 		t.Error("Median of nothing is not NaN")
+	}
+	p, err := ComparePrefill(context.Background(), m, fake, "model.gguf", 16, 2, kvcache.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Test != "prefill" || p.Tokens != 16 || len(p.Ours) != 2 || len(p.Llama) != 2 || p.Llama[0] != 100 {
+		t.Fatalf("%+v", p)
 	}
 }

@@ -138,8 +138,8 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if *quick {
 				rounds = 3
 			}
-			fmt.Fprintf(stderr, "alternating our decode with %s, %d rounds...\n", llamaBench, rounds)
-			rep.Versus, rep.LlamaErr = versusLlama(ctx, llamaBench, m, shape, dt, *seed, vocab, rep.Decode.Tokens, rounds, kv)
+			fmt.Fprintf(stderr, "alternating our decode and prefill with %s, %d rounds each...\n", llamaBench, rounds)
+			rep.Versus, rep.VersusPrefill, rep.LlamaErr = versusLlama(ctx, llamaBench, m, shape, dt, *seed, vocab, rep.Decode.Tokens, rep.Prefill.Tokens, rounds, kv)
 			if rep.LlamaErr != nil {
 				fmt.Fprintf(stderr, "llama-bench: %v\n", rep.LlamaErr)
 			}
@@ -211,8 +211,11 @@ func speedOfFile(ctx context.Context, path, kvName, bin string, quick bool, cfg 
 		if quick {
 			rounds = 3
 		}
-		fmt.Fprintf(stderr, "interleaving our decode with %s, %d pairs...\n", bin, rounds)
+		fmt.Fprintf(stderr, "interleaving our decode and prefill with %s, %d pairs each...\n", bin, rounds)
 		rep.Versus, rep.LlamaErr = bench.CompareDecode(ctx, m, bin, path, rep.Decode.Tokens, rounds, kv)
+		if rep.LlamaErr == nil {
+			rep.VersusPrefill, rep.LlamaErr = bench.ComparePrefill(ctx, m, bin, path, rep.Prefill.Tokens, rounds, kv)
+		}
 		if rep.LlamaErr != nil {
 			fmt.Fprintf(stderr, "llama-bench: %v\n", rep.LlamaErr)
 		}
@@ -221,11 +224,12 @@ func speedOfFile(ctx context.Context, path, kvName, bin string, quick bool, cfg 
 }
 
 // versusLlama writes m's weights (Generate(shape, dt, seed)) as GGUF to a
-// temporary file and alternates our decode of m with llama-bench on it.
-func versusLlama(ctx context.Context, bin string, m *model.Model, shape synth.Shape, dt kernels.DType, seed uint64, vocab *tokenizer.Vocab, tokens, rounds int, kv kvcache.DType) (*bench.DecodeComparison, error) {
+// temporary file and alternates our decode of m, then our prefill, with
+// llama-bench's on it.
+func versusLlama(ctx context.Context, bin string, m *model.Model, shape synth.Shape, dt kernels.DType, seed uint64, vocab *tokenizer.Vocab, tokens, prompt, rounds int, kv kvcache.DType) (dec, pre *bench.DecodeComparison, err error) {
 	f, err := os.CreateTemp("", "entropix-bench-*.gguf")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.Remove(f.Name())
 	err = synth.WriteGGUF(f, shape, dt, seed, vocab)
@@ -233,9 +237,13 @@ func versusLlama(ctx context.Context, bin string, m *model.Model, shape synth.Sh
 		err = cerr
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return bench.CompareDecode(ctx, m, bin, f.Name(), tokens, rounds, kv)
+	if dec, err = bench.CompareDecode(ctx, m, bin, f.Name(), tokens, rounds, kv); err != nil {
+		return nil, nil, err
+	}
+	pre, err = bench.ComparePrefill(ctx, m, bin, f.Name(), prompt, rounds, kv)
+	return dec, pre, err
 }
 
 func runGGUF(ctx context.Context, args []string, stdout, stderr io.Writer) error {
