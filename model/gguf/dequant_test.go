@@ -221,37 +221,43 @@ func BenchmarkDequantize(b *testing.B) {
 	}
 }
 
-// The kernels read Q4_K and Q6_K blocks as this package dequantizes them:
-// an encoded matrix's rows match Dequantize exactly.
+// The kernels read Q4_K, Q5_K and Q6_K blocks as this package dequantizes
+// them: an encoded matrix's rows match Dequantize exactly, in the file's
+// layout (3 rows) and in groups of eight rows (8; Q5_K is kept so only).
 func TestKQuantMatRows(t *testing.T) {
 	for _, c := range []struct {
 		typ    Type
 		encode func(rows, cols int, w []float32) ([]byte, error)
 		wrap   func(rows, cols int, raw []byte) (*kernels.Mat, error)
-	}{{Q4_K, kernels.EncodeQ4K, kernels.NewQ4KMat}, {Q6_K, kernels.EncodeQ6K, kernels.NewQ6KMat}} {
-		rows, cols := 4, 512
-		w := make([]float32, rows*cols)
-		for i := range w {
-			w[i] = float32(math.Sin(float64(i))) * float32(1+i%7)
-		}
-		raw, err := c.encode(rows, cols, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := make([]float32, rows*cols)
-		if err := Dequantize(c.typ, raw, want); err != nil {
-			t.Fatal(err)
-		}
-		m, err := c.wrap(rows, cols, raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, cols)
-		for r := range rows {
-			m.Row(got, r)
-			for i := range cols {
-				if got[i] != want[r*cols+i] {
-					t.Fatalf("%v row %d col %d: %g, Dequantize %g", c.typ, r, i, got[i], want[r*cols+i])
+	}{{Q4_K, kernels.EncodeQ4K, kernels.NewQ4KMat}, {Q5_K, kernels.EncodeQ5K, kernels.NewQ5KMat}, {Q6_K, kernels.EncodeQ6K, kernels.NewQ6KMat}} {
+		for _, rows := range []int{3, 8} {
+			if rows%8 != 0 && c.typ == Q5_K {
+				continue
+			}
+			cols := 512
+			w := make([]float32, rows*cols)
+			for i := range w {
+				w[i] = float32(math.Sin(float64(i))) * float32(1+i%7)
+			}
+			raw, err := c.encode(rows, cols, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]float32, rows*cols)
+			if err := Dequantize(c.typ, raw, want); err != nil {
+				t.Fatal(err)
+			}
+			m, err := c.wrap(rows, cols, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]float32, cols)
+			for r := range rows {
+				m.Row(got, r)
+				for i := range cols {
+					if got[i] != want[r*cols+i] {
+						t.Fatalf("%v %d rows: row %d col %d: %g, Dequantize %g", c.typ, rows, r, i, got[i], want[r*cols+i])
+					}
 				}
 			}
 		}

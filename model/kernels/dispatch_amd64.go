@@ -749,6 +749,18 @@ var q4k8Tiles = [...]kTileFunc{q4k8Tile1AVX2, q4k8Tile2AVX2, q4k8Tile3AVX2, q4k8
 
 var q6k8Tiles = [...]kTileFunc{q6k8Tile1AVX2, q6k8Tile2AVX2, q6k8Tile3AVX2, q6k8Tile4AVX2}
 
+var q5k8Tiles = [...]kTileFunc{q5k8Tile1AVX2, q5k8Tile2AVX2, q5k8Tile3AVX2, q5k8Tile4AVX2}
+
+// q5kRows computes output rows [r0, r1) of a Q5_K MatMul (always in the
+// q5k8 layout).
+func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	if f32Level < levelAVX2 {
+		q5kRowsGo(out, m, xq, n, r0, r1)
+		return
+	}
+	k8RowsTiles(&q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1)
+}
+
 // k8RowsTiles is kRowsTiles for the eight-row layouts (q4k8, q6k8: unit
 // bytes per group and super-block): r0 and r1 are multiples of 8 (the
 // matrix's row blocks), the tiles' last argument counts groups.

@@ -84,3 +84,5 @@ func badFloats(x []float32, done *int) bool { return false }
 func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q4kRowsGo(out, m, xq, n, r0, r1) }
 
 func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q6kRowsGo(out, m, xq, n, r0, r1) }
+
+func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q5kRowsGo(out, m, xq, n, r0, r1) }

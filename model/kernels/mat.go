@@ -14,6 +14,7 @@ const (
 	Q8_0              // ggml Q8_0: blocks of 32 int8 with one float16 scale
 	Q4_K              // ggml Q4_K: super-blocks of 256 4-bit weights (q4k.go), as stored
 	Q6_K              // ggml Q6_K: super-blocks of 256 6-bit weights (q6k.go), as stored
+	Q5_K              // ggml Q5_K: super-blocks of 256 5-bit weights (q5k.go), as stored
 )
 
 func (t DType) String() string {
@@ -26,6 +27,8 @@ func (t DType) String() string {
 		return "Q4_K"
 	case Q6_K:
 		return "Q6_K"
+	case Q5_K:
+		return "Q5_K"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(t))
 }
@@ -34,7 +37,7 @@ func (t DType) String() string {
 // their activations in the same form, so that one MatMulMany serves both:
 // the same type, or two K-quants (activations in Q8_K).
 func SameActs(a, b DType) bool {
-	k := func(t DType) bool { return t == Q4_K || t == Q6_K }
+	k := func(t DType) bool { return t == Q4_K || t == Q5_K || t == Q6_K }
 	return a == b || k(a) && k(b)
 }
 
@@ -63,9 +66,10 @@ type Mat struct {
 
 	mem *weightChunk // the memory q8q lies in (weightmem.go)
 
-	// K-quants (Q4_K, Q6_K): the GGUF super-blocks, row-major, kRow bytes
-	// a row; with k8, Q4_K in groups of eight rows (the q4k8 layout,
-	// q4k.go), kRow still the file's bytes a row.
+	// K-quants (Q4_K, Q5_K, Q6_K): the GGUF super-blocks, row-major, kRow
+	// bytes a row; with k8 in groups of eight rows (the q4k8, q5k8 and
+	// q6k8 layouts: q4k.go, q5k.go, q6k.go), kRow still the file's bytes
+	// a row.
 	kq   []byte
 	kRow int
 	k8   bool
@@ -151,6 +155,8 @@ func (m *Mat) Row(dst []float32, r int) {
 		m.q4kRow(dst[:m.Cols], r)
 	case Q6_K:
 		m.q6kRow(dst[:m.Cols], r)
+	case Q5_K:
+		m.q5kRow(dst[:m.Cols], r)
 	case Q8_0:
 		nb := m.Cols / Q8BlockSize
 		dst = dst[:m.Cols]
@@ -217,7 +223,7 @@ func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
 		DefaultPool().matMul(j)
 		j.xq = nil
 		putQ8Scratch(s)
-	case Q4_K, Q6_K:
+	case Q4_K, Q5_K, Q6_K:
 		j.work /= 4
 		kMatMul(j)
 	}
@@ -305,7 +311,7 @@ func (m *Mat) rowBlock() int {
 	switch m.Type {
 	case Q8_0:
 		return 2 * q8PanelRows
-	case Q4_K, Q6_K:
+	case Q4_K, Q5_K, Q6_K:
 		return 8
 	}
 	return 4
@@ -347,6 +353,8 @@ func (j *matMulJob) Run(lo, hi int) {
 			q4kRows(j.out[i], m, j.xq, j.n, r0, r1)
 		case Q6_K:
 			q6kRows(j.out[i], m, j.xq, j.n, r0, r1)
+		case Q5_K:
+			q5kRows(j.out[i], m, j.xq, j.n, r0, r1)
 		}
 	}
 }

@@ -17234,3 +17234,4371 @@ blkdone:
 done:
 	VZEROUPPER
 	RET
+
+DATA q5k8bits<>+0(SB)/4, $0x01010101
+DATA q5k8bits<>+4(SB)/4, $0x01010101
+DATA q5k8bits<>+8(SB)/4, $0x01010101
+DATA q5k8bits<>+12(SB)/4, $0x01010101
+DATA q5k8bits<>+16(SB)/4, $0x01010101
+DATA q5k8bits<>+20(SB)/4, $0x01010101
+DATA q5k8bits<>+24(SB)/4, $0x01010101
+DATA q5k8bits<>+28(SB)/4, $0x01010101
+DATA q5k8bits<>+32(SB)/4, $0x02020202
+DATA q5k8bits<>+36(SB)/4, $0x02020202
+DATA q5k8bits<>+40(SB)/4, $0x02020202
+DATA q5k8bits<>+44(SB)/4, $0x02020202
+DATA q5k8bits<>+48(SB)/4, $0x02020202
+DATA q5k8bits<>+52(SB)/4, $0x02020202
+DATA q5k8bits<>+56(SB)/4, $0x02020202
+DATA q5k8bits<>+60(SB)/4, $0x02020202
+DATA q5k8bits<>+64(SB)/4, $0x04040404
+DATA q5k8bits<>+68(SB)/4, $0x04040404
+DATA q5k8bits<>+72(SB)/4, $0x04040404
+DATA q5k8bits<>+76(SB)/4, $0x04040404
+DATA q5k8bits<>+80(SB)/4, $0x04040404
+DATA q5k8bits<>+84(SB)/4, $0x04040404
+DATA q5k8bits<>+88(SB)/4, $0x04040404
+DATA q5k8bits<>+92(SB)/4, $0x04040404
+DATA q5k8bits<>+96(SB)/4, $0x08080808
+DATA q5k8bits<>+100(SB)/4, $0x08080808
+DATA q5k8bits<>+104(SB)/4, $0x08080808
+DATA q5k8bits<>+108(SB)/4, $0x08080808
+DATA q5k8bits<>+112(SB)/4, $0x08080808
+DATA q5k8bits<>+116(SB)/4, $0x08080808
+DATA q5k8bits<>+120(SB)/4, $0x08080808
+DATA q5k8bits<>+124(SB)/4, $0x08080808
+DATA q5k8bits<>+128(SB)/4, $0x10101010
+DATA q5k8bits<>+132(SB)/4, $0x10101010
+DATA q5k8bits<>+136(SB)/4, $0x10101010
+DATA q5k8bits<>+140(SB)/4, $0x10101010
+DATA q5k8bits<>+144(SB)/4, $0x10101010
+DATA q5k8bits<>+148(SB)/4, $0x10101010
+DATA q5k8bits<>+152(SB)/4, $0x10101010
+DATA q5k8bits<>+156(SB)/4, $0x10101010
+DATA q5k8bits<>+160(SB)/4, $0x20202020
+DATA q5k8bits<>+164(SB)/4, $0x20202020
+DATA q5k8bits<>+168(SB)/4, $0x20202020
+DATA q5k8bits<>+172(SB)/4, $0x20202020
+DATA q5k8bits<>+176(SB)/4, $0x20202020
+DATA q5k8bits<>+180(SB)/4, $0x20202020
+DATA q5k8bits<>+184(SB)/4, $0x20202020
+DATA q5k8bits<>+188(SB)/4, $0x20202020
+DATA q5k8bits<>+192(SB)/4, $0x40404040
+DATA q5k8bits<>+196(SB)/4, $0x40404040
+DATA q5k8bits<>+200(SB)/4, $0x40404040
+DATA q5k8bits<>+204(SB)/4, $0x40404040
+DATA q5k8bits<>+208(SB)/4, $0x40404040
+DATA q5k8bits<>+212(SB)/4, $0x40404040
+DATA q5k8bits<>+216(SB)/4, $0x40404040
+DATA q5k8bits<>+220(SB)/4, $0x40404040
+DATA q5k8bits<>+224(SB)/4, $0x80808080
+DATA q5k8bits<>+228(SB)/4, $0x80808080
+DATA q5k8bits<>+232(SB)/4, $0x80808080
+DATA q5k8bits<>+236(SB)/4, $0x80808080
+DATA q5k8bits<>+240(SB)/4, $0x80808080
+DATA q5k8bits<>+244(SB)/4, $0x80808080
+DATA q5k8bits<>+248(SB)/4, $0x80808080
+DATA q5k8bits<>+252(SB)/4, $0x80808080
+GLOBL q5k8bits<>(SB), RODATA|NOPTR, $256
+
+// func q5k8Tile1AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·q5k8Tile1AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ ngroups+48(FP), DX
+
+group:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	VXORPS Y0, Y0, Y0
+	MOVQ   nb+24(FP), SI
+
+blkloop:
+	TESTQ        SI, SI
+	JZ           blkdone
+	PREFETCHT0   1600(AX)
+	PREFETCHT0   1440(AX)
+	PREFETCHT0   2624(AX)
+	VMOVDQU      160(AX), Y2
+	VPAND        q4kconsts<>+0(SB), Y2, Y1
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        q4kconsts<>+0(SB), Y2, Y2
+	VMOVDQU      1184(AX), Y3
+	VPAND        q5k8bits<>+0(SB), Y3, Y3
+	VPSLLW       $0x04, Y3, Y3
+	VPOR         Y3, Y1, Y1
+	VMOVDQU      1184(AX), Y3
+	VPAND        q5k8bits<>+32(SB), Y3, Y3
+	VPSLLW       $0x03, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VPBROADCASTD 4(BX), Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPBROADCASTD 8(BX), Y1
+	VPMADDUBSW   Y1, Y2, Y1
+	VPADDW       Y1, Y3, Y3
+	VMOVDQU      192(AX), Y2
+	VPAND        q4kconsts<>+0(SB), Y2, Y1
+	VPSRLW       $0x04, Y2, Y2
+	VPAND        q4kconsts<>+0(SB), Y2, Y2
+	VMOVDQU      1184(AX), Y5
+	VPAND        q5k8bits<>+64(SB), Y5, Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPOR         Y5, Y1, Y1
+	VMOVDQU      1184(AX), Y5
+	VPAND        q5k8bits<>+96(SB), Y5, Y5
+	VPSLLW       $0x01, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPBROADCASTD 12(BX), Y5
+	VPMADDUBSW   Y5, Y1, Y5
+	VPADDW       Y5, Y3, Y3
+	VPBROADCASTD 16(BX), Y1
+	VPMADDUBSW   Y1, Y2, Y1
+	VPADDW       Y1, Y3, Y3
+	VPMOVZXBD    32(AX), Y1
+	VPSLLD       $0x10, Y1, Y2
+	VPOR         Y2, Y1, Y1
+	VPMADDWD     Y1, Y3, Y1
+	PREFETCHT0   1664(AX)
+	VMOVDQU      224(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1184(AX), Y5
+	VPAND        q5k8bits<>+128(SB), Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1184(AX), Y5
+	VPAND        q5k8bits<>+160(SB), Y5, Y5
+	VPSRLW       $0x01, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 20(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 24(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      256(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1184(AX), Y6
+	VPAND        q5k8bits<>+192(SB), Y6, Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1184(AX), Y6
+	VPAND        q5k8bits<>+224(SB), Y6, Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 28(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 32(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    32(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   1728(AX)
+	PREFETCHT0   1504(AX)
+	VMOVDQU      288(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1216(AX), Y5
+	VPAND        q5k8bits<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1216(AX), Y5
+	VPAND        q5k8bits<>+32(SB), Y5, Y5
+	VPSLLW       $0x03, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 36(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 40(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      320(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1216(AX), Y6
+	VPAND        q5k8bits<>+64(SB), Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1216(AX), Y6
+	VPAND        q5k8bits<>+96(SB), Y6, Y6
+	VPSLLW       $0x01, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 44(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 48(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    40(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   1792(AX)
+	VMOVDQU      352(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1216(AX), Y5
+	VPAND        q5k8bits<>+128(SB), Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1216(AX), Y5
+	VPAND        q5k8bits<>+160(SB), Y5, Y5
+	VPSRLW       $0x01, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 52(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 56(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      384(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1216(AX), Y6
+	VPAND        q5k8bits<>+192(SB), Y6, Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1216(AX), Y6
+	VPAND        q5k8bits<>+224(SB), Y6, Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 60(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 64(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    40(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   1856(AX)
+	PREFETCHT0   1568(AX)
+	PREFETCHT0   2688(AX)
+	VMOVDQU      416(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1248(AX), Y5
+	VPAND        q5k8bits<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1248(AX), Y5
+	VPAND        q5k8bits<>+32(SB), Y5, Y5
+	VPSLLW       $0x03, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 68(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 72(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      448(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1248(AX), Y6
+	VPAND        q5k8bits<>+64(SB), Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1248(AX), Y6
+	VPAND        q5k8bits<>+96(SB), Y6, Y6
+	VPSLLW       $0x01, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 76(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 80(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    48(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   1920(AX)
+	VMOVDQU      480(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1248(AX), Y5
+	VPAND        q5k8bits<>+128(SB), Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1248(AX), Y5
+	VPAND        q5k8bits<>+160(SB), Y5, Y5
+	VPSRLW       $0x01, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 84(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 88(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      512(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1248(AX), Y6
+	VPAND        q5k8bits<>+192(SB), Y6, Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1248(AX), Y6
+	VPAND        q5k8bits<>+224(SB), Y6, Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 92(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 96(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    48(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   1984(AX)
+	VMOVDQU      544(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1280(AX), Y5
+	VPAND        q5k8bits<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1280(AX), Y5
+	VPAND        q5k8bits<>+32(SB), Y5, Y5
+	VPSLLW       $0x03, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 100(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 104(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      576(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1280(AX), Y6
+	VPAND        q5k8bits<>+64(SB), Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1280(AX), Y6
+	VPAND        q5k8bits<>+96(SB), Y6, Y6
+	VPSLLW       $0x01, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 108(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 112(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    56(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   2048(AX)
+	VMOVDQU      608(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1280(AX), Y5
+	VPAND        q5k8bits<>+128(SB), Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1280(AX), Y5
+	VPAND        q5k8bits<>+160(SB), Y5, Y5
+	VPSRLW       $0x01, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 116(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 120(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      640(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1280(AX), Y6
+	VPAND        q5k8bits<>+192(SB), Y6, Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1280(AX), Y6
+	VPAND        q5k8bits<>+224(SB), Y6, Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 124(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 128(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    56(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2752(AX)
+	VMOVDQU      672(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1312(AX), Y5
+	VPAND        q5k8bits<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1312(AX), Y5
+	VPAND        q5k8bits<>+32(SB), Y5, Y5
+	VPSLLW       $0x03, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 132(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 136(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      704(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1312(AX), Y6
+	VPAND        q5k8bits<>+64(SB), Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1312(AX), Y6
+	VPAND        q5k8bits<>+96(SB), Y6, Y6
+	VPSLLW       $0x01, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 140(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 144(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    64(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   2176(AX)
+	VMOVDQU      736(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1312(AX), Y5
+	VPAND        q5k8bits<>+128(SB), Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1312(AX), Y5
+	VPAND        q5k8bits<>+160(SB), Y5, Y5
+	VPSRLW       $0x01, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 148(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 152(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      768(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1312(AX), Y6
+	VPAND        q5k8bits<>+192(SB), Y6, Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1312(AX), Y6
+	VPAND        q5k8bits<>+224(SB), Y6, Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 156(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 160(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    64(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   2240(AX)
+	VMOVDQU      800(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1344(AX), Y5
+	VPAND        q5k8bits<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1344(AX), Y5
+	VPAND        q5k8bits<>+32(SB), Y5, Y5
+	VPSLLW       $0x03, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 164(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 168(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      832(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1344(AX), Y6
+	VPAND        q5k8bits<>+64(SB), Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1344(AX), Y6
+	VPAND        q5k8bits<>+96(SB), Y6, Y6
+	VPSLLW       $0x01, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 172(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 176(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    72(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   2304(AX)
+	VMOVDQU      864(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1344(AX), Y5
+	VPAND        q5k8bits<>+128(SB), Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1344(AX), Y5
+	VPAND        q5k8bits<>+160(SB), Y5, Y5
+	VPSRLW       $0x01, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 180(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 184(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      896(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1344(AX), Y6
+	VPAND        q5k8bits<>+192(SB), Y6, Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1344(AX), Y6
+	VPAND        q5k8bits<>+224(SB), Y6, Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 188(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 192(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    72(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   2368(AX)
+	PREFETCHT0   2816(AX)
+	VMOVDQU      928(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1376(AX), Y5
+	VPAND        q5k8bits<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1376(AX), Y5
+	VPAND        q5k8bits<>+32(SB), Y5, Y5
+	VPSLLW       $0x03, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 196(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 200(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      960(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1376(AX), Y6
+	VPAND        q5k8bits<>+64(SB), Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1376(AX), Y6
+	VPAND        q5k8bits<>+96(SB), Y6, Y6
+	VPSLLW       $0x01, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 204(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 208(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    80(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   2432(AX)
+	VMOVDQU      992(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1376(AX), Y5
+	VPAND        q5k8bits<>+128(SB), Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1376(AX), Y5
+	VPAND        q5k8bits<>+160(SB), Y5, Y5
+	VPSRLW       $0x01, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 212(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 216(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      1024(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1376(AX), Y6
+	VPAND        q5k8bits<>+192(SB), Y6, Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1376(AX), Y6
+	VPAND        q5k8bits<>+224(SB), Y6, Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 220(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 224(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    80(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   2496(AX)
+	VMOVDQU      1056(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1408(AX), Y5
+	VPAND        q5k8bits<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1408(AX), Y5
+	VPAND        q5k8bits<>+32(SB), Y5, Y5
+	VPSLLW       $0x03, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 228(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 232(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      1088(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1408(AX), Y6
+	VPAND        q5k8bits<>+64(SB), Y6, Y6
+	VPSLLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1408(AX), Y6
+	VPAND        q5k8bits<>+96(SB), Y6, Y6
+	VPSLLW       $0x01, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 236(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 240(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    88(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	PREFETCHT0   2560(AX)
+	VMOVDQU      1120(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1408(AX), Y5
+	VPAND        q5k8bits<>+128(SB), Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VMOVDQU      1408(AX), Y5
+	VPAND        q5k8bits<>+160(SB), Y5, Y5
+	VPSRLW       $0x01, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VPBROADCASTD 244(BX), Y5
+	VPMADDUBSW   Y5, Y2, Y5
+	VPBROADCASTD 248(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VMOVDQU      1152(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1408(AX), Y6
+	VPAND        q5k8bits<>+192(SB), Y6, Y6
+	VPSRLW       $0x02, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VMOVDQU      1408(AX), Y6
+	VPAND        q5k8bits<>+224(SB), Y6, Y6
+	VPSRLW       $0x03, Y6, Y6
+	VPOR         Y6, Y3, Y3
+	VPBROADCASTD 252(BX), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPADDW       Y6, Y5, Y5
+	VPBROADCASTD 256(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y5, Y5
+	VPMOVZXBD    88(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y1, Y1
+	VMOVDQU      260(BX), X4
+	VPHADDW      276(BX), X4, X4
+	VINSERTI128  $0x01, X4, Y4, Y2
+	VPSHUFD      $0x00, Y2, Y3
+	VPMOVZXBW    96(AX), Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPSHUFD      $0x55, Y2, Y3
+	VPMOVZXBW    112(AX), Y6
+	VPMADDWD     Y3, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPSHUFD      $0xaa, Y2, Y3
+	VPMOVZXBW    128(AX), Y6
+	VPMADDWD     Y3, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPSHUFD      $0xff, Y2, Y2
+	VPMOVZXBW    144(AX), Y3
+	VPMADDWD     Y2, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VBROADCASTSS (BX), Y2
+	VCVTPH2PS    (AX), Y3
+	VMULPS       Y2, Y3, Y3
+	VCVTDQ2PS    Y1, Y1
+	VFMADD231PS  Y1, Y3, Y0
+	VCVTPH2PS    16(AX), Y3
+	VMULPS       Y2, Y3, Y3
+	VCVTDQ2PS    Y5, Y1
+	VFNMADD231PS Y1, Y3, Y0
+	ADDQ         $0x00000124, BX
+	ADDQ         $0x000005a0, AX
+	DECQ         SI
+	JMP          blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS Y0, (BX)
+	ADDQ    $0x20, CX
+	DECQ    DX
+	JMP     group
+
+done:
+	VZEROUPPER
+	RET
+
+// func q5k8Tile2AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·q5k8Tile2AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ ngroups+48(FP), DX
+
+group:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	LEAQ   (BX)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	MOVQ   nb+24(FP), DI
+
+blkloop:
+	TESTQ        DI, DI
+	JZ           blkdone
+	PREFETCHT0   1600(AX)
+	PREFETCHT0   1440(AX)
+	PREFETCHT0   2624(AX)
+	VMOVDQU      160(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1184(AX), Y4
+	VPAND        q5k8bits<>+0(SB), Y4, Y4
+	VPSLLW       $0x04, Y4, Y4
+	VPOR         Y4, Y2, Y2
+	VMOVDQU      1184(AX), Y4
+	VPAND        q5k8bits<>+32(SB), Y4, Y4
+	VPSLLW       $0x03, Y4, Y4
+	VPOR         Y4, Y3, Y3
+	VPBROADCASTD 4(BX), Y4
+	VPMADDUBSW   Y4, Y2, Y4
+	VPBROADCASTD 4(SI), Y6
+	VPMADDUBSW   Y6, Y2, Y6
+	VPBROADCASTD 8(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y4, Y4
+	VPBROADCASTD 8(SI), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y6, Y6
+	VMOVDQU      192(AX), Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y2
+	VPSRLW       $0x04, Y3, Y3
+	VPAND        q4kconsts<>+0(SB), Y3, Y3
+	VMOVDQU      1184(AX), Y7
+	VPAND        q5k8bits<>+64(SB), Y7, Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPOR         Y7, Y2, Y2
+	VMOVDQU      1184(AX), Y7
+	VPAND        q5k8bits<>+96(SB), Y7, Y7
+	VPSLLW       $0x01, Y7, Y7
+	VPOR         Y7, Y3, Y3
+	VPBROADCASTD 12(BX), Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPADDW       Y7, Y4, Y4
+	VPBROADCASTD 12(SI), Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPADDW       Y7, Y6, Y6
+	VPBROADCASTD 16(BX), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y4, Y4
+	VPBROADCASTD 16(SI), Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPADDW       Y2, Y6, Y6
+	VPMOVZXBD    32(AX), Y2
+	VPSLLD       $0x10, Y2, Y3
+	VPOR         Y3, Y2, Y2
+	VPMADDWD     Y2, Y4, Y3
+	VPMADDWD     Y2, Y6, Y2
+	PREFETCHT0   1664(AX)
+	VMOVDQU      224(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1184(AX), Y7
+	VPAND        q5k8bits<>+128(SB), Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1184(AX), Y7
+	VPAND        q5k8bits<>+160(SB), Y7, Y7
+	VPSRLW       $0x01, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 20(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 20(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 24(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 24(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      256(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1184(AX), Y9
+	VPAND        q5k8bits<>+192(SB), Y9, Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1184(AX), Y9
+	VPAND        q5k8bits<>+224(SB), Y9, Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 28(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 28(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 32(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 32(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    32(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   1728(AX)
+	PREFETCHT0   1504(AX)
+	VMOVDQU      288(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1216(AX), Y7
+	VPAND        q5k8bits<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1216(AX), Y7
+	VPAND        q5k8bits<>+32(SB), Y7, Y7
+	VPSLLW       $0x03, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 36(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 36(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 40(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 40(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      320(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1216(AX), Y9
+	VPAND        q5k8bits<>+64(SB), Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1216(AX), Y9
+	VPAND        q5k8bits<>+96(SB), Y9, Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 44(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 44(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 48(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 48(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    40(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   1792(AX)
+	VMOVDQU      352(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1216(AX), Y7
+	VPAND        q5k8bits<>+128(SB), Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1216(AX), Y7
+	VPAND        q5k8bits<>+160(SB), Y7, Y7
+	VPSRLW       $0x01, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 52(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 52(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 56(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 56(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      384(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1216(AX), Y9
+	VPAND        q5k8bits<>+192(SB), Y9, Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1216(AX), Y9
+	VPAND        q5k8bits<>+224(SB), Y9, Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 60(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 60(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 64(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 64(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    40(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   1856(AX)
+	PREFETCHT0   1568(AX)
+	PREFETCHT0   2688(AX)
+	VMOVDQU      416(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1248(AX), Y7
+	VPAND        q5k8bits<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1248(AX), Y7
+	VPAND        q5k8bits<>+32(SB), Y7, Y7
+	VPSLLW       $0x03, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 68(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 68(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 72(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 72(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      448(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1248(AX), Y9
+	VPAND        q5k8bits<>+64(SB), Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1248(AX), Y9
+	VPAND        q5k8bits<>+96(SB), Y9, Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 76(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 76(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 80(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 80(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    48(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   1920(AX)
+	VMOVDQU      480(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1248(AX), Y7
+	VPAND        q5k8bits<>+128(SB), Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1248(AX), Y7
+	VPAND        q5k8bits<>+160(SB), Y7, Y7
+	VPSRLW       $0x01, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 84(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 84(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 88(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 88(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      512(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1248(AX), Y9
+	VPAND        q5k8bits<>+192(SB), Y9, Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1248(AX), Y9
+	VPAND        q5k8bits<>+224(SB), Y9, Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 92(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 92(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 96(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 96(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    48(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   1984(AX)
+	VMOVDQU      544(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1280(AX), Y7
+	VPAND        q5k8bits<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1280(AX), Y7
+	VPAND        q5k8bits<>+32(SB), Y7, Y7
+	VPSLLW       $0x03, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 100(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 100(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 104(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 104(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      576(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1280(AX), Y9
+	VPAND        q5k8bits<>+64(SB), Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1280(AX), Y9
+	VPAND        q5k8bits<>+96(SB), Y9, Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 108(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 108(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 112(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 112(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    56(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   2048(AX)
+	VMOVDQU      608(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1280(AX), Y7
+	VPAND        q5k8bits<>+128(SB), Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1280(AX), Y7
+	VPAND        q5k8bits<>+160(SB), Y7, Y7
+	VPSRLW       $0x01, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 116(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 116(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 120(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 120(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      640(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1280(AX), Y9
+	VPAND        q5k8bits<>+192(SB), Y9, Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1280(AX), Y9
+	VPAND        q5k8bits<>+224(SB), Y9, Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 124(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 124(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 128(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 128(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    56(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2752(AX)
+	VMOVDQU      672(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1312(AX), Y7
+	VPAND        q5k8bits<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1312(AX), Y7
+	VPAND        q5k8bits<>+32(SB), Y7, Y7
+	VPSLLW       $0x03, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 132(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 132(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 136(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 136(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      704(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1312(AX), Y9
+	VPAND        q5k8bits<>+64(SB), Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1312(AX), Y9
+	VPAND        q5k8bits<>+96(SB), Y9, Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 140(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 140(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 144(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 144(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    64(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   2176(AX)
+	VMOVDQU      736(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1312(AX), Y7
+	VPAND        q5k8bits<>+128(SB), Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1312(AX), Y7
+	VPAND        q5k8bits<>+160(SB), Y7, Y7
+	VPSRLW       $0x01, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 148(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 148(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 152(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 152(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      768(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1312(AX), Y9
+	VPAND        q5k8bits<>+192(SB), Y9, Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1312(AX), Y9
+	VPAND        q5k8bits<>+224(SB), Y9, Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 156(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 156(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 160(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 160(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    64(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   2240(AX)
+	VMOVDQU      800(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1344(AX), Y7
+	VPAND        q5k8bits<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1344(AX), Y7
+	VPAND        q5k8bits<>+32(SB), Y7, Y7
+	VPSLLW       $0x03, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 164(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 164(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 168(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 168(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      832(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1344(AX), Y9
+	VPAND        q5k8bits<>+64(SB), Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1344(AX), Y9
+	VPAND        q5k8bits<>+96(SB), Y9, Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 172(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 172(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 176(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 176(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    72(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   2304(AX)
+	VMOVDQU      864(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1344(AX), Y7
+	VPAND        q5k8bits<>+128(SB), Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1344(AX), Y7
+	VPAND        q5k8bits<>+160(SB), Y7, Y7
+	VPSRLW       $0x01, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 180(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 180(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 184(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 184(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      896(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1344(AX), Y9
+	VPAND        q5k8bits<>+192(SB), Y9, Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1344(AX), Y9
+	VPAND        q5k8bits<>+224(SB), Y9, Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 188(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 188(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 192(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 192(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    72(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   2368(AX)
+	PREFETCHT0   2816(AX)
+	VMOVDQU      928(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1376(AX), Y7
+	VPAND        q5k8bits<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1376(AX), Y7
+	VPAND        q5k8bits<>+32(SB), Y7, Y7
+	VPSLLW       $0x03, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 196(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 196(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 200(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 200(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      960(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1376(AX), Y9
+	VPAND        q5k8bits<>+64(SB), Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1376(AX), Y9
+	VPAND        q5k8bits<>+96(SB), Y9, Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 204(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 204(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 208(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 208(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    80(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   2432(AX)
+	VMOVDQU      992(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1376(AX), Y7
+	VPAND        q5k8bits<>+128(SB), Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1376(AX), Y7
+	VPAND        q5k8bits<>+160(SB), Y7, Y7
+	VPSRLW       $0x01, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 212(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 212(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 216(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 216(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      1024(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1376(AX), Y9
+	VPAND        q5k8bits<>+192(SB), Y9, Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1376(AX), Y9
+	VPAND        q5k8bits<>+224(SB), Y9, Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 220(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 220(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 224(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 224(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    80(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   2496(AX)
+	VMOVDQU      1056(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1408(AX), Y7
+	VPAND        q5k8bits<>+0(SB), Y7, Y7
+	VPSLLW       $0x04, Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1408(AX), Y7
+	VPAND        q5k8bits<>+32(SB), Y7, Y7
+	VPSLLW       $0x03, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 228(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 228(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 232(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 232(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      1088(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1408(AX), Y9
+	VPAND        q5k8bits<>+64(SB), Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1408(AX), Y9
+	VPAND        q5k8bits<>+96(SB), Y9, Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 236(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 236(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 240(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 240(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    88(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	PREFETCHT0   2560(AX)
+	VMOVDQU      1120(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1408(AX), Y7
+	VPAND        q5k8bits<>+128(SB), Y7, Y7
+	VPOR         Y7, Y4, Y4
+	VMOVDQU      1408(AX), Y7
+	VPAND        q5k8bits<>+160(SB), Y7, Y7
+	VPSRLW       $0x01, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPBROADCASTD 244(BX), Y7
+	VPMADDUBSW   Y7, Y4, Y7
+	VPBROADCASTD 244(SI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 248(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 248(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VMOVDQU      1152(AX), Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y4
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        q4kconsts<>+0(SB), Y6, Y6
+	VMOVDQU      1408(AX), Y9
+	VPAND        q5k8bits<>+192(SB), Y9, Y9
+	VPSRLW       $0x02, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VMOVDQU      1408(AX), Y9
+	VPAND        q5k8bits<>+224(SB), Y9, Y9
+	VPSRLW       $0x03, Y9, Y9
+	VPOR         Y9, Y6, Y6
+	VPBROADCASTD 252(BX), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 252(SI), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 256(BX), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y7, Y7
+	VPBROADCASTD 256(SI), Y4
+	VPMADDUBSW   Y4, Y6, Y4
+	VPADDW       Y4, Y8, Y8
+	VPMOVZXBD    88(AX), Y4
+	VPSLLD       $0x10, Y4, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y3, Y3
+	VPMADDWD     Y4, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      260(BX), X5
+	VPHADDW      276(BX), X5, X5
+	VINSERTI128  $0x01, X5, Y5, Y4
+	VPSHUFD      $0x00, Y4, Y6
+	VPMOVZXBW    96(AX), Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPSHUFD      $0x55, Y4, Y6
+	VPMOVZXBW    112(AX), Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPSHUFD      $0xaa, Y4, Y6
+	VPMOVZXBW    128(AX), Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPSHUFD      $0xff, Y4, Y4
+	VPMOVZXBW    144(AX), Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y7, Y7
+	VBROADCASTSS (BX), Y4
+	VCVTPH2PS    (AX), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y6, Y0
+	VCVTPH2PS    16(AX), Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y7, Y3
+	VFNMADD231PS Y3, Y6, Y0
+	ADDQ         $0x00000124, BX
+	VMOVDQU      260(SI), X5
+	VPHADDW      276(SI), X5, X5
+	VINSERTI128  $0x01, X5, Y5, Y3
+	VPSHUFD      $0x00, Y3, Y4
+	VPMOVZXBW    96(AX), Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPSHUFD      $0x55, Y3, Y4
+	VPMOVZXBW    112(AX), Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSHUFD      $0xaa, Y3, Y4
+	VPMOVZXBW    128(AX), Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPSHUFD      $0xff, Y3, Y3
+	VPMOVZXBW    144(AX), Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VBROADCASTSS (SI), Y3
+	VCVTPH2PS    (AX), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y4, Y1
+	VCVTPH2PS    16(AX), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y6, Y2
+	VFNMADD231PS Y2, Y4, Y1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x000005a0, AX
+	DECQ         DI
+	JMP          blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS Y0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS Y1, (BX)
+	ADDQ    $0x20, CX
+	DECQ    DX
+	JMP     group
+
+done:
+	VZEROUPPER
+	RET
+
+// func q5k8Tile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·q5k8Tile3AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ ngroups+48(FP), DX
+
+group:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	LEAQ   (BX)(SI*1), DI
+	LEAQ   (DI)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   nb+24(FP), R8
+
+blkloop:
+	TESTQ        R8, R8
+	JZ           blkdone
+	PREFETCHT0   1600(AX)
+	PREFETCHT0   1440(AX)
+	PREFETCHT0   2624(AX)
+	VMOVDQU      160(AX), Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y3
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y4
+	VMOVDQU      1184(AX), Y5
+	VPAND        q5k8bits<>+0(SB), Y5, Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPOR         Y5, Y3, Y3
+	VMOVDQU      1184(AX), Y5
+	VPAND        q5k8bits<>+32(SB), Y5, Y5
+	VPSLLW       $0x03, Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPBROADCASTD 4(BX), Y5
+	VPMADDUBSW   Y5, Y3, Y5
+	VPBROADCASTD 4(DI), Y7
+	VPMADDUBSW   Y7, Y3, Y7
+	VPBROADCASTD 4(SI), Y8
+	VPMADDUBSW   Y8, Y3, Y8
+	VPBROADCASTD 8(BX), Y3
+	VPMADDUBSW   Y3, Y4, Y3
+	VPADDW       Y3, Y5, Y5
+	VPBROADCASTD 8(DI), Y3
+	VPMADDUBSW   Y3, Y4, Y3
+	VPADDW       Y3, Y7, Y7
+	VPBROADCASTD 8(SI), Y3
+	VPMADDUBSW   Y3, Y4, Y3
+	VPADDW       Y3, Y8, Y8
+	VMOVDQU      192(AX), Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y3
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        q4kconsts<>+0(SB), Y4, Y4
+	VMOVDQU      1184(AX), Y9
+	VPAND        q5k8bits<>+64(SB), Y9, Y9
+	VPSLLW       $0x02, Y9, Y9
+	VPOR         Y9, Y3, Y3
+	VMOVDQU      1184(AX), Y9
+	VPAND        q5k8bits<>+96(SB), Y9, Y9
+	VPSLLW       $0x01, Y9, Y9
+	VPOR         Y9, Y4, Y4
+	VPBROADCASTD 12(BX), Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPADDW       Y9, Y5, Y5
+	VPBROADCASTD 12(DI), Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPADDW       Y9, Y7, Y7
+	VPBROADCASTD 12(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPADDW       Y9, Y8, Y8
+	VPBROADCASTD 16(BX), Y3
+	VPMADDUBSW   Y3, Y4, Y3
+	VPADDW       Y3, Y5, Y5
+	VPBROADCASTD 16(DI), Y3
+	VPMADDUBSW   Y3, Y4, Y3
+	VPADDW       Y3, Y7, Y7
+	VPBROADCASTD 16(SI), Y3
+	VPMADDUBSW   Y3, Y4, Y3
+	VPADDW       Y3, Y8, Y8
+	VPMOVZXBD    32(AX), Y3
+	VPSLLD       $0x10, Y3, Y4
+	VPOR         Y4, Y3, Y3
+	VPMADDWD     Y3, Y5, Y4
+	VPMADDWD     Y3, Y7, Y5
+	VPMADDWD     Y3, Y8, Y3
+	PREFETCHT0   1664(AX)
+	VMOVDQU      224(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1184(AX), Y9
+	VPAND        q5k8bits<>+128(SB), Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1184(AX), Y9
+	VPAND        q5k8bits<>+160(SB), Y9, Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 20(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 20(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 20(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 24(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 24(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 24(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      256(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1184(AX), Y12
+	VPAND        q5k8bits<>+192(SB), Y12, Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1184(AX), Y12
+	VPAND        q5k8bits<>+224(SB), Y12, Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 28(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 28(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 28(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 32(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 32(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 32(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    32(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   1728(AX)
+	PREFETCHT0   1504(AX)
+	VMOVDQU      288(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1216(AX), Y9
+	VPAND        q5k8bits<>+0(SB), Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1216(AX), Y9
+	VPAND        q5k8bits<>+32(SB), Y9, Y9
+	VPSLLW       $0x03, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 36(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 36(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 36(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 40(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 40(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 40(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      320(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1216(AX), Y12
+	VPAND        q5k8bits<>+64(SB), Y12, Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1216(AX), Y12
+	VPAND        q5k8bits<>+96(SB), Y12, Y12
+	VPSLLW       $0x01, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 44(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 44(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 44(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 48(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 48(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 48(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    40(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   1792(AX)
+	VMOVDQU      352(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1216(AX), Y9
+	VPAND        q5k8bits<>+128(SB), Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1216(AX), Y9
+	VPAND        q5k8bits<>+160(SB), Y9, Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 52(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 52(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 52(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 56(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 56(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 56(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      384(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1216(AX), Y12
+	VPAND        q5k8bits<>+192(SB), Y12, Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1216(AX), Y12
+	VPAND        q5k8bits<>+224(SB), Y12, Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 60(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 60(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 60(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 64(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 64(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 64(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    40(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   1856(AX)
+	PREFETCHT0   1568(AX)
+	PREFETCHT0   2688(AX)
+	VMOVDQU      416(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1248(AX), Y9
+	VPAND        q5k8bits<>+0(SB), Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1248(AX), Y9
+	VPAND        q5k8bits<>+32(SB), Y9, Y9
+	VPSLLW       $0x03, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 68(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 68(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 68(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 72(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 72(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 72(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      448(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1248(AX), Y12
+	VPAND        q5k8bits<>+64(SB), Y12, Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1248(AX), Y12
+	VPAND        q5k8bits<>+96(SB), Y12, Y12
+	VPSLLW       $0x01, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 76(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 76(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 76(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 80(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 80(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 80(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    48(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   1920(AX)
+	VMOVDQU      480(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1248(AX), Y9
+	VPAND        q5k8bits<>+128(SB), Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1248(AX), Y9
+	VPAND        q5k8bits<>+160(SB), Y9, Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 84(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 84(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 84(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 88(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 88(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 88(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      512(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1248(AX), Y12
+	VPAND        q5k8bits<>+192(SB), Y12, Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1248(AX), Y12
+	VPAND        q5k8bits<>+224(SB), Y12, Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 92(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 92(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 92(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 96(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 96(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 96(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    48(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   1984(AX)
+	VMOVDQU      544(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1280(AX), Y9
+	VPAND        q5k8bits<>+0(SB), Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1280(AX), Y9
+	VPAND        q5k8bits<>+32(SB), Y9, Y9
+	VPSLLW       $0x03, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 100(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 100(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 100(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 104(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 104(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 104(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      576(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1280(AX), Y12
+	VPAND        q5k8bits<>+64(SB), Y12, Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1280(AX), Y12
+	VPAND        q5k8bits<>+96(SB), Y12, Y12
+	VPSLLW       $0x01, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 108(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 108(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 108(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 112(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 112(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 112(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    56(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   2048(AX)
+	VMOVDQU      608(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1280(AX), Y9
+	VPAND        q5k8bits<>+128(SB), Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1280(AX), Y9
+	VPAND        q5k8bits<>+160(SB), Y9, Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 116(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 116(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 116(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 120(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 120(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 120(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      640(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1280(AX), Y12
+	VPAND        q5k8bits<>+192(SB), Y12, Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1280(AX), Y12
+	VPAND        q5k8bits<>+224(SB), Y12, Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 124(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 124(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 124(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 128(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 128(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 128(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    56(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2752(AX)
+	VMOVDQU      672(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1312(AX), Y9
+	VPAND        q5k8bits<>+0(SB), Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1312(AX), Y9
+	VPAND        q5k8bits<>+32(SB), Y9, Y9
+	VPSLLW       $0x03, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 132(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 132(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 132(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 136(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 136(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 136(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      704(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1312(AX), Y12
+	VPAND        q5k8bits<>+64(SB), Y12, Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1312(AX), Y12
+	VPAND        q5k8bits<>+96(SB), Y12, Y12
+	VPSLLW       $0x01, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 140(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 140(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 140(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 144(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 144(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 144(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    64(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   2176(AX)
+	VMOVDQU      736(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1312(AX), Y9
+	VPAND        q5k8bits<>+128(SB), Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1312(AX), Y9
+	VPAND        q5k8bits<>+160(SB), Y9, Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 148(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 148(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 148(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 152(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 152(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 152(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      768(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1312(AX), Y12
+	VPAND        q5k8bits<>+192(SB), Y12, Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1312(AX), Y12
+	VPAND        q5k8bits<>+224(SB), Y12, Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 156(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 156(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 156(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 160(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 160(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 160(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    64(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   2240(AX)
+	VMOVDQU      800(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1344(AX), Y9
+	VPAND        q5k8bits<>+0(SB), Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1344(AX), Y9
+	VPAND        q5k8bits<>+32(SB), Y9, Y9
+	VPSLLW       $0x03, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 164(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 164(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 164(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 168(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 168(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 168(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      832(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1344(AX), Y12
+	VPAND        q5k8bits<>+64(SB), Y12, Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1344(AX), Y12
+	VPAND        q5k8bits<>+96(SB), Y12, Y12
+	VPSLLW       $0x01, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 172(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 172(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 172(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 176(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 176(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 176(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    72(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   2304(AX)
+	VMOVDQU      864(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1344(AX), Y9
+	VPAND        q5k8bits<>+128(SB), Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1344(AX), Y9
+	VPAND        q5k8bits<>+160(SB), Y9, Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 180(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 180(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 180(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 184(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 184(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 184(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      896(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1344(AX), Y12
+	VPAND        q5k8bits<>+192(SB), Y12, Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1344(AX), Y12
+	VPAND        q5k8bits<>+224(SB), Y12, Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 188(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 188(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 188(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 192(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 192(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 192(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    72(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   2368(AX)
+	PREFETCHT0   2816(AX)
+	VMOVDQU      928(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1376(AX), Y9
+	VPAND        q5k8bits<>+0(SB), Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1376(AX), Y9
+	VPAND        q5k8bits<>+32(SB), Y9, Y9
+	VPSLLW       $0x03, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 196(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 196(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 196(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 200(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 200(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 200(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      960(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1376(AX), Y12
+	VPAND        q5k8bits<>+64(SB), Y12, Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1376(AX), Y12
+	VPAND        q5k8bits<>+96(SB), Y12, Y12
+	VPSLLW       $0x01, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 204(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 204(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 204(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 208(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 208(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 208(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    80(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   2432(AX)
+	VMOVDQU      992(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1376(AX), Y9
+	VPAND        q5k8bits<>+128(SB), Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1376(AX), Y9
+	VPAND        q5k8bits<>+160(SB), Y9, Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 212(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 212(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 212(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 216(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 216(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 216(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      1024(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1376(AX), Y12
+	VPAND        q5k8bits<>+192(SB), Y12, Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1376(AX), Y12
+	VPAND        q5k8bits<>+224(SB), Y12, Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 220(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 220(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 220(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 224(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 224(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 224(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    80(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   2496(AX)
+	VMOVDQU      1056(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1408(AX), Y9
+	VPAND        q5k8bits<>+0(SB), Y9, Y9
+	VPSLLW       $0x04, Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1408(AX), Y9
+	VPAND        q5k8bits<>+32(SB), Y9, Y9
+	VPSLLW       $0x03, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 228(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 228(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 228(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 232(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 232(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 232(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      1088(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1408(AX), Y12
+	VPAND        q5k8bits<>+64(SB), Y12, Y12
+	VPSLLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1408(AX), Y12
+	VPAND        q5k8bits<>+96(SB), Y12, Y12
+	VPSLLW       $0x01, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 236(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 236(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 236(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 240(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 240(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 240(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    88(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	PREFETCHT0   2560(AX)
+	VMOVDQU      1120(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1408(AX), Y9
+	VPAND        q5k8bits<>+128(SB), Y9, Y9
+	VPOR         Y9, Y7, Y7
+	VMOVDQU      1408(AX), Y9
+	VPAND        q5k8bits<>+160(SB), Y9, Y9
+	VPSRLW       $0x01, Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPBROADCASTD 244(BX), Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPBROADCASTD 244(DI), Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPBROADCASTD 244(SI), Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPBROADCASTD 248(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 248(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 248(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VMOVDQU      1152(AX), Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        q4kconsts<>+0(SB), Y8, Y8
+	VMOVDQU      1408(AX), Y12
+	VPAND        q5k8bits<>+192(SB), Y12, Y12
+	VPSRLW       $0x02, Y12, Y12
+	VPOR         Y12, Y7, Y7
+	VMOVDQU      1408(AX), Y12
+	VPAND        q5k8bits<>+224(SB), Y12, Y12
+	VPSRLW       $0x03, Y12, Y12
+	VPOR         Y12, Y8, Y8
+	VPBROADCASTD 252(BX), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y9, Y9
+	VPBROADCASTD 252(DI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y10, Y10
+	VPBROADCASTD 252(SI), Y12
+	VPMADDUBSW   Y12, Y7, Y12
+	VPADDW       Y12, Y11, Y11
+	VPBROADCASTD 256(BX), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y9, Y9
+	VPBROADCASTD 256(DI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y10, Y10
+	VPBROADCASTD 256(SI), Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPADDW       Y7, Y11, Y11
+	VPMOVZXBD    88(AX), Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VPMADDWD     Y7, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VPMADDWD     Y7, Y11, Y11
+	VPADDD       Y11, Y3, Y3
+	VMOVDQU      260(BX), X6
+	VPHADDW      276(BX), X6, X6
+	VINSERTI128  $0x01, X6, Y6, Y7
+	VPSHUFD      $0x00, Y7, Y8
+	VPMOVZXBW    96(AX), Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPSHUFD      $0x55, Y7, Y8
+	VPMOVZXBW    112(AX), Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPSHUFD      $0xaa, Y7, Y8
+	VPMOVZXBW    128(AX), Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPSHUFD      $0xff, Y7, Y7
+	VPMOVZXBW    144(AX), Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y9, Y9
+	VBROADCASTSS (BX), Y7
+	VCVTPH2PS    (AX), Y8
+	VMULPS       Y7, Y8, Y8
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y8, Y0
+	VCVTPH2PS    16(AX), Y8
+	VMULPS       Y7, Y8, Y8
+	VCVTDQ2PS    Y9, Y4
+	VFNMADD231PS Y4, Y8, Y0
+	ADDQ         $0x00000124, BX
+	VMOVDQU      260(DI), X6
+	VPHADDW      276(DI), X6, X6
+	VINSERTI128  $0x01, X6, Y6, Y4
+	VPSHUFD      $0x00, Y4, Y7
+	VPMOVZXBW    96(AX), Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPSHUFD      $0x55, Y4, Y7
+	VPMOVZXBW    112(AX), Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VPSHUFD      $0xaa, Y4, Y7
+	VPMOVZXBW    128(AX), Y9
+	VPMADDWD     Y7, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VPSHUFD      $0xff, Y4, Y4
+	VPMOVZXBW    144(AX), Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VBROADCASTSS (DI), Y4
+	VCVTPH2PS    (AX), Y7
+	VMULPS       Y4, Y7, Y7
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y7, Y1
+	VCVTPH2PS    16(AX), Y7
+	VMULPS       Y4, Y7, Y7
+	VCVTDQ2PS    Y8, Y5
+	VFNMADD231PS Y5, Y7, Y1
+	ADDQ         $0x00000124, DI
+	VMOVDQU      260(SI), X6
+	VPHADDW      276(SI), X6, X6
+	VINSERTI128  $0x01, X6, Y6, Y4
+	VPSHUFD      $0x00, Y4, Y5
+	VPMOVZXBW    96(AX), Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPSHUFD      $0x55, Y4, Y5
+	VPMOVZXBW    112(AX), Y8
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPSHUFD      $0xaa, Y4, Y5
+	VPMOVZXBW    128(AX), Y8
+	VPMADDWD     Y5, Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPSHUFD      $0xff, Y4, Y4
+	VPMOVZXBW    144(AX), Y5
+	VPMADDWD     Y4, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VBROADCASTSS (SI), Y4
+	VCVTPH2PS    (AX), Y5
+	VMULPS       Y4, Y5, Y5
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y5, Y2
+	VCVTPH2PS    16(AX), Y5
+	VMULPS       Y4, Y5, Y5
+	VCVTDQ2PS    Y7, Y3
+	VFNMADD231PS Y3, Y5, Y2
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x000005a0, AX
+	DECQ         R8
+	JMP          blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS Y0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS Y1, (BX)
+	ADDQ    SI, BX
+	VMOVUPS Y2, (BX)
+	ADDQ    $0x20, CX
+	DECQ    DX
+	JMP     group
+
+done:
+	VZEROUPPER
+	RET
+
+// func q5k8Tile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·q5k8Tile4AVX2(SB), NOSPLIT, $0-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ ngroups+48(FP), DX
+
+group:
+	TESTQ  DX, DX
+	JZ     done
+	MOVQ   x+8(FP), BX
+	MOVQ   ldx+16(FP), SI
+	LEAQ   (BX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	MOVQ   nb+24(FP), R9
+
+blkloop:
+	TESTQ        R9, R9
+	JZ           blkdone
+	PREFETCHT0   1600(AX)
+	PREFETCHT0   1440(AX)
+	PREFETCHT0   2624(AX)
+	VMOVDQU      160(AX), Y5
+	VPAND        q4kconsts<>+0(SB), Y5, Y4
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        q4kconsts<>+0(SB), Y5, Y5
+	VMOVDQU      1184(AX), Y6
+	VPAND        q5k8bits<>+0(SB), Y6, Y6
+	VPSLLW       $0x04, Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VMOVDQU      1184(AX), Y6
+	VPAND        q5k8bits<>+32(SB), Y6, Y6
+	VPSLLW       $0x03, Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPBROADCASTD 4(BX), Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPBROADCASTD 4(DI), Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPBROADCASTD 4(R8), Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPBROADCASTD 4(SI), Y10
+	VPMADDUBSW   Y10, Y4, Y10
+	VPBROADCASTD 8(BX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y6, Y6
+	VPBROADCASTD 8(DI), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y8, Y8
+	VPBROADCASTD 8(R8), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y9, Y9
+	VPBROADCASTD 8(SI), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y10, Y10
+	VMOVDQU      192(AX), Y5
+	VPAND        q4kconsts<>+0(SB), Y5, Y4
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        q4kconsts<>+0(SB), Y5, Y5
+	VMOVDQU      1184(AX), Y11
+	VPAND        q5k8bits<>+64(SB), Y11, Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPOR         Y11, Y4, Y4
+	VMOVDQU      1184(AX), Y11
+	VPAND        q5k8bits<>+96(SB), Y11, Y11
+	VPSLLW       $0x01, Y11, Y11
+	VPOR         Y11, Y5, Y5
+	VPBROADCASTD 12(BX), Y11
+	VPMADDUBSW   Y11, Y4, Y11
+	VPADDW       Y11, Y6, Y6
+	VPBROADCASTD 12(DI), Y11
+	VPMADDUBSW   Y11, Y4, Y11
+	VPADDW       Y11, Y8, Y8
+	VPBROADCASTD 12(R8), Y11
+	VPMADDUBSW   Y11, Y4, Y11
+	VPADDW       Y11, Y9, Y9
+	VPBROADCASTD 12(SI), Y11
+	VPMADDUBSW   Y11, Y4, Y11
+	VPADDW       Y11, Y10, Y10
+	VPBROADCASTD 16(BX), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y6, Y6
+	VPBROADCASTD 16(DI), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y8, Y8
+	VPBROADCASTD 16(R8), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y9, Y9
+	VPBROADCASTD 16(SI), Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPADDW       Y4, Y10, Y10
+	VPMOVZXBD    32(AX), Y4
+	VPSLLD       $0x10, Y4, Y5
+	VPOR         Y5, Y4, Y4
+	VPMADDWD     Y4, Y6, Y5
+	VPMADDWD     Y4, Y8, Y6
+	VPMADDWD     Y4, Y9, Y8
+	VPMADDWD     Y4, Y10, Y4
+	PREFETCHT0   1664(AX)
+	VMOVDQU      224(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1184(AX), Y11
+	VPAND        q5k8bits<>+128(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1184(AX), Y11
+	VPAND        q5k8bits<>+160(SB), Y11, Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 20(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 20(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 20(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 20(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 24(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 24(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 24(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 24(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      256(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1184(AX), Y15
+	VPAND        q5k8bits<>+192(SB), Y15, Y15
+	VPSRLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1184(AX), Y15
+	VPAND        q5k8bits<>+224(SB), Y15, Y15
+	VPSRLW       $0x03, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 28(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 28(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 28(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 28(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 32(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 32(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 32(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 32(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    32(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   1728(AX)
+	PREFETCHT0   1504(AX)
+	VMOVDQU      288(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1216(AX), Y11
+	VPAND        q5k8bits<>+0(SB), Y11, Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1216(AX), Y11
+	VPAND        q5k8bits<>+32(SB), Y11, Y11
+	VPSLLW       $0x03, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 36(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 36(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 36(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 36(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 40(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 40(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 40(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 40(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      320(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1216(AX), Y15
+	VPAND        q5k8bits<>+64(SB), Y15, Y15
+	VPSLLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1216(AX), Y15
+	VPAND        q5k8bits<>+96(SB), Y15, Y15
+	VPSLLW       $0x01, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 44(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 44(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 44(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 44(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 48(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 48(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 48(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 48(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    40(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   1792(AX)
+	VMOVDQU      352(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1216(AX), Y11
+	VPAND        q5k8bits<>+128(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1216(AX), Y11
+	VPAND        q5k8bits<>+160(SB), Y11, Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 52(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 52(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 52(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 52(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 56(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 56(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 56(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 56(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      384(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1216(AX), Y15
+	VPAND        q5k8bits<>+192(SB), Y15, Y15
+	VPSRLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1216(AX), Y15
+	VPAND        q5k8bits<>+224(SB), Y15, Y15
+	VPSRLW       $0x03, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 60(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 60(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 60(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 60(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 64(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 64(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 64(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 64(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    40(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   1856(AX)
+	PREFETCHT0   1568(AX)
+	PREFETCHT0   2688(AX)
+	VMOVDQU      416(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1248(AX), Y11
+	VPAND        q5k8bits<>+0(SB), Y11, Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1248(AX), Y11
+	VPAND        q5k8bits<>+32(SB), Y11, Y11
+	VPSLLW       $0x03, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 68(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 68(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 68(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 68(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 72(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 72(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 72(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 72(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      448(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1248(AX), Y15
+	VPAND        q5k8bits<>+64(SB), Y15, Y15
+	VPSLLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1248(AX), Y15
+	VPAND        q5k8bits<>+96(SB), Y15, Y15
+	VPSLLW       $0x01, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 76(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 76(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 76(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 76(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 80(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 80(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 80(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 80(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    48(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   1920(AX)
+	VMOVDQU      480(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1248(AX), Y11
+	VPAND        q5k8bits<>+128(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1248(AX), Y11
+	VPAND        q5k8bits<>+160(SB), Y11, Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 84(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 84(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 84(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 84(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 88(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 88(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 88(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 88(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      512(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1248(AX), Y15
+	VPAND        q5k8bits<>+192(SB), Y15, Y15
+	VPSRLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1248(AX), Y15
+	VPAND        q5k8bits<>+224(SB), Y15, Y15
+	VPSRLW       $0x03, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 92(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 92(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 92(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 92(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 96(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 96(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 96(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 96(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    48(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   1984(AX)
+	VMOVDQU      544(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1280(AX), Y11
+	VPAND        q5k8bits<>+0(SB), Y11, Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1280(AX), Y11
+	VPAND        q5k8bits<>+32(SB), Y11, Y11
+	VPSLLW       $0x03, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 100(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 100(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 100(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 100(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 104(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 104(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 104(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 104(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      576(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1280(AX), Y15
+	VPAND        q5k8bits<>+64(SB), Y15, Y15
+	VPSLLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1280(AX), Y15
+	VPAND        q5k8bits<>+96(SB), Y15, Y15
+	VPSLLW       $0x01, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 108(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 108(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 108(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 108(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 112(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 112(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 112(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 112(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    56(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   2048(AX)
+	VMOVDQU      608(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1280(AX), Y11
+	VPAND        q5k8bits<>+128(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1280(AX), Y11
+	VPAND        q5k8bits<>+160(SB), Y11, Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 116(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 116(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 116(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 116(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 120(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 120(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 120(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 120(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      640(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1280(AX), Y15
+	VPAND        q5k8bits<>+192(SB), Y15, Y15
+	VPSRLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1280(AX), Y15
+	VPAND        q5k8bits<>+224(SB), Y15, Y15
+	VPSRLW       $0x03, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 124(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 124(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 124(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 124(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 128(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 128(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 128(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 128(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    56(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2752(AX)
+	VMOVDQU      672(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1312(AX), Y11
+	VPAND        q5k8bits<>+0(SB), Y11, Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1312(AX), Y11
+	VPAND        q5k8bits<>+32(SB), Y11, Y11
+	VPSLLW       $0x03, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 132(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 132(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 132(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 132(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 136(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 136(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 136(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 136(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      704(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1312(AX), Y15
+	VPAND        q5k8bits<>+64(SB), Y15, Y15
+	VPSLLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1312(AX), Y15
+	VPAND        q5k8bits<>+96(SB), Y15, Y15
+	VPSLLW       $0x01, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 140(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 140(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 140(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 140(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 144(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 144(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 144(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 144(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    64(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   2176(AX)
+	VMOVDQU      736(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1312(AX), Y11
+	VPAND        q5k8bits<>+128(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1312(AX), Y11
+	VPAND        q5k8bits<>+160(SB), Y11, Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 148(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 148(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 148(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 148(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 152(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 152(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 152(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 152(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      768(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1312(AX), Y15
+	VPAND        q5k8bits<>+192(SB), Y15, Y15
+	VPSRLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1312(AX), Y15
+	VPAND        q5k8bits<>+224(SB), Y15, Y15
+	VPSRLW       $0x03, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 156(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 156(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 156(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 156(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 160(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 160(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 160(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 160(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    64(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   2240(AX)
+	VMOVDQU      800(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1344(AX), Y11
+	VPAND        q5k8bits<>+0(SB), Y11, Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1344(AX), Y11
+	VPAND        q5k8bits<>+32(SB), Y11, Y11
+	VPSLLW       $0x03, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 164(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 164(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 164(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 164(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 168(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 168(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 168(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 168(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      832(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1344(AX), Y15
+	VPAND        q5k8bits<>+64(SB), Y15, Y15
+	VPSLLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1344(AX), Y15
+	VPAND        q5k8bits<>+96(SB), Y15, Y15
+	VPSLLW       $0x01, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 172(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 172(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 172(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 172(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 176(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 176(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 176(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 176(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    72(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   2304(AX)
+	VMOVDQU      864(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1344(AX), Y11
+	VPAND        q5k8bits<>+128(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1344(AX), Y11
+	VPAND        q5k8bits<>+160(SB), Y11, Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 180(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 180(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 180(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 180(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 184(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 184(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 184(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 184(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      896(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1344(AX), Y15
+	VPAND        q5k8bits<>+192(SB), Y15, Y15
+	VPSRLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1344(AX), Y15
+	VPAND        q5k8bits<>+224(SB), Y15, Y15
+	VPSRLW       $0x03, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 188(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 188(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 188(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 188(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 192(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 192(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 192(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 192(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    72(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   2368(AX)
+	PREFETCHT0   2816(AX)
+	VMOVDQU      928(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1376(AX), Y11
+	VPAND        q5k8bits<>+0(SB), Y11, Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1376(AX), Y11
+	VPAND        q5k8bits<>+32(SB), Y11, Y11
+	VPSLLW       $0x03, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 196(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 196(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 196(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 196(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 200(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 200(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 200(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 200(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      960(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1376(AX), Y15
+	VPAND        q5k8bits<>+64(SB), Y15, Y15
+	VPSLLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1376(AX), Y15
+	VPAND        q5k8bits<>+96(SB), Y15, Y15
+	VPSLLW       $0x01, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 204(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 204(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 204(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 204(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 208(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 208(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 208(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 208(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    80(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   2432(AX)
+	VMOVDQU      992(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1376(AX), Y11
+	VPAND        q5k8bits<>+128(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1376(AX), Y11
+	VPAND        q5k8bits<>+160(SB), Y11, Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 212(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 212(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 212(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 212(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 216(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 216(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 216(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 216(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      1024(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1376(AX), Y15
+	VPAND        q5k8bits<>+192(SB), Y15, Y15
+	VPSRLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1376(AX), Y15
+	VPAND        q5k8bits<>+224(SB), Y15, Y15
+	VPSRLW       $0x03, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 220(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 220(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 220(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 220(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 224(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 224(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 224(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 224(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    80(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   2496(AX)
+	VMOVDQU      1056(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1408(AX), Y11
+	VPAND        q5k8bits<>+0(SB), Y11, Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1408(AX), Y11
+	VPAND        q5k8bits<>+32(SB), Y11, Y11
+	VPSLLW       $0x03, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 228(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 228(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 228(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 228(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 232(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 232(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 232(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 232(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      1088(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1408(AX), Y15
+	VPAND        q5k8bits<>+64(SB), Y15, Y15
+	VPSLLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1408(AX), Y15
+	VPAND        q5k8bits<>+96(SB), Y15, Y15
+	VPSLLW       $0x01, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 236(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 236(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 236(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 236(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 240(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 240(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 240(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 240(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    88(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	PREFETCHT0   2560(AX)
+	VMOVDQU      1120(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1408(AX), Y11
+	VPAND        q5k8bits<>+128(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VMOVDQU      1408(AX), Y11
+	VPAND        q5k8bits<>+160(SB), Y11, Y11
+	VPSRLW       $0x01, Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPBROADCASTD 244(BX), Y11
+	VPMADDUBSW   Y11, Y9, Y11
+	VPBROADCASTD 244(DI), Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPBROADCASTD 244(R8), Y13
+	VPMADDUBSW   Y13, Y9, Y13
+	VPBROADCASTD 244(SI), Y14
+	VPMADDUBSW   Y14, Y9, Y14
+	VPBROADCASTD 248(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 248(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 248(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 248(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VMOVDQU      1152(AX), Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        q4kconsts<>+0(SB), Y10, Y10
+	VMOVDQU      1408(AX), Y15
+	VPAND        q5k8bits<>+192(SB), Y15, Y15
+	VPSRLW       $0x02, Y15, Y15
+	VPOR         Y15, Y9, Y9
+	VMOVDQU      1408(AX), Y15
+	VPAND        q5k8bits<>+224(SB), Y15, Y15
+	VPSRLW       $0x03, Y15, Y15
+	VPOR         Y15, Y10, Y10
+	VPBROADCASTD 252(BX), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y11, Y11
+	VPBROADCASTD 252(DI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y12, Y12
+	VPBROADCASTD 252(R8), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y13, Y13
+	VPBROADCASTD 252(SI), Y15
+	VPMADDUBSW   Y15, Y9, Y15
+	VPADDW       Y15, Y14, Y14
+	VPBROADCASTD 256(BX), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y11, Y11
+	VPBROADCASTD 256(DI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y12, Y12
+	VPBROADCASTD 256(R8), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y13, Y13
+	VPBROADCASTD 256(SI), Y9
+	VPMADDUBSW   Y9, Y10, Y9
+	VPADDW       Y9, Y14, Y14
+	VPMOVZXBD    88(AX), Y9
+	VPSLLD       $0x10, Y9, Y10
+	VPOR         Y10, Y9, Y9
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDWD     Y9, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDWD     Y9, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDWD     Y9, Y14, Y14
+	VPADDD       Y14, Y4, Y4
+	VMOVDQU      260(BX), X7
+	VPHADDW      276(BX), X7, X7
+	VINSERTI128  $0x01, X7, Y7, Y9
+	VPSHUFD      $0x00, Y9, Y10
+	VPMOVZXBW    96(AX), Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPSHUFD      $0x55, Y9, Y10
+	VPMOVZXBW    112(AX), Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPSHUFD      $0xaa, Y9, Y10
+	VPMOVZXBW    128(AX), Y12
+	VPMADDWD     Y10, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VPSHUFD      $0xff, Y9, Y9
+	VPMOVZXBW    144(AX), Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y11, Y11
+	VBROADCASTSS (BX), Y9
+	VCVTPH2PS    (AX), Y10
+	VMULPS       Y9, Y10, Y10
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y10, Y0
+	VCVTPH2PS    16(AX), Y10
+	VMULPS       Y9, Y10, Y10
+	VCVTDQ2PS    Y11, Y5
+	VFNMADD231PS Y5, Y10, Y0
+	ADDQ         $0x00000124, BX
+	VMOVDQU      260(DI), X7
+	VPHADDW      276(DI), X7, X7
+	VINSERTI128  $0x01, X7, Y7, Y5
+	VPSHUFD      $0x00, Y5, Y9
+	VPMOVZXBW    96(AX), Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPSHUFD      $0x55, Y5, Y9
+	VPMOVZXBW    112(AX), Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VPSHUFD      $0xaa, Y5, Y9
+	VPMOVZXBW    128(AX), Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VPSHUFD      $0xff, Y5, Y5
+	VPMOVZXBW    144(AX), Y9
+	VPMADDWD     Y5, Y9, Y9
+	VPADDD       Y9, Y10, Y10
+	VBROADCASTSS (DI), Y5
+	VCVTPH2PS    (AX), Y9
+	VMULPS       Y5, Y9, Y9
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y9, Y1
+	VCVTPH2PS    16(AX), Y9
+	VMULPS       Y5, Y9, Y9
+	VCVTDQ2PS    Y10, Y6
+	VFNMADD231PS Y6, Y9, Y1
+	ADDQ         $0x00000124, DI
+	VMOVDQU      260(R8), X7
+	VPHADDW      276(R8), X7, X7
+	VINSERTI128  $0x01, X7, Y7, Y5
+	VPSHUFD      $0x00, Y5, Y6
+	VPMOVZXBW    96(AX), Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPSHUFD      $0x55, Y5, Y6
+	VPMOVZXBW    112(AX), Y10
+	VPMADDWD     Y6, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPSHUFD      $0xaa, Y5, Y6
+	VPMOVZXBW    128(AX), Y10
+	VPMADDWD     Y6, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPSHUFD      $0xff, Y5, Y5
+	VPMOVZXBW    144(AX), Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y9, Y9
+	VBROADCASTSS (R8), Y5
+	VCVTPH2PS    (AX), Y6
+	VMULPS       Y5, Y6, Y6
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VCVTPH2PS    16(AX), Y6
+	VMULPS       Y5, Y6, Y6
+	VCVTDQ2PS    Y9, Y8
+	VFNMADD231PS Y8, Y6, Y2
+	ADDQ         $0x00000124, R8
+	VMOVDQU      260(SI), X7
+	VPHADDW      276(SI), X7, X7
+	VINSERTI128  $0x01, X7, Y7, Y5
+	VPSHUFD      $0x00, Y5, Y6
+	VPMOVZXBW    96(AX), Y8
+	VPMADDWD     Y6, Y8, Y8
+	VPSHUFD      $0x55, Y5, Y6
+	VPMOVZXBW    112(AX), Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VPSHUFD      $0xaa, Y5, Y6
+	VPMOVZXBW    128(AX), Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VPSHUFD      $0xff, Y5, Y5
+	VPMOVZXBW    144(AX), Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPADDD       Y6, Y8, Y8
+	VBROADCASTSS (SI), Y5
+	VCVTPH2PS    (AX), Y6
+	VMULPS       Y5, Y6, Y6
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y6, Y3
+	VCVTPH2PS    16(AX), Y6
+	VMULPS       Y5, Y6, Y6
+	VCVTDQ2PS    Y8, Y4
+	VFNMADD231PS Y4, Y6, Y3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x000005a0, AX
+	DECQ         R9
+	JMP          blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS Y0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS Y1, (BX)
+	ADDQ    SI, BX
+	VMOVUPS Y2, (BX)
+	ADDQ    SI, BX
+	VMOVUPS Y3, (BX)
+	ADDQ    $0x20, CX
+	DECQ    DX
+	JMP     group
+
+done:
+	VZEROUPPER
+	RET

@@ -248,3 +248,23 @@ func q6k8Tile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngr
 //
 //go:noescape
 func q6k8Tile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q5k8Tile1AVX2 computes ngroups groups of eight Q5_K weight rows (q5k8 layout) times 1 Q8_K activation rows.
+//
+//go:noescape
+func q5k8Tile1AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q5k8Tile2AVX2 computes ngroups groups of eight Q5_K weight rows (q5k8 layout) times 2 Q8_K activation rows.
+//
+//go:noescape
+func q5k8Tile2AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q5k8Tile3AVX2 computes ngroups groups of eight Q5_K weight rows (q5k8 layout) times 3 Q8_K activation rows.
+//
+//go:noescape
+func q5k8Tile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q5k8Tile4AVX2 computes ngroups groups of eight Q5_K weight rows (q5k8 layout) times 4 Q8_K activation rows.
+//
+//go:noescape
+func q5k8Tile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)

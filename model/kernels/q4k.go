@@ -130,20 +130,27 @@ func (m *Mat) repack8(raw []byte, release bool, blk, unit int, pack func(dst, sr
 func repackQ4K8(dst, src []byte, stride int) {
 	for r := range 8 {
 		blk := src[r*stride : r*stride+q4kBlockBytes]
-		copy(dst[2*r:2*r+2], blk[0:2])
-		copy(dst[16+2*r:16+2*r+2], blk[2:4])
-		for j := range 8 {
-			sc, mn := q4kScaleMin(j, blk[4:16])
-			dst[q4k8Scales+8*j+r] = sc
-			dst[q4k8Mins+16*(j/2)+2*r+j&1] = mn
-			shift := 4 * uint(j&1)
-			qs := blk[16+32*(j/2):]
-			for v := range 4 {
-				for i := range 4 {
-					lo := qs[8*v+i] >> shift & 15
-					hi := qs[8*v+4+i] >> shift & 15
-					dst[q4k8Quants+128*j+32*v+4*r+i] = lo | hi<<4
-				}
+		repackK4(dst, r, blk[:16], blk[16:144])
+	}
+}
+
+// repackK4 writes row r's part of a q4k8 unit: from the header h (d, dmin,
+// the packed scales and mins) and the 128 bytes of nibbles qs of a Q4_K
+// or Q5_K super-block.
+func repackK4(dst []byte, r int, h, qs []byte) {
+	copy(dst[2*r:2*r+2], h[0:2])
+	copy(dst[16+2*r:16+2*r+2], h[2:4])
+	for j := range 8 {
+		sc, mn := q4kScaleMin(j, h[4:16])
+		dst[q4k8Scales+8*j+r] = sc
+		dst[q4k8Mins+16*(j/2)+2*r+j&1] = mn
+		shift := 4 * uint(j&1)
+		q := qs[32*(j/2):]
+		for v := range 4 {
+			for i := range 4 {
+				lo := q[8*v+i] >> shift & 15
+				hi := q[8*v+4+i] >> shift & 15
+				dst[q4k8Quants+128*j+32*v+4*r+i] = lo | hi<<4
 			}
 		}
 	}
@@ -360,46 +367,58 @@ func EncodeQ4K(rows, cols int, w []float32) ([]byte, error) {
 	for b := 0; b < nb; b++ {
 		x := w[b*QKBlockSize : (b+1)*QKBlockSize]
 		o := raw[b*q4kBlockBytes : (b+1)*q4kBlockBytes]
-		var scale, minv [8]float32
-		var dmax, mmax float32
+		q := encodeK45(o[:16], x, 15)
 		for j := range 8 {
-			lo, hi := float32(0), x[32*j]
-			for _, v := range x[32*j : 32*j+32] {
-				lo, hi = min(lo, v), max(hi, v)
-			}
-			scale[j], minv[j] = (hi-lo)/15, -lo
-			dmax, mmax = max(dmax, scale[j]), max(mmax, minv[j])
-		}
-		dh, mh := FloatToHalf(dmax/63), FloatToHalf(mmax/63)
-		d, dmin := HalfToFloat(dh), HalfToFloat(mh)
-		binary.LittleEndian.PutUint16(o, dh)
-		binary.LittleEndian.PutUint16(o[2:], mh)
-		var sc, mn [8]byte
-		for j := range 8 {
-			if d > 0 {
-				sc[j] = byte(min(63, math.Round(float64(scale[j]/d))))
-			}
-			if dmin > 0 {
-				mn[j] = byte(min(63, math.Round(float64(minv[j]/dmin))))
-			}
-		}
-		for k := range 4 {
-			o[4+k] = sc[k] | sc[k+4]>>4<<6
-			o[8+k] = mn[k] | mn[k+4]>>4<<6
-			o[12+k] = sc[k+4]&15 | mn[k+4]&15<<4
-		}
-		for j := range 8 {
-			dq, mq := d*float32(sc[j]), dmin*float32(mn[j])
-			shift := 4 * uint(j&1)
-			qs := o[16+32*(j/2):]
-			for l, v := range x[32*j : 32*j+32] {
-				var q float64
-				if dq > 0 {
-					q = min(15, max(0, math.Round(float64((v+mq)/dq))))
-				}
-				qs[l] |= byte(q) << shift
+			for l := range 32 {
+				o[16+32*(j/2)+l] |= q[32*j+l] << (4 * uint(j&1))
 			}
 		}
 	}
 	return raw, nil
+}
+
+// encodeK45 quantizes the 256 weights x of a Q4_K (top 15) or Q5_K (top
+// 31) super-block: per sub-block of 32 the range [min(0, min x), max x]
+// in top steps, the sub-blocks' scales and mins in 6 bits against the
+// float16 d and dmin it writes with them into the header h (16 bytes). It
+// returns the quants, 0..top.
+func encodeK45(h []byte, x []float32, top float32) [QKBlockSize]byte {
+	var scale, minv [8]float32
+	var dmax, mmax float32
+	for j := range 8 {
+		lo, hi := float32(0), x[32*j]
+		for _, v := range x[32*j : 32*j+32] {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		scale[j], minv[j] = (hi-lo)/top, -lo
+		dmax, mmax = max(dmax, scale[j]), max(mmax, minv[j])
+	}
+	dh, mh := FloatToHalf(dmax/63), FloatToHalf(mmax/63)
+	d, dmin := HalfToFloat(dh), HalfToFloat(mh)
+	binary.LittleEndian.PutUint16(h, dh)
+	binary.LittleEndian.PutUint16(h[2:], mh)
+	var sc, mn [8]byte
+	for j := range 8 {
+		if d > 0 {
+			sc[j] = byte(min(63, math.Round(float64(scale[j]/d))))
+		}
+		if dmin > 0 {
+			mn[j] = byte(min(63, math.Round(float64(minv[j]/dmin))))
+		}
+	}
+	for k := range 4 {
+		h[4+k] = sc[k] | sc[k+4]>>4<<6
+		h[8+k] = mn[k] | mn[k+4]>>4<<6
+		h[12+k] = sc[k+4]&15 | mn[k+4]&15<<4
+	}
+	var q [QKBlockSize]byte
+	for j := range 8 {
+		dq, mq := d*float32(sc[j]), dmin*float32(mn[j])
+		for l, v := range x[32*j : 32*j+32] {
+			if dq > 0 {
+				q[32*j+l] = byte(min(float64(top), max(0, math.Round(float64((v+mq)/dq)))))
+			}
+		}
+	}
+	return q
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -162,6 +163,7 @@ const (
 	q4k8Scales = 32
 	q4k8Mins   = 96
 	q4k8Quants = 160
+	q5k8Unit   = q4k8Unit + 256
 )
 
 // q4k8TileAVX2 generates q4k8Tile{nx}AVX2(w *byte, x *byte, ldx int, nb
@@ -182,13 +184,46 @@ const (
 // bytes): a Llama-3.2-1B-shape Q4_K_M decode step took 19% less time
 // with it (median of 8 interleaved rounds; two and four units ahead
 // gained less).
-func q4k8TileAVX2(nx int) {
-	name := fmt.Sprintf("q4k8Tile%dAVX2", nx)
+func q4k8TileAVX2(nx int) { k8Tile45(nx, false) }
+
+// q5k8TileAVX2 generates q5k8Tile{nx}AVX2, q4k8Tile for Q5_K in the q5k8
+// layout: q4k8's unit, then per sub-block j 32 bytes of fifth bits at
+// q4k8Unit+32j (bits 2v and 2v+1 of byte 4r+i: those of row r's weights
+// 8v+i and 8v+4+i), each ORed into its nibble as 16 before the multiply.
+// Values reach 31, so the int16 pairs add up over four steps, not eight
+// (4 * 2*31*127 < 2^15): two VPMADDWD by the scales per sub-block.
+func q5k8TileAVX2(nx int) { k8Tile45(nx, true) }
+
+var q5k8Bits Mem
+var q5k8BitsDone bool
+
+// q5k8BitTable: 32 bytes of 1<<k for k = 0..7.
+func q5k8BitTable() Mem {
+	if !q5k8BitsDone {
+		q5k8Bits = GLOBL("q5k8bits", RODATA|NOPTR)
+		for k := 0; k < 8; k++ {
+			b := uint32(1) << k
+			for i := 0; i < 8; i++ {
+				DATA(32*k+4*i, U32(b|b<<8|b<<16|b<<24))
+			}
+		}
+		q5k8BitsDone = true
+	}
+	return q5k8Bits
+}
+
+func k8Tile45(nx int, five bool) {
+	name, typ, unit := fmt.Sprintf("q4k8Tile%dAVX2", nx), "Q4_K", q4k8Unit
+	var bits Mem
+	if five {
+		name, typ, unit = fmt.Sprintf("q5k8Tile%dAVX2", nx), "Q5_K", q5k8Unit
+		bits = q5k8BitTable()
+	}
 	const pf = 1
 	cst := q4kConstTable()
 	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes ngroups groups of eight Q4_K weight rows (q4k8 layout) times %d Q8_K activation rows.", name, nx))
+	Doc(fmt.Sprintf("%s computes ngroups groups of eight %s weight rows (%s layout) times %d Q8_K activation rows.", name, typ, strings.ToLower(typ[:2])+"k8", nx))
 	wp := Load(Param("w"), GP64())
 	outp := Load(Param("out"), GP64())
 	ng := Load(Param("ngroups"), GP64())
@@ -209,9 +244,12 @@ func q4k8TileAVX2(nx int) {
 			s16 := make([]reg.VecVirtual, nx)
 			for v := 0; v < 4; v++ {
 				if v%2 == 0 {
-					PREFETCHT0(Mem{Base: wp, Disp: pf*q4k8Unit + q4k8Quants + 128*j + 32*v})
+					PREFETCHT0(Mem{Base: wp, Disp: pf*unit + q4k8Quants + 128*j + 32*v})
 					if j < 3 && v == 0 {
-						PREFETCHT0(Mem{Base: wp, Disp: pf*q4k8Unit + 64*j})
+						PREFETCHT0(Mem{Base: wp, Disp: pf*unit + 64*j})
+					}
+					if five && v == 0 && j%2 == 0 {
+						PREFETCHT0(Mem{Base: wp, Disp: pf*unit + q4k8Unit + 32*j})
 					}
 				}
 				lo, hi := YMM(), YMM()
@@ -219,31 +257,50 @@ func q4k8TileAVX2(nx int) {
 				VPAND(cst, hi, lo)
 				VPSRLW(U8(4), hi, hi)
 				VPAND(cst, hi, hi)
+				if five {
+					// Fifth bits 2v (lo) and 2v+1 (hi), moved to bit 4.
+					for h, q := range []reg.VecVirtual{lo, hi} {
+						k := 2*v + h
+						t := YMM()
+						VMOVDQU(Mem{Base: wp, Disp: q4k8Unit + 32*j}, t)
+						VPAND(bits.Offset(32*k), t, t)
+						switch {
+						case k < 4:
+							VPSLLW(U8(4-k), t, t)
+						case k > 4:
+							VPSRLW(U8(k-4), t, t)
+						}
+						VPOR(t, q, q)
+					}
+				}
 				for h, q := range []reg.VecVirtual{lo, hi} {
 					for i := 0; i < nx; i++ {
 						t := YMM()
 						VPBROADCASTD(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v + 4*h}, t)
 						VPMADDUBSW(t, q, t)
-						if v == 0 && h == 0 {
+						if (v == 0 || five && v == 2) && h == 0 {
 							s16[i] = t
 						} else {
 							VPADDW(t, s16[i], s16[i])
 						}
 					}
 				}
-			}
-			// The rows' scales as int16 pairs (sc, sc), one pair a lane.
-			sc, t := YMM(), YMM()
-			VPMOVZXBD(Mem{Base: wp, Disp: q4k8Scales + 8*j}, sc)
-			VPSLLD(U8(16), sc, t)
-			VPOR(t, sc, sc)
-			for i := 0; i < nx; i++ {
-				if j == 0 {
-					sumi[i] = YMM()
-					VPMADDWD(sc, s16[i], sumi[i])
-				} else {
-					VPMADDWD(sc, s16[i], s16[i])
-					VPADDD(s16[i], sumi[i], sumi[i])
+				if v == 3 || five && v == 1 {
+					// The rows' scales as int16 pairs (sc, sc), one pair a
+					// lane, times the sums so far.
+					sc, t := YMM(), YMM()
+					VPMOVZXBD(Mem{Base: wp, Disp: q4k8Scales + 8*j}, sc)
+					VPSLLD(U8(16), sc, t)
+					VPOR(t, sc, sc)
+					for i := 0; i < nx; i++ {
+						if j == 0 && v == 1 || j == 0 && !five {
+							sumi[i] = YMM()
+							VPMADDWD(sc, s16[i], sumi[i])
+						} else {
+							VPMADDWD(sc, s16[i], s16[i])
+							VPADDD(s16[i], sumi[i], sumi[i])
+						}
+					}
 				}
 			}
 		}
@@ -279,7 +336,7 @@ func q4k8TileAVX2(nx int) {
 			VFNMADD231PS(f, d, acc[i])
 			ADDQ(U32(q8kBlock), xr[i])
 		}
-		ADDQ(U32(q4k8Unit), wp)
+		ADDQ(U32(unit), wp)
 	})
 	op := GP64()
 	MOVQ(outp, op)
@@ -518,6 +575,9 @@ func genQ4K() {
 	}
 	for nx := 1; nx <= q4kNXMax; nx++ {
 		q6k8TileAVX2(nx)
+	}
+	for nx := 1; nx <= q4kNXMax; nx++ {
+		q5k8TileAVX2(nx)
 	}
 }
 

@@ -1,0 +1,168 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Q5_K weights are Q4_K ones with a fifth bit: a super-block of 256
+// weights in 176 bytes holds float16 d and dmin, the same twelve bytes of
+// 6-bit scales and mins, 32 bytes of fifth bits (qh: bit j of qh[l] is
+// that of sub-block j's weight l) and 128 bytes of nibbles laid out as
+// Q4_K's. Weight l of sub-block j is d*sc_j*q - dmin*m_j with q the
+// nibble plus 16 times its fifth bit (0..31).
+//
+// They are kept in groups of eight rows only (rows a multiple of 8; the
+// loader re-quantizes other matrices to Q8_0): the q5k8 layout is q4k8's
+// unit (the nibbles' low four bits) followed by the fifth bits, 32 bytes a
+// sub-block at q4k8Unit+32j, bits 2v and 2v+1 of byte 4r+i holding those
+// of row r's weights 8v+i and 8v+4+i (the nibbles' own places in q4k8):
+// 1440 bytes a unit against 8*176, 2.3% more.
+const (
+	q5kBlockBytes = 176
+	q5k8Unit      = q4k8Unit + 256
+)
+
+// NewQ5KMat makes a matrix of the Q5_K super-blocks of a rows x cols
+// matrix, row-major as GGUF stores them, repacked into the q5k8 layout in
+// weight memory (raw is not kept). rows must be a multiple of 8 and cols
+// of 256.
+func NewQ5KMat(rows, cols int, raw []byte) (*Mat, error) {
+	m, err := newQ5KMat(rows, cols, raw)
+	if err == nil {
+		m.repack8(raw, false, q5kBlockBytes, q5k8Unit, repackQ5K8)
+	}
+	return m, err
+}
+
+// NewQ5KMatMapped is NewQ5KMat for blocks in a read-only file mapping,
+// whose pages are released as they are repacked (see NewQ4KMatMapped).
+func NewQ5KMatMapped(rows, cols int, raw []byte) (*Mat, error) {
+	m, err := newQ5KMat(rows, cols, raw)
+	if err == nil {
+		m.repack8(raw, true, q5kBlockBytes, q5k8Unit, repackQ5K8)
+	}
+	return m, err
+}
+
+func newQ5KMat(rows, cols int, raw []byte) (*Mat, error) {
+	if rows <= 0 || cols <= 0 || cols%QKBlockSize != 0 || rows%8 != 0 {
+		return nil, fmt.Errorf("kernels: Q5_K matrix %dx%d: rows must be a positive multiple of 8 and columns of %d", rows, cols, QKBlockSize)
+	}
+	rb := cols / QKBlockSize * q5kBlockBytes
+	if len(raw)/rb != rows || len(raw) != rows*rb {
+		return nil, fmt.Errorf("kernels: Q5_K matrix %dx%d needs %d bytes, have %d", rows, cols, rows*rb, len(raw))
+	}
+	return &Mat{Type: Q5_K, Rows: rows, Cols: cols, kRow: rb}, nil
+}
+
+// repackQ5K8 writes the q5k8 unit of eight rows' super-blocks, the first
+// at src[0:176] and the others stride bytes apart.
+func repackQ5K8(dst, src []byte, stride int) {
+	for r := range 8 {
+		blk := src[r*stride : r*stride+q5kBlockBytes]
+		repackK4(dst, r, blk[:16], blk[48:176])
+		qh := blk[16:48]
+		for j := range 8 {
+			for v := range 4 {
+				for i := range 4 {
+					lo := qh[8*v+i] >> j & 1
+					hi := qh[8*v+4+i] >> j & 1
+					dst[q4k8Unit+32*j+4*r+i] |= lo<<(2*v) | hi<<(2*v+1)
+				}
+			}
+		}
+	}
+}
+
+// q5k8Weight is q4k8Weight for the q5k8 layout: quant i of sub-block j
+// with its fifth bit.
+func q5k8Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
+	sc, mn, q = q4k8Weight(u, r, j, i)
+	v, k := i/8, i%8
+	bit := 2 * v
+	if k >= 4 {
+		bit++
+	}
+	return sc, mn, q | u[q4k8Unit+32*j+4*r+k%4]>>bit&1<<4
+}
+
+// q5kRow dequantizes row r into dst.
+func (m *Mat) q5kRow(dst []float32, r int) {
+	nb := m.Cols / QKBlockSize
+	for b := 0; b < nb; b++ {
+		u := m.kq[(r/8*nb+b)*q5k8Unit:][:q5k8Unit]
+		l := r % 8
+		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:]))
+		dmin := HalfToFloat(binary.LittleEndian.Uint16(u[16+2*l:]))
+		for j := range 8 {
+			for i := range 32 {
+				sc, mn, q := q5k8Weight(u, l, j, i)
+				dst[b*QKBlockSize+32*j+i] = d*float32(sc)*float32(q) - dmin*float32(mn)
+			}
+		}
+	}
+}
+
+// q5k8DotGo is the Q5_K x Q8_K dot product of row l of a group (w its
+// units) and one activation row of nb super-blocks.
+func q5k8DotGo(w []byte, l int, y []byte, nb int) float32 {
+	var sum float32
+	for b := 0; b < nb; b++ {
+		u, yb := w[b*q5k8Unit:], y[b*q8kBlockBytes:]
+		dy := math.Float32frombits(binary.LittleEndian.Uint32(yb))
+		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:])) * dy
+		dmin := HalfToFloat(binary.LittleEndian.Uint16(u[16+2*l:])) * dy
+		var si, mi int32
+		for j := range 8 {
+			var s int32
+			var sc, mn byte
+			for i := range 32 {
+				var q byte
+				sc, mn, q = q5k8Weight(u, l, j, i)
+				s += int32(q) * int32(int8(yb[q8kQuantOff+32*j+i]))
+			}
+			si += int32(sc) * s
+			bs := int32(int16(binary.LittleEndian.Uint16(yb[q8kSumsOff+4*j:]))) + int32(int16(binary.LittleEndian.Uint16(yb[q8kSumsOff+4*j+2:])))
+			mi += int32(mn) * bs
+		}
+		sum += d*float32(si) - dmin*float32(mi)
+	}
+	return sum
+}
+
+// q5kRowsGo computes output rows [r0, r1) of a Q5_K MatMul.
+func q5kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
+	for r := r0; r < r1; r++ {
+		w := m.kq[r/8*nb*q5k8Unit : (r/8+1)*nb*q5k8Unit]
+		for j := 0; j < n; j++ {
+			out[j*m.Rows+r] = q5k8DotGo(w, r%8, xq[j*rb:(j+1)*rb], nb)
+		}
+	}
+}
+
+// EncodeQ5K returns Q5_K super-blocks for row-major float32 weights (cols
+// a multiple of 256), as EncodeQ4K does with 32 steps a sub-block: a
+// plain quantizer, but a valid Q5_K encoding.
+func EncodeQ5K(rows, cols int, w []float32) ([]byte, error) {
+	if rows <= 0 || cols <= 0 || cols%QKBlockSize != 0 || len(w)/cols != rows || len(w) != rows*cols {
+		return nil, fmt.Errorf("kernels: cannot quantize %d values as a %dx%d Q5_K matrix", len(w), rows, cols)
+	}
+	nb := len(w) / QKBlockSize
+	raw := make([]byte, nb*q5kBlockBytes)
+	for b := 0; b < nb; b++ {
+		x := w[b*QKBlockSize : (b+1)*QKBlockSize]
+		o := raw[b*q5kBlockBytes : (b+1)*q5kBlockBytes]
+		q := encodeK45(o[:16], x, 31)
+		for j := range 8 {
+			for l := range 32 {
+				v := q[32*j+l]
+				o[48+32*(j/2)+l] |= v & 15 << (4 * uint(j&1))
+				o[16+l] |= v >> 4 << j
+			}
+		}
+	}
+	return raw, nil
+}
