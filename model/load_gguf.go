@@ -110,20 +110,21 @@ func (g *ggufLoader) vec(name string, n int) []float32 {
 	return nil
 }
 
-// nativeQ4K keeps Q4_K, Q5_K and Q6_K weights as stored (tests turn it off to
+// nativeQ4K keeps Q4_K, Q5_K, Q6_K and Q4_0 weights as stored (tests turn it off to
 // compare with the re-quantized path).
 var nativeQ4K = true
 
 // mat binds a rows x cols weight matrix. F32 weights are used in place;
-// Q8_0 weights are unpacked for the kernels; Q4_K, Q5_K and Q6_K weights
-// keep their bits (rows a multiple of 256 long, and for Q5_K a matrix's
-// rows a multiple of 8): regrouped eight matrix rows at a time as the
-// mapping is read, each piece of the mapping released once copied, so
-// that they take the file's size once (Q4_K 2.8% more, Q5_K 2.3%; see
-// kernels.NewQ4KMatMapped); F16 and BF16 are widened to F32; other
-// quantizations (Q4_0, Q5_0, ...) are dequantized and re-quantized to
-// Q8_0, which keeps their precision at a little more memory. Anything
-// else is an error naming the type.
+// Q8_0 weights are unpacked for the kernels; Q4_K, Q5_K, Q6_K and Q4_0
+// weights keep their bits (rows a multiple of 256 long, and for Q5_K and
+// Q4_0 a matrix's rows a multiple of 8): regrouped eight matrix rows at a
+// time as the mapping is read, each piece of the mapping released once
+// copied, so that they take the file's size once (Q4_K 2.8% more, Q5_K
+// 2.3%; see kernels.NewQ4KMatMapped); F16 and BF16 are widened to F32;
+// other quantizations (Q4_1, Q5_0, Q5_1, and the native types' other
+// matrices) are dequantized and re-quantized to Q8_0, which keeps their
+// precision at a little more memory. Anything else is an error naming
+// the type.
 func (g *ggufLoader) mat(name string, rows, cols int) *kernels.Mat {
 	t := g.tensor(name, cols, rows)
 	if t == nil {
@@ -159,7 +160,13 @@ func (g *ggufLoader) mat(name string, rows, cols int) *kernels.Mat {
 		} else if w := g.floats(t); w != nil {
 			m, err = kernels.QuantizeQ8(rows, cols, w)
 		}
-	case gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1:
+	case gguf.Q4_0:
+		if cols%kernels.QKBlockSize == 0 && rows%8 == 0 && nativeQ4K {
+			m, err = kernels.NewQ40MatMapped(rows, cols, g.f.TensorData(t))
+		} else if w := g.floats(t); w != nil {
+			m, err = kernels.QuantizeQ8(rows, cols, w)
+		}
+	case gguf.Q4_1, gguf.Q5_0, gguf.Q5_1:
 		if w := g.floats(t); w != nil {
 			m, err = kernels.QuantizeQ8(rows, cols, w)
 		}

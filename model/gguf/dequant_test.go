@@ -221,17 +221,18 @@ func BenchmarkDequantize(b *testing.B) {
 	}
 }
 
-// The kernels read Q4_K, Q5_K and Q6_K blocks as this package dequantizes
-// them: an encoded matrix's rows match Dequantize exactly, in the file's
-// layout (3 rows) and in groups of eight rows (8; Q5_K is kept so only).
+// The kernels read Q4_K, Q5_K, Q6_K and Q4_0 blocks as this package
+// dequantizes them: an encoded matrix's rows match Dequantize exactly, in
+// the file's layout (3 rows) and in groups of eight rows (8; Q5_K and
+// Q4_0 are kept so only).
 func TestKQuantMatRows(t *testing.T) {
 	for _, c := range []struct {
 		typ    Type
 		encode func(rows, cols int, w []float32) ([]byte, error)
 		wrap   func(rows, cols int, raw []byte) (*kernels.Mat, error)
-	}{{Q4_K, kernels.EncodeQ4K, kernels.NewQ4KMat}, {Q5_K, kernels.EncodeQ5K, kernels.NewQ5KMat}, {Q6_K, kernels.EncodeQ6K, kernels.NewQ6KMat}} {
+	}{{Q4_K, kernels.EncodeQ4K, kernels.NewQ4KMat}, {Q5_K, kernels.EncodeQ5K, kernels.NewQ5KMat}, {Q6_K, kernels.EncodeQ6K, kernels.NewQ6KMat}, {Q4_0, kernels.EncodeQ40, kernels.NewQ40Mat}} {
 		for _, rows := range []int{3, 8} {
-			if rows%8 != 0 && c.typ == Q5_K {
+			if rows%8 != 0 && (c.typ == Q5_K || c.typ == Q4_0) {
 				continue
 			}
 			cols := 512

@@ -751,6 +751,18 @@ var q6k8Tiles = [...]kTileFunc{q6k8Tile1AVX2, q6k8Tile2AVX2, q6k8Tile3AVX2, q6k8
 
 var q5k8Tiles = [...]kTileFunc{q5k8Tile1AVX2, q5k8Tile2AVX2, q5k8Tile3AVX2, q5k8Tile4AVX2}
 
+var q408Tiles = [...]kTileFunc{q408Tile1AVX2, q408Tile2AVX2, q408Tile3AVX2, q408Tile4AVX2}
+
+// q40Rows computes output rows [r0, r1) of a Q4_0 MatMul (always in the
+// q408 layout).
+func q40Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	if f32Level < levelAVX2 {
+		q40RowsGo(out, m, xq, n, r0, r1)
+		return
+	}
+	k8RowsTiles(&q408Tiles, q408Unit, out, m, xq, n, r0, r1)
+}
+
 // q5kRows computes output rows [r0, r1) of a Q5_K MatMul (always in the
 // q5k8 layout).
 func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {

@@ -86,3 +86,5 @@ func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q4kRowsGo(out, m
 func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q6kRowsGo(out, m, xq, n, r0, r1) }
 
 func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q5kRowsGo(out, m, xq, n, r0, r1) }
+
+func q40Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q40RowsGo(out, m, xq, n, r0, r1) }

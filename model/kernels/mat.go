@@ -15,6 +15,7 @@ const (
 	Q4_K              // ggml Q4_K: super-blocks of 256 4-bit weights (q4k.go), as stored
 	Q6_K              // ggml Q6_K: super-blocks of 256 6-bit weights (q6k.go), as stored
 	Q5_K              // ggml Q5_K: super-blocks of 256 5-bit weights (q5k.go), as stored
+	Q4_0              // ggml Q4_0: blocks of 32 4-bit weights with a float16 scale (q40.go), as stored
 )
 
 func (t DType) String() string {
@@ -29,15 +30,18 @@ func (t DType) String() string {
 		return "Q6_K"
 	case Q5_K:
 		return "Q5_K"
+	case Q4_0:
+		return "Q4_0"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(t))
 }
 
 // SameActs reports whether products with matrices of types a and b take
 // their activations in the same form, so that one MatMulMany serves both:
-// the same type, or two K-quants (activations in Q8_K).
+// the same type, or two of Q4_K, Q5_K, Q6_K and Q4_0 (activations in
+// Q8_K).
 func SameActs(a, b DType) bool {
-	k := func(t DType) bool { return t == Q4_K || t == Q5_K || t == Q6_K }
+	k := func(t DType) bool { return t == Q4_K || t == Q5_K || t == Q6_K || t == Q4_0 }
 	return a == b || k(a) && k(b)
 }
 
@@ -157,6 +161,8 @@ func (m *Mat) Row(dst []float32, r int) {
 		m.q6kRow(dst[:m.Cols], r)
 	case Q5_K:
 		m.q5kRow(dst[:m.Cols], r)
+	case Q4_0:
+		m.q40Row(dst[:m.Cols], r)
 	case Q8_0:
 		nb := m.Cols / Q8BlockSize
 		dst = dst[:m.Cols]
@@ -223,7 +229,7 @@ func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
 		DefaultPool().matMul(j)
 		j.xq = nil
 		putQ8Scratch(s)
-	case Q4_K, Q5_K, Q6_K:
+	case Q4_K, Q5_K, Q6_K, Q4_0:
 		j.work /= 4
 		kMatMul(j)
 	}
@@ -311,7 +317,7 @@ func (m *Mat) rowBlock() int {
 	switch m.Type {
 	case Q8_0:
 		return 2 * q8PanelRows
-	case Q4_K, Q5_K, Q6_K:
+	case Q4_K, Q5_K, Q6_K, Q4_0:
 		return 8
 	}
 	return 4
@@ -355,6 +361,8 @@ func (j *matMulJob) Run(lo, hi int) {
 			q6kRows(j.out[i], m, j.xq, j.n, r0, r1)
 		case Q5_K:
 			q5kRows(j.out[i], m, j.xq, j.n, r0, r1)
+		case Q4_0:
+			q40Rows(j.out[i], m, j.xq, j.n, r0, r1)
 		}
 	}
 }

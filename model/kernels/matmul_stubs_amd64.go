@@ -268,3 +268,23 @@ func q5k8Tile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngr
 //
 //go:noescape
 func q5k8Tile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q408Tile1AVX2 computes ngroups groups of eight Q4_0 weight rows (q408 layout) times 1 Q8_K activation rows.
+//
+//go:noescape
+func q408Tile1AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q408Tile2AVX2 computes ngroups groups of eight Q4_0 weight rows (q408 layout) times 2 Q8_K activation rows.
+//
+//go:noescape
+func q408Tile2AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q408Tile3AVX2 computes ngroups groups of eight Q4_0 weight rows (q408 layout) times 3 Q8_K activation rows.
+//
+//go:noescape
+func q408Tile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
+
+// q408Tile4AVX2 computes ngroups groups of eight Q4_0 weight rows (q408 layout) times 4 Q8_K activation rows.
+//
+//go:noescape
+func q408Tile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)

@@ -16,9 +16,9 @@ import (
 // holds two sub-blocks, low nibbles first. Weight i of sub-block j is
 // d*sc_j*q_i - dmin*m_j.
 //
-// A Q8_K activation block (this package's layout, 292 bytes) holds the
-// float32 scale d_y, 256 int8 quants and the 16 int16 sums of their runs
-// of 16. Then the dot product of a super-block is
+// A Q8_K activation block (this package's layout, 324 bytes) holds the
+// float32 scale d_y, 256 int8 quants, the 16 int16 sums of their runs of
+// 16 and the 8 int32 sums of their runs of 32. Then the dot product of a super-block is
 //
 //	d_y*d * Σ_j sc_j Σ_{i in j} q_i*y_i  -  d_y*dmin * Σ_j m_j*(bsum_2j + bsum_2j+1)
 //
@@ -26,9 +26,10 @@ import (
 const (
 	QKBlockSize   = 256 // weights of a K-quant super-block
 	q4kBlockBytes = 144
-	q8kBlockBytes = 292
+	q8kBlockBytes = 324
 	q8kQuantOff   = 4
 	q8kSumsOff    = 260
+	q8kSubSumsOff = 292 // 8 int32: the sums of the quants' runs of 32 (for Q4_0)
 )
 
 // Q4_K matrices whose rows are a multiple of 8 are kept in groups of
@@ -234,7 +235,7 @@ func q8kBytes(cols int) int { return cols / QKBlockSize * q8kBlockBytes }
 
 // quantizeQ8KRow quantizes x (a multiple of 256 long) into dst: per block
 // d = max|x|/127 and q = round-half-even(x/d), with the sums of its runs
-// of 16.
+// of 16 and of 32.
 func quantizeQ8KRow(dst []byte, x []float32) {
 	for b := 0; b < len(x)/QKBlockSize; b++ {
 		xb := x[b*QKBlockSize : (b+1)*QKBlockSize]
@@ -261,6 +262,10 @@ func quantizeQ8KRow(dst []byte, x []float32) {
 				s += int16(v)
 			}
 			binary.LittleEndian.PutUint16(o[q8kSumsOff+2*g:], uint16(s))
+		}
+		for j := range 8 {
+			s := int32(int16(binary.LittleEndian.Uint16(o[q8kSumsOff+4*j:]))) + int32(int16(binary.LittleEndian.Uint16(o[q8kSumsOff+4*j+2:])))
+			binary.LittleEndian.PutUint32(o[q8kSubSumsOff+4*j:], uint32(s))
 		}
 	}
 }

@@ -58,6 +58,9 @@ func TestQ6KMatMul(t *testing.T) { testKQuantMatMul(t, EncodeQ6K, NewQ6KMat) }
 // The same for Q5_K (rows a multiple of 8 only: others are refused).
 func TestQ5KMatMul(t *testing.T) { testKQuantMatMul(t, EncodeQ5K, NewQ5KMat) }
 
+// The same for Q4_0 (rows a multiple of 8 only).
+func TestQ40MatMul(t *testing.T) { testKQuantMatMul(t, EncodeQ40, NewQ40Mat) }
+
 func testKQuantMatMul(t *testing.T, encode func(rows, cols int, w []float32) ([]byte, error), newMat func(rows, cols int, raw []byte) (*Mat, error)) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, cols := range []int{256, 768} {
@@ -65,8 +68,8 @@ func testKQuantMatMul(t *testing.T, encode func(rows, cols int, w []float32) ([]
 			w := randVec(r, rows*cols)
 			raw, _ := encode(rows, cols, w)
 			m, err := newMat(rows, cols, raw)
-			if err != nil && rows%8 != 0 && len(raw) == rows*cols/256*q5kBlockBytes {
-				continue // Q5_K
+			if err != nil && rows%8 != 0 && (len(raw) == rows*cols/256*q5kBlockBytes || len(raw) == rows*cols/32*q40BlockBytes) {
+				continue // Q5_K, Q4_0: groups of eight rows only
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -173,6 +176,15 @@ func TestQuantizeQ8K(t *testing.T) {
 			}
 			if got := int16(binary.LittleEndian.Uint16(o[q8kSumsOff+2*g:])); got != sum {
 				t.Fatalf("block %d run %d: sum %d, want %d", b, g, got, sum)
+			}
+		}
+		for j := range 8 {
+			var sum int32
+			for i := 32 * j; i < 32*j+32; i++ {
+				sum += int32(int8(o[q8kQuantOff+i]))
+			}
+			if got := int32(binary.LittleEndian.Uint32(o[q8kSubSumsOff+4*j:])); got != sum {
+				t.Fatalf("block %d run of 32 %d: sum %d, want %d", b, j, got, sum)
 			}
 		}
 	}

@@ -11,14 +11,16 @@ import (
 
 // Q4_K super-block (144 bytes): float16 d, float16 dmin, 12 bytes of
 // packed 6-bit scales and mins, 128 bytes of nibbles. Q8_K activation
-// block (292 bytes, the kernels package's layout): float32 d, 256 int8
-// quants, 16 int16 sums of runs of 16. See q4k.go in the kernels package.
+// block (324 bytes, the kernels package's layout): float32 d, 256 int8
+// quants, 16 int16 sums of runs of 16, 8 int32 sums of runs of 32. See
+// q4k.go in the kernels package.
 const (
-	q4kBlock  = 144
-	q8kBlock  = 292
-	q8kQuants = 4
-	q8kSums   = 260
-	q4kNXMax  = 4 // activation rows per tile
+	q4kBlock   = 144
+	q8kBlock   = 324
+	q8kQuants  = 4
+	q8kSums    = 260
+	q8kSubSums = 292 // 8 int32: the sums of the quants' runs of 32
+	q4kNXMax   = 4   // activation rows per tile
 )
 
 var q4kConsts Mem
@@ -522,6 +524,131 @@ func q6k8TileAVX2(nx int) {
 	RET()
 }
 
+// Q4_0 in groups of eight rows (the kernels package's q408 layout, see
+// q40.go there): per group and run of 256 columns (eight Q4_0 blocks) a
+// unit of q408Unit bytes, the eight blocks' float16 d for the eight rows
+// (block j at 16j, row r at 2r), then the nibbles as q4k8 lays them out
+// (block j, quarter v at 128+128j+32v).
+const (
+	q408Unit   = 1152
+	q408Quants = 128
+)
+
+// q408TileAVX2 generates q408Tile{nx}AVX2, q4k8Tile's counterpart for
+// Q4_0 weights against Q8_K activations: per block of 32 the int16 pairs
+// over eight steps as in q4k8Tile, VPMADDWD by ones into int32, the
+// weights' offset of 8 taken off as 8 times the activation run's sum
+// (Q8_K's sums of 32), then to float times the eight rows' block scales;
+// the activation block's scale once per 256 columns.
+func q408TileAVX2(nx int) {
+	name := fmt.Sprintf("q408Tile%dAVX2", nx)
+	const pf = 1
+	cst := q4kConstTable()
+	ones := q408OnesTable()
+	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes ngroups groups of eight Q4_0 weight rows (q408 layout) times %d Q8_K activation rows.", name, nx))
+	wp := Load(Param("w"), GP64())
+	outp := Load(Param("out"), GP64())
+	ng := Load(Param("ngroups"), GP64())
+
+	Label("group")
+	TESTQ(ng, ng)
+	JZ(LabelRef("done"))
+	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
+	acc := make([]reg.VecVirtual, nx)
+	for i := range acc {
+		acc[i] = YMM()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
+	nb := Load(Param("nb"), GP64())
+	countLoop("blk", nb, func() {
+		fb := make([]reg.VecVirtual, nx) // this unit's sums, float
+		for j := 0; j < 8; j++ {
+			s16 := make([]reg.VecVirtual, nx)
+			for v := 0; v < 4; v++ {
+				if v%2 == 0 {
+					PREFETCHT0(Mem{Base: wp, Disp: pf*q408Unit + q408Quants + 128*j + 32*v})
+					if j < 2 && v == 0 {
+						PREFETCHT0(Mem{Base: wp, Disp: pf*q408Unit + 64*j})
+					}
+				}
+				lo, hi := YMM(), YMM()
+				VMOVDQU(Mem{Base: wp, Disp: q408Quants + 128*j + 32*v}, hi)
+				VPAND(cst, hi, lo)
+				VPSRLW(U8(4), hi, hi)
+				VPAND(cst, hi, hi)
+				for h, q := range []reg.VecVirtual{lo, hi} {
+					for i := 0; i < nx; i++ {
+						t := YMM()
+						VPBROADCASTD(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v + 4*h}, t)
+						VPMADDUBSW(t, q, t)
+						if v == 0 && h == 0 {
+							s16[i] = t
+						} else {
+							VPADDW(t, s16[i], s16[i])
+						}
+					}
+				}
+			}
+			for i := 0; i < nx; i++ {
+				// Σ q*y - 8 Σ y, to float, times the rows' scales.
+				VPMADDWD(ones, s16[i], s16[i])
+				t := YMM()
+				VPBROADCASTD(Mem{Base: xr[i], Disp: q8kSubSums + 4*j}, t)
+				VPSLLD(U8(3), t, t)
+				VPSUBD(t, s16[i], s16[i])
+				VCVTDQ2PS(s16[i], s16[i])
+				d := YMM()
+				VCVTPH2PS(Mem{Base: wp, Disp: 16 * j}, d)
+				if j == 0 {
+					fb[i] = YMM()
+					VMULPS(d, s16[i], fb[i])
+				} else {
+					VFMADD231PS(d, s16[i], fb[i])
+				}
+			}
+		}
+		for i := 0; i < nx; i++ {
+			dy := YMM()
+			VBROADCASTSS(Mem{Base: xr[i]}, dy)
+			VFMADD231PS(dy, fb[i], acc[i])
+			ADDQ(U32(q8kBlock), xr[i])
+		}
+		ADDQ(U32(q408Unit), wp)
+	})
+	op := GP64()
+	MOVQ(outp, op)
+	ldo := loadStride("ldo", 2)
+	for i := 0; i < nx; i++ {
+		VMOVUPS(acc[i], Mem{Base: op})
+		if i+1 < nx {
+			ADDQ(ldo, op)
+		}
+	}
+	ADDQ(U8(32), outp)
+	DECQ(ng)
+	JMP(LabelRef("group"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+var q408Ones Mem
+var q408OnesDone bool
+
+// q408OnesTable: 16 int16 ones.
+func q408OnesTable() Mem {
+	if !q408OnesDone {
+		q408Ones = GLOBL("q408ones", RODATA|NOPTR)
+		for i := 0; i < 8; i++ {
+			DATA(4*i, U32(0x00010001))
+		}
+		q408OnesDone = true
+	}
+	return q408Ones
+}
+
 // kTile generates a K-quant tile function: for each of nrows weight rows,
 // nb blocks of block (which advances wp and the activation pointers xr
 // past one super-block, adding into the nx sums acc), then the sums'
@@ -578,6 +705,9 @@ func genQ4K() {
 	}
 	for nx := 1; nx <= q4kNXMax; nx++ {
 		q5k8TileAVX2(nx)
+	}
+	for nx := 1; nx <= q4kNXMax; nx++ {
+		q408TileAVX2(nx)
 	}
 }
 
