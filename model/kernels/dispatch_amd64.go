@@ -512,8 +512,21 @@ var q8AVX2 = q8Kernels{
 	t1: []q8TileFunc{q8PanelTile1x1AVX2, q8PanelTile1x2AVX2, q8PanelTile1x3AVX2},
 }
 
+// quantizeQ8K is quantizeQ8KRow, in AVX2 where there is some (the row
+// redone in Go where it was not finite).
+func quantizeQ8K(dst []byte, x []float32) {
+	if f32Level < levelAVX2 || len(x) == 0 {
+		quantizeQ8KRow(dst, x)
+		return
+	}
+	_ = dst[q8kBytes(len(x))-1]
+	if !quantQ8KAVX2(&x[0], len(x)/QKBlockSize, &dst[0]) {
+		quantizeQ8KRow(dst, x)
+	}
+}
+
 func quantizeQ8Rows(dst []byte, x []float32, n, cols int) {
-	if q8Level != levelAVX512 {
+	if q8Level < levelAVX2 {
 		quantizeQ8RowsGo(dst, x, n, cols)
 		return
 	}
@@ -521,7 +534,12 @@ func quantizeQ8Rows(dst []byte, x []float32, n, cols int) {
 	_ = dst[n*rb-1]
 	_ = x[n*cols-1]
 	for b := 0; b < n; b++ {
-		quantQ8VNNI(&x[b*cols], cols/Q8BlockSize, &dst[b*rb])
+		if q8Level == levelAVX512 {
+			quantQ8VNNI(&x[b*cols], cols/Q8BlockSize, &dst[b*rb])
+		} else if !quantQ8AVX2(&x[b*cols], cols/Q8BlockSize, &dst[b*rb]) {
+			// A NaN or an infinity: the Go rounding of those.
+			quantizeQ8RowGo(dst[b*rb:(b+1)*rb], x[b*cols:(b+1)*cols])
+		}
 	}
 }
 

@@ -88,3 +88,5 @@ func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q6kRowsGo(out, m
 func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q5kRowsGo(out, m, xq, n, r0, r1) }
 
 func q40Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q40RowsGo(out, m, xq, n, r0, r1) }
+
+func quantizeQ8K(dst []byte, x []float32) { quantizeQ8KRow(dst, x) }

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -559,6 +560,27 @@ func TestQuantizeQ8Rows(t *testing.T) {
 						t.Fatalf("%v cols=%d n=%d: scratch byte %d = %#x, want %#x", l, cols, n, i, got[i], want[i])
 					}
 				}
+			}
+		}
+	}
+}
+
+// A row with a NaN or an infinity is quantized as the Go code does at
+// AVX2 (the assembly reports it and the row is redone in Go).
+func TestQuantizeQ8NonFinite(t *testing.T) {
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		x := randVec(rand.New(rand.NewPCG(1, 1)), 96)
+		x[40] = bad
+		want := make([]byte, q8XBytes(96))
+		quantizeQ8RowsGo(want, x, 1, 96)
+		for _, l := range q8Levels() {
+			if l == levelAVX512 {
+				continue // quantQ8VNNI does not promise Go's bytes for these
+			}
+			got := make([]byte, len(want))
+			withLevels(t, f32Level, l, func() { quantizeQ8Rows(got, x, 1, 96) })
+			if !bytes.Equal(got, want) {
+				t.Errorf("%v, %g: %x, want %x", l, bad, got, want)
 			}
 		}
 	}

@@ -7995,6 +7995,453 @@ DATA quantlane0<>+56(SB)/4, $0x00000008
 DATA quantlane0<>+60(SB)/4, $0x0000000c
 GLOBL quantlane0<>(SB), RODATA|NOPTR, $64
 
+// func quantQ8AVX2(x *float32, nb int, dst *byte) bool
+// Requires: AVX, AVX2
+TEXT ·quantQ8AVX2(SB), NOSPLIT, $0-25
+	MOVQ         x+0(FP), AX
+	MOVQ         dst+16(FP), CX
+	MOVL         $0x7fffffff, DX
+	VMOVD        DX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x7f800000, DX
+	VMOVD        DX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x42fe0000, DX
+	VMOVD        DX, X2
+	MOVL         $0x3f800000, DX
+	VMOVD        DX, X3
+	VXORPS       Y4, Y4, Y4
+	MOVQ         nb+8(FP), DX
+
+blkloop:
+	TESTQ        DX, DX
+	JZ           blkdone
+	VMOVUPS      (AX), Y5
+	VANDPS       Y0, Y5, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMOVUPS      32(AX), Y7
+	VANDPS       Y0, Y7, Y8
+	VCMPPS       $0x05, Y1, Y8, Y9
+	VORPS        Y9, Y4, Y4
+	VMAXPS       Y8, Y6, Y6
+	VMOVUPS      64(AX), Y8
+	VANDPS       Y0, Y8, Y9
+	VCMPPS       $0x05, Y1, Y9, Y10
+	VORPS        Y10, Y4, Y4
+	VMAXPS       Y9, Y6, Y6
+	VMOVUPS      96(AX), Y9
+	VANDPS       Y0, Y9, Y10
+	VCMPPS       $0x05, Y1, Y10, Y11
+	VORPS        Y11, Y4, Y4
+	VMAXPS       Y10, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X10
+	VMAXPS       X10, X6, X10
+	VSHUFPS      $0x4e, X10, X10, X6
+	VMAXPS       X6, X10, X10
+	VSHUFPS      $0xb1, X10, X10, X6
+	VMAXPS       X6, X10, X10
+	VDIVSS       X2, X10, X6
+	VXORPS       X10, X10, X10
+	VCMPSS       $0x04, X10, X6, X11
+	VDIVSS       X6, X3, X12
+	VANDPS       X11, X12, X12
+	VBROADCASTSS X12, Y11
+	VCMPPS       $0x05, Y1, Y11, Y12
+	VORPS        Y12, Y4, Y4
+	VMULPS       Y11, Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VMULPS       Y11, Y7, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       Y11, Y8, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       Y11, Y9, Y9
+	VCVTPS2DQ    Y9, Y9
+	VPADDD       Y7, Y5, Y11
+	VPADDD       Y8, Y11, Y11
+	VPADDD       Y9, Y11, Y11
+	VPACKSSDW    Y7, Y5, Y5
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSWB    Y8, Y5, Y5
+	VMOVDQU      quantq8perm<>+0(SB), Y7
+	VPERMD       Y5, Y7, Y5
+	VMOVDQU      Y5, (CX)
+	VMOVSS       X6, 32(CX)
+	VEXTRACTI128 $0x01, Y11, X5
+	VPADDD       X5, X11, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VPSLLD       $0x07, X5, X5
+	VPSUBD       X5, X10, X5
+	VMOVD        X5, 36(CX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000028, CX
+	DECQ         DX
+	JMP          blkloop
+
+blkdone:
+	VMOVMSKPS Y4, AX
+	TESTL     AX, AX
+	SETEQ     AL
+	MOVB      AL, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA quantq8perm<>+0(SB)/4, $0x00000000
+DATA quantq8perm<>+4(SB)/4, $0x00000004
+DATA quantq8perm<>+8(SB)/4, $0x00000001
+DATA quantq8perm<>+12(SB)/4, $0x00000005
+DATA quantq8perm<>+16(SB)/4, $0x00000002
+DATA quantq8perm<>+20(SB)/4, $0x00000006
+DATA quantq8perm<>+24(SB)/4, $0x00000003
+DATA quantq8perm<>+28(SB)/4, $0x00000007
+GLOBL quantq8perm<>(SB), RODATA|NOPTR, $32
+
+// func quantQ8KAVX2(x *float32, nb int, dst *byte) bool
+// Requires: AVX, AVX2
+TEXT ·quantQ8KAVX2(SB), NOSPLIT, $0-25
+	MOVQ         x+0(FP), AX
+	MOVQ         dst+16(FP), CX
+	MOVL         $0x7fffffff, DX
+	VMOVD        DX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x7f800000, DX
+	VMOVD        DX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x42fe0000, DX
+	VMOVD        DX, X2
+	MOVL         $0x3f800000, DX
+	VMOVD        DX, X3
+	VXORPS       Y4, Y4, Y4
+	MOVQ         nb+8(FP), DX
+
+blkloop:
+	TESTQ        DX, DX
+	JZ           blkdone
+	VANDPS       (AX), Y0, Y5
+	VCMPPS       $0x05, Y1, Y5, Y6
+	VORPS        Y6, Y4, Y4
+	VANDPS       32(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       64(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       96(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       128(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       160(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       192(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       224(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       256(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       288(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       320(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       352(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       384(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       416(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       448(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       480(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       512(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       544(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       576(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       608(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       640(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       672(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       704(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       736(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       768(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       800(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       832(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       864(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       896(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       928(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       960(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VANDPS       992(AX), Y0, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMAXPS       Y6, Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X6
+	VMAXPS       X6, X5, X6
+	VSHUFPS      $0x4e, X6, X6, X5
+	VMAXPS       X5, X6, X6
+	VSHUFPS      $0xb1, X6, X6, X5
+	VMAXPS       X5, X6, X6
+	VDIVSS       X2, X6, X5
+	VXORPS       X6, X6, X6
+	VCMPSS       $0x04, X6, X5, X6
+	VDIVSS       X5, X3, X7
+	VANDPS       X6, X7, X7
+	VBROADCASTSS X7, Y6
+	VCMPPS       $0x05, Y1, Y6, Y7
+	VORPS        Y7, Y4, Y4
+	VMOVSS       X5, (CX)
+	VMOVDQU      quantq8kperm<>+0(SB), Y5
+	VMULPS       (AX), Y6, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       32(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       64(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       96(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPADDD       Y8, Y7, Y11
+	VPADDD       Y10, Y9, Y12
+	VPHADDD      Y12, Y11, Y11
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y5, Y7
+	VMOVDQU      Y7, 4(CX)
+	VMULPS       128(AX), Y6, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       160(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       192(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       224(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPADDD       Y8, Y7, Y12
+	VPADDD       Y10, Y9, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y5, Y7
+	VMOVDQU      Y7, 36(CX)
+	VPHADDD      Y12, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X7
+	VPADDD       X7, X11, X7
+	VPHADDD      X7, X7, X8
+	VMOVQ        X8, 292(CX)
+	VPACKSSDW    X7, X7, X7
+	VMOVQ        X7, 260(CX)
+	VMULPS       256(AX), Y6, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       288(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       320(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       352(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPADDD       Y8, Y7, Y11
+	VPADDD       Y10, Y9, Y12
+	VPHADDD      Y12, Y11, Y11
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y5, Y7
+	VMOVDQU      Y7, 68(CX)
+	VMULPS       384(AX), Y6, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       416(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       448(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       480(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPADDD       Y8, Y7, Y12
+	VPADDD       Y10, Y9, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y5, Y7
+	VMOVDQU      Y7, 100(CX)
+	VPHADDD      Y12, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X7
+	VPADDD       X7, X11, X7
+	VPHADDD      X7, X7, X8
+	VMOVQ        X8, 300(CX)
+	VPACKSSDW    X7, X7, X7
+	VMOVQ        X7, 268(CX)
+	VMULPS       512(AX), Y6, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       544(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       576(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       608(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPADDD       Y8, Y7, Y11
+	VPADDD       Y10, Y9, Y12
+	VPHADDD      Y12, Y11, Y11
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y5, Y7
+	VMOVDQU      Y7, 132(CX)
+	VMULPS       640(AX), Y6, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       672(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       704(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       736(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPADDD       Y8, Y7, Y12
+	VPADDD       Y10, Y9, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y5, Y7
+	VMOVDQU      Y7, 164(CX)
+	VPHADDD      Y12, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X7
+	VPADDD       X7, X11, X7
+	VPHADDD      X7, X7, X8
+	VMOVQ        X8, 308(CX)
+	VPACKSSDW    X7, X7, X7
+	VMOVQ        X7, 276(CX)
+	VMULPS       768(AX), Y6, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       800(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       832(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       864(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPADDD       Y8, Y7, Y11
+	VPADDD       Y10, Y9, Y12
+	VPHADDD      Y12, Y11, Y11
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y5, Y7
+	VMOVDQU      Y7, 196(CX)
+	VMULPS       896(AX), Y6, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       928(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       960(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       992(AX), Y6, Y6
+	VCVTPS2DQ    Y6, Y6
+	VPADDD       Y8, Y7, Y10
+	VPADDD       Y6, Y9, Y12
+	VPHADDD      Y12, Y10, Y10
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y6, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y5, Y7
+	VMOVDQU      Y7, 228(CX)
+	VPHADDD      Y10, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X5
+	VPADDD       X5, X11, X5
+	VPHADDD      X5, X5, X6
+	VMOVQ        X6, 316(CX)
+	VPACKSSDW    X5, X5, X5
+	VMOVQ        X5, 284(CX)
+	ADDQ         $0x00000400, AX
+	ADDQ         $0x00000144, CX
+	DECQ         DX
+	JMP          blkloop
+
+blkdone:
+	VMOVMSKPS Y4, AX
+	TESTL     AX, AX
+	SETEQ     AL
+	MOVB      AL, ret+24(FP)
+	VZEROUPPER
+	RET
+
+DATA quantq8kperm<>+0(SB)/4, $0x00000000
+DATA quantq8kperm<>+4(SB)/4, $0x00000004
+DATA quantq8kperm<>+8(SB)/4, $0x00000001
+DATA quantq8kperm<>+12(SB)/4, $0x00000005
+DATA quantq8kperm<>+16(SB)/4, $0x00000002
+DATA quantq8kperm<>+20(SB)/4, $0x00000006
+DATA quantq8kperm<>+24(SB)/4, $0x00000003
+DATA quantq8kperm<>+28(SB)/4, $0x00000007
+GLOBL quantq8kperm<>(SB), RODATA|NOPTR, $32
+
 DATA q4kconsts<>+0(SB)/4, $0x0f0f0f0f
 DATA q4kconsts<>+4(SB)/4, $0x0f0f0f0f
 DATA q4kconsts<>+8(SB)/4, $0x0f0f0f0f

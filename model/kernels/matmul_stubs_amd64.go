@@ -169,6 +169,16 @@ func q8PanelTile1x3AVX2(w *uint8, ldw int, x *byte, ldx int, nb int, out *float3
 //go:noescape
 func quantQ8VNNI(x *float32, nb int, dst *byte)
 
+// quantQ8AVX2 quantizes a row of float32 blocks into the Q8 activation layout, and reports whether it was finite.
+//
+//go:noescape
+func quantQ8AVX2(x *float32, nb int, dst *byte) bool
+
+// quantQ8KAVX2 quantizes a row of float32 blocks of 256 into the Q8_K layout, and reports whether it was finite.
+//
+//go:noescape
+func quantQ8KAVX2(x *float32, nb int, dst *byte) bool
+
 // q4kTile1AVX2 computes nrows Q4_K weight rows times 1 Q8_K activation rows.
 //
 //go:noescape

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
@@ -146,6 +147,7 @@ func TestQ6KEncode(t *testing.T) {
 // Q8_K quantization: d = max|x|/127, q = round-half-even(x/d), the runs'
 // sums; ties and the extremes included.
 func TestQuantizeQ8K(t *testing.T) {
+	testQuantizeQ8KAsm(t)
 	r := rand.New(rand.NewPCG(9, 10))
 	x := randVec(r, 512)
 	x[3], x[4], x[5] = 0, -x[6], 2.5 // a zero and a tie-prone value
@@ -230,4 +232,68 @@ func TestK8Repack(t *testing.T) {
 			t.Errorf("%v: 3 rows were repacked", c.typ)
 		}
 	}
+}
+
+// testQuantizeQ8KAsm: quantizeQ8K writes quantizeQ8KRow's bytes at every
+// level, for ordinary rows, rows with zero, subnormal, infinite and NaN
+// values, and exact ties.
+func testQuantizeQ8KAsm(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for c := range 7 {
+		x := randVec(r, 512)
+		switch c {
+		case 1:
+			clear(x[:256])
+		case 2:
+			for i := range x {
+				x[i] = float32(i%64-32) * 0.5
+			}
+		case 3:
+			clear(x[256:])
+			x[300] = 4e-39
+		case 4:
+			x[7] = float32(math.Inf(1))
+		case 5:
+			x[511] = float32(math.NaN())
+		case 6:
+			x[0] = 1e30
+		}
+		want := make([]byte, q8kBytes(512))
+		quantizeQ8KRow(want, x)
+		for _, l := range f32Levels() {
+			got := make([]byte, len(want))
+			for i := range got {
+				got[i] = 0xAA
+			}
+			withLevels(t, l, q8Level, func() { quantizeQ8K(got, x) })
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%v case %d: differs from quantizeQ8KRow", l, c)
+			}
+		}
+	}
+}
+
+// FuzzQuantizeQ8K: any float32 row (NaN, infinities, subnormals included)
+// quantizes to quantizeQ8KRow's bytes at every level.
+func FuzzQuantizeQ8K(f *testing.F) {
+	f.Add([]byte{0, 0, 128, 63, 0, 0, 0, 191}, uint8(1))
+	f.Add([]byte{1, 0, 0, 0, 255, 255, 127, 127, 0, 0, 192, 127}, uint8(2))
+	f.Fuzz(func(t *testing.T, data []byte, nb uint8) {
+		cols := 256 * (int(nb)%3 + 1)
+		x := make([]float32, cols)
+		for i := range x {
+			if len(data) >= 4*(i+1) {
+				x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+			}
+		}
+		want := make([]byte, q8kBytes(cols))
+		quantizeQ8KRow(want, x)
+		for _, l := range f32Levels() {
+			got := make([]byte, len(want))
+			withLevels(t, l, q8Level, func() { quantizeQ8K(got, x) })
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%v: differs from quantizeQ8KRow (x=%v)", l, x[:min(len(x), 8)])
+			}
+		}
+	})
 }

@@ -123,7 +123,7 @@ func (t *quantTask) Run(lo, hi int) {
 	if t.k {
 		rb := q8kBytes(t.cols)
 		for i := lo; i < hi; i++ {
-			quantizeQ8KRow(t.buf[i*rb:(i+1)*rb], t.x[i*t.cols:(i+1)*t.cols])
+			quantizeQ8K(t.buf[i*rb:(i+1)*rb], t.x[i*t.cols:(i+1)*t.cols])
 		}
 		return
 	}

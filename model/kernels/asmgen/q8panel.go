@@ -226,6 +226,8 @@ func genQ8() {
 		q8PanelTileAVX2(nr)
 	}
 	quantQ8VNNI()
+	quantQ8AVX2()
+	quantQ8KAVX2()
 }
 
 // q8NRAVX2 is the most activation rows of an AVX2 tile.
@@ -521,6 +523,224 @@ func nextTile(nr int) {
 	Store(o, Param("out"))
 	JMP(LabelRef("tile"))
 	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// quantQ8AVX2 generates quantQ8AVX2(x *float32, nb int, dst *byte) bool,
+// quantQ8VNNI's AVX2 counterpart, a block of 32 at a time: the same
+// scale, quants (VCVTPS2DQ rounds half to even) and correction, bit for
+// bit what quantizeQ8RowGo writes for finite input. It reports whether
+// every value, and every block's 1/d, was finite; where one was not (a
+// NaN or an infinity, or a block whose largest value is subnormal, on
+// which the vector conversion and the Go one part ways) the caller
+// quantizes the row again in Go.
+func quantQ8AVX2() {
+	name := "quantQ8AVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, nb int, dst *byte) bool")
+	Pragma("noescape")
+	Doc(name + " quantizes a row of float32 blocks into the Q8 activation layout, and reports whether it was finite.")
+	x := Load(Param("x"), GP64())
+	dst := Load(Param("dst"), GP64())
+	absMask := broadcastConst(isaAVX2, 0x7fffffff)
+	inf := broadcastConst(isaAVX2, 0x7f800000)
+	perm := GLOBL("quantq8perm", RODATA|NOPTR) // VPERMD after the packs
+	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+		DATA(4*i, U32(v))
+	}
+	g := GP32()
+	c127, one := XMM(), XMM()
+	MOVL(U32(0x42fe0000), g) // 127.0
+	VMOVD(g, c127)
+	MOVL(U32(0x3f800000), g) // 1.0
+	VMOVD(g, one)
+	bad := YMM()
+	VXORPS(bad, bad, bad)
+	n := Load(Param("nb"), GP64())
+	countLoop("blk", n, func() {
+		v := make([]reg.VecVirtual, 4)
+		var m reg.VecVirtual
+		for k := range v {
+			v[k] = YMM()
+			VMOVUPS(Mem{Base: x, Disp: 32 * k}, v[k])
+			a := YMM()
+			VANDPS(absMask, v[k], a)
+			c := YMM()
+			VCMPPS(U8(5), inf, a, c) // !(|x| < Inf): Inf or NaN
+			VORPS(c, bad, bad)
+			if k == 0 {
+				m = a
+			} else {
+				VMAXPS(a, m, m)
+			}
+		}
+		h := XMM()
+		VEXTRACTF128(U8(1), m, h)
+		VMAXPS(h, m.AsX(), h)
+		t := XMM()
+		VSHUFPS(U8(0x4E), h, h, t)
+		VMAXPS(t, h, h)
+		VSHUFPS(U8(0xB1), h, h, t)
+		VMAXPS(t, h, h)
+		d := XMM()
+		VDIVSS(c127, h, d) // d = amax/127
+		z, nz := XMM(), XMM()
+		VXORPS(z, z, z)
+		VCMPSS(U8(4), z, d, nz) // d != 0
+		id := XMM()
+		VDIVSS(d, one, id)
+		VANDPS(nz, id, id) // 1/d, or 0
+		idv := YMM()
+		VBROADCASTSS(id, idv)
+		// 1/d overflows for a subnormal maximum: the Go code's rounding
+		// of the products, infinite or NaN, is not VCVTPS2DQ's either.
+		ci := YMM()
+		VCMPPS(U8(5), inf, idv, ci)
+		VORPS(ci, bad, bad)
+		for k := range v {
+			VMULPS(idv, v[k], v[k])
+			VCVTPS2DQ(v[k], v[k])
+		}
+		// The correction: -128 times the sum of the quants.
+		s := YMM()
+		VPADDD(v[1], v[0], s)
+		VPADDD(v[2], s, s)
+		VPADDD(v[3], s, s)
+		VPACKSSDW(v[1], v[0], v[0])
+		VPACKSSDW(v[3], v[2], v[2])
+		VPACKSSWB(v[2], v[0], v[0])
+		pv := YMM()
+		VMOVDQU(perm, pv)
+		VPERMD(v[0], pv, v[0])
+		VMOVDQU(v[0], Mem{Base: dst})
+		VMOVSS(d, Mem{Base: dst, Disp: xScaleOffset})
+		sx := XMM()
+		VEXTRACTI128(U8(1), s, sx)
+		VPADDD(sx, s.AsX(), sx)
+		VPSHUFD(U8(0x4E), sx, t)
+		VPADDD(t, sx, sx)
+		VPSHUFD(U8(0xB1), sx, t)
+		VPADDD(t, sx, sx)
+		VPSLLD(U8(7), sx, sx)
+		VPSUBD(sx, z, sx)
+		VMOVD(sx, Mem{Base: dst, Disp: xCorrOffset})
+		ADDQ(U32(128), x)
+		ADDQ(U32(xBlockBytes), dst)
+	})
+	ok := GP32()
+	VMOVMSKPS(bad, ok)
+	TESTL(ok, ok)
+	r := GP8()
+	SETEQ(r)
+	Store(r, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// quantQ8KAVX2 generates quantQ8KAVX2(x *float32, nb int, dst *byte) bool:
+// quantizeQ8KRow's work for nb blocks of 256 (the Q8_K layout: float32 d,
+// 256 quants, 16 int16 sums of runs of 16, 8 int32 sums of runs of 32),
+// bit for bit, with quantQ8AVX2's report of non-finite input (or a
+// subnormal block maximum), where the caller redoes the row in Go.
+func quantQ8KAVX2() {
+	name := "quantQ8KAVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, nb int, dst *byte) bool")
+	Pragma("noescape")
+	Doc(name + " quantizes a row of float32 blocks of 256 into the Q8_K layout, and reports whether it was finite.")
+	x := Load(Param("x"), GP64())
+	dst := Load(Param("dst"), GP64())
+	absMask := broadcastConst(isaAVX2, 0x7fffffff)
+	inf := broadcastConst(isaAVX2, 0x7f800000)
+	perm := GLOBL("quantq8kperm", RODATA|NOPTR)
+	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+		DATA(4*i, U32(v))
+	}
+	g := GP32()
+	c127, one := XMM(), XMM()
+	MOVL(U32(0x42fe0000), g) // 127.0
+	VMOVD(g, c127)
+	MOVL(U32(0x3f800000), g) // 1.0
+	VMOVD(g, one)
+	bad := YMM()
+	VXORPS(bad, bad, bad)
+	n := Load(Param("nb"), GP64())
+	countLoop("blk", n, func() {
+		var m reg.VecVirtual
+		for k := 0; k < 32; k++ {
+			a := YMM()
+			VANDPS(Mem{Base: x, Disp: 32 * k}, absMask, a)
+			c := YMM()
+			VCMPPS(U8(5), inf, a, c) // Inf or NaN
+			VORPS(c, bad, bad)
+			if k == 0 {
+				m = a
+			} else {
+				VMAXPS(a, m, m)
+			}
+		}
+		h, t := XMM(), XMM()
+		VEXTRACTF128(U8(1), m, h)
+		VMAXPS(h, m.AsX(), h)
+		VSHUFPS(U8(0x4E), h, h, t)
+		VMAXPS(t, h, h)
+		VSHUFPS(U8(0xB1), h, h, t)
+		VMAXPS(t, h, h)
+		d := XMM()
+		VDIVSS(c127, h, d)
+		z, nz := XMM(), XMM()
+		VXORPS(z, z, z)
+		VCMPSS(U8(4), z, d, nz)
+		id := XMM()
+		VDIVSS(d, one, id)
+		VANDPS(nz, id, id)
+		idv := YMM()
+		VBROADCASTSS(id, idv)
+		ci := YMM()
+		VCMPPS(U8(5), inf, idv, ci)
+		VORPS(ci, bad, bad)
+		VMOVSS(d, Mem{Base: dst})
+		pv := YMM()
+		VMOVDQU(perm, pv)
+		// Groups of 32 in pairs: quants, and the pair's four run sums.
+		for k := 0; k < 8; k += 2 {
+			var runs [2]reg.VecVirtual
+			for e := 0; e < 2; e++ {
+				v := make([]reg.VecVirtual, 4)
+				for i := range v {
+					v[i] = YMM()
+					VMULPS(Mem{Base: x, Disp: 128*(k+e) + 32*i}, idv, v[i])
+					VCVTPS2DQ(v[i], v[i])
+				}
+				a, b := YMM(), YMM()
+				VPADDD(v[1], v[0], a) // run 2(k+e)
+				VPADDD(v[3], v[2], b) // run 2(k+e)+1
+				VPHADDD(b, a, a)
+				runs[e] = a
+				VPACKSSDW(v[1], v[0], v[0])
+				VPACKSSDW(v[3], v[2], v[2])
+				VPACKSSWB(v[2], v[0], v[0])
+				VPERMD(v[0], pv, v[0])
+				VMOVDQU(v[0], Mem{Base: dst, Disp: q8kQuants + 32*(k+e)})
+			}
+			VPHADDD(runs[1], runs[0], runs[0])
+			r := XMM()
+			VEXTRACTI128(U8(1), runs[0], r)
+			VPADDD(r, runs[0].AsX(), r) // runs 2k .. 2k+3, int32
+			s32 := XMM()
+			VPHADDD(r, r, s32) // runs of 32: k, k+1
+			VMOVQ(s32, Mem{Base: dst, Disp: q8kSubSums + 4*k})
+			VPACKSSDW(r, r, r)
+			VMOVQ(r, Mem{Base: dst, Disp: q8kSums + 4*k})
+		}
+		ADDQ(U32(1024), x)
+		ADDQ(U32(q8kBlock), dst)
+	})
+	ok := GP32()
+	VMOVMSKPS(bad, ok)
+	TESTL(ok, ok)
+	r := GP8()
+	SETEQ(r)
+	Store(r, ReturnIndex(0))
 	VZEROUPPER()
 	RET()
 }
