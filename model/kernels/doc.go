@@ -1,6 +1,6 @@
 // Package kernels holds the numeric inner loops of the forward pass: matrix
-// products against F32 and Q8_0 weights, RMSNorm, softmax, RoPE and the small
-// vector helpers attention needs.
+// products against F32, Q8_0, Q4_K, Q5_K, Q6_K and Q4_0 weights, RMSNorm,
+// softmax, RoPE and the small vector helpers attention needs.
 //
 // The forward pass (package model) reads top to bottom and calls these; all
 // the speed work lives here. Every kernel has a pure-Go version; faster
@@ -22,6 +22,16 @@
 // products quantize the activations to int8 blocks first, as llama.cpp
 // does, so that the inner loop is an int8 dot product (AVX-512 VNNI where
 // available) with each vector lane summing its own weight row.
+//
+// The 4-, 5- and 6-bit GGUF types keep their bits: Q4_K, Q5_K, Q6_K and
+// Q4_0 matrices are regrouped at load eight rows at a time (q4k.go,
+// q5k.go, q6k.go, q40.go), so that one vector lane is one weight row: four
+// activation quants (Q8_K: int8 blocks of 256 with their run sums)
+// broadcast to all lanes meet four weights of eight rows in one
+// VPMADDUBSW, the int16 results add up over a run before its scale, and
+// the eight rows' sums come out in eight lanes. (Q4_K and Q6_K matrices
+// whose rows are not a multiple of 8 are used in the file's layout, one
+// row at a time.)
 //
 // # Attention
 //

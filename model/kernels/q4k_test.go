@@ -297,3 +297,41 @@ func FuzzQuantizeQ8K(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNewKQuantMat feeds the 4- to 6-bit constructors arbitrary shapes and
+// bytes (an error, or a matrix whose rows and products can be computed),
+// then a shape of at most 40 rows and 768 columns filled from the bytes.
+func FuzzNewKQuantMat(f *testing.F) {
+	f.Add(uint8(0), 8, 256, make([]byte, 8*144))
+	f.Add(uint8(1), 8, 256, make([]byte, 8*176))
+	f.Add(uint8(2), 3, 256, make([]byte, 3*210))
+	f.Add(uint8(3), 8, 256, make([]byte, 8*8*18))
+	f.Add(uint8(0), -8, 256, []byte{})
+	f.Add(uint8(1), 1<<40, 1<<40, []byte{1})
+	f.Fuzz(func(t *testing.T, typ uint8, rows, cols int, raw []byte) {
+		newMat := [...]func(int, int, []byte) (*Mat, error){NewQ4KMat, NewQ5KMat, NewQ6KMat, NewQ40Mat}[typ%4]
+		blk := [...]int{144, 176, 210, 8 * 18}[typ%4]
+		use := func(m *Mat, rows, cols int) {
+			row := make([]float32, cols)
+			m.Row(row, rows-1)
+			out := make([]float32, 2*rows)
+			m.MatMul(out, make([]float32, 2*cols), 2)
+		}
+		if m, err := newMat(rows, cols, raw); err == nil {
+			use(m, rows, cols)
+		}
+		if len(raw) == 0 {
+			return
+		}
+		r, c := int(uint(rows)%40)+1, 256*(int(uint(cols)%3)+1)
+		data := make([]byte, r*c/256*blk)
+		for i := range data {
+			data[i] = raw[i%len(raw)]
+		}
+		if m, err := newMat(r, c, data); err == nil {
+			use(m, r, c)
+		} else if r%8 == 0 || typ%4 == 0 || typ%4 == 2 {
+			t.Fatalf("%d x %d: %v", r, c, err)
+		}
+	})
+}
