@@ -441,8 +441,11 @@ type SpeedReport struct {
 	Llama   *LlamaBenchResult // llama-bench on the same model, when it ran
 	Versus  *DecodeComparison // our decode alternating with llama-bench, when it ran
 	// VersusPrefill is our prefill alternating with llama-bench's, when
-	// it ran.
+	// it ran; VersusBatched our 16-branch step alternating with
+	// llama-batched-bench's 16 sequences, when LLAMA_BATCHED_BENCH named
+	// it.
 	VersusPrefill *DecodeComparison
+	VersusBatched *DecodeComparison
 	LlamaErr      error `json:"-"` // why llama-bench did not run, if it was asked to
 }
 
@@ -522,7 +525,13 @@ func (r *SpeedReport) Markdown(w io.Writer) error {
 		fmt.Fprintf(&b, "| prefill, in %d interleaved pairs with llama.cpp (llama-bench -p %d -n 0): ours / llama.cpp | median %.1f / %.1f tokens/s, median of the pairs' ratios **%.2f** (%.2f to %.2f) |\n",
 			len(l.Ours), l.Tokens, medianF(l.Ours), medianF(l.Llama), l.MedianRatio(), slices.Min(rs), slices.Max(rs))
 	}
-	fmt.Fprintf(&b, "| 16-branch step / 1-branch step | %.2f |\n\n", r.StepRatio(16))
+	fmt.Fprintf(&b, "| 16-branch step / 1-branch step | %.2f |\n", r.StepRatio(16))
+	if l := r.VersusBatched; l != nil {
+		rs := l.Ratios()
+		fmt.Fprintf(&b, "| %s, in %d interleaved pairs with llama-batched-bench (-npp %d -ntg 8 -npl %d -pps): ours / llama.cpp | median %.1f / %.1f tokens/s, median of the pairs' ratios **%.2f** (%.2f to %.2f) |\n",
+			l.Test, len(l.Ours), r.Config.Prefix, l.Tokens, medianF(l.Ours), medianF(l.Llama), l.MedianRatio(), slices.Min(rs), slices.Max(rs))
+	}
+	b.WriteString("\n")
 
 	fmt.Fprintf(&b, "Branch step: B forks of a %d-token prefix, one row each, one Forward per step (median of %d rounds of %d steps after %[3]d untimed ones; vs B=1: median of the rounds' ratios)\n\n", r.Config.Prefix, r.Config.Rounds, r.Config.Steps)
 	fmt.Fprintf(&b, "| B | step | vs B=1 | tokens/s |\n| ---: | ---: | ---: | ---: |\n")
@@ -712,6 +721,77 @@ func compareWithLlama(ctx context.Context, test string, tokens, rounds int, kv k
 		}
 	}
 	return cmp, nil
+}
+
+// RunBatchedBench runs llama.cpp's llama-batched-bench (bin) on gguf:
+// branches sequences sharing a prompt of prefix tokens (-pps), each then
+// decoding gen tokens, one row each per step, and returns the decode
+// phase's tokens per second over all sequences (S_TG): the counterpart of
+// a step of as many branches. Extra arguments come from
+// LLAMA_BATCHED_BENCH_ARGS (e.g. "-rtr" for ik_llama.cpp).
+func RunBatchedBench(ctx context.Context, bin, gguf string, threads, prefix, gen, branches int) (float64, error) {
+	args := []string{"-m", gguf, "-c", fmt.Sprint(prefix + gen*branches + 64), "-npp", fmt.Sprint(prefix), "-ntg", fmt.Sprint(gen),
+		"-npl", fmt.Sprint(branches), "-pps", "-t", fmt.Sprint(threads)}
+	args = append(args, strings.Fields(os.Getenv("LLAMA_BATCHED_BENCH_ARGS"))...)
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if err != nil {
+		tail := string(out)
+		if len(tail) > 500 {
+			tail = tail[len(tail)-500:]
+		}
+		return 0, fmt.Errorf("bench: %s: %w: %s", bin, err, strings.TrimSpace(tail))
+	}
+	return parseBatchedBench(string(out), prefix, gen, branches)
+}
+
+// parseBatchedBench finds the S_TG column of llama-batched-bench's table
+// row for (prefix, gen, branches).
+func parseBatchedBench(out string, prefix, gen, branches int) (float64, error) {
+	col := -1
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(strings.TrimSpace(line), "|")
+		if len(f) < 3 {
+			continue
+		}
+		for i := range f {
+			f[i] = strings.TrimSpace(f[i])
+		}
+		if i := slices.Index(f, "S_TG t/s"); i >= 0 {
+			col = i
+			continue
+		}
+		if col < 0 || col >= len(f) || len(f) < 4 || f[1] != fmt.Sprint(prefix) || f[2] != fmt.Sprint(gen) || f[3] != fmt.Sprint(branches) {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[col], 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return 0, fmt.Errorf("bench: llama-batched-bench's S_TG %q", f[col])
+		}
+		return v, nil
+	}
+	return 0, errors.New("bench: llama-batched-bench printed no result for the test")
+}
+
+// CompareBranchStep is CompareDecode for the step of branches rows, each a
+// fork of a prefix-token prompt (ours: MeasureBranchSteps, 8 timed steps
+// a round; llama.cpp: RunBatchedBench with the same prefix, 8 tokens a
+// sequence), in tokens (rows) per second.
+func CompareBranchStep(ctx context.Context, m *model.Model, bin, gguf string, branches, prefix, rounds int, kv kvcache.DType) (*DecodeComparison, error) {
+	c := DefaultSpeedConfig()
+	c.Rounds, c.Steps, c.Branches, c.Prefix, c.KVType = 1, 8, []int{branches}, prefix, kv
+	return compareWithLlama(ctx, fmt.Sprintf("%d-branch step", branches), branches, rounds, kv, func() (float64, error) {
+		s, err := MeasureBranchSteps(m, c)
+		if err != nil {
+			return 0, err
+		}
+		return s[len(s)-1].TokensPerSec, nil
+	}, func(string) (*LlamaBenchResult, error) {
+		v, err := RunBatchedBench(ctx, bin, gguf, kernels.Threads(), prefix, 8, branches)
+		if err != nil {
+			return nil, err
+		}
+		return &LlamaBenchResult{Tokens: branches, Threads: kernels.Threads(), TokensPerSec: v}, nil
+	})
 }
 
 // LoadAverage returns the 1-minute load average of /proc/loadavg, 0 where

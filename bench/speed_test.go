@@ -348,3 +348,41 @@ echo "[{\"build_commit\": \"x\", \"n_threads\": $4, \"n_prompt\": $6, \"n_gen\":
 		t.Fatalf("%+v", p)
 	}
 }
+
+// CompareBranchStep reads llama-batched-bench's S_TG for the test it ran
+// and pairs it with our branch step.
+func TestCompareBranchStep(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in is a shell script")
+	}
+	table := `|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |
+|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|
+|    64 |      8 |    1 |     72 |    0.575 |   111.28 |    0.358 |    22.34 |    0.933 |    77.15 |
+|    64 |      8 |    4 |     96 |    0.512 |   124.95 |    0.529 |    60.54 |    1.041 |    92.24 |`
+	if v, err := parseBatchedBench(table, 64, 8, 4); err != nil || v != 60.54 {
+		t.Errorf("S_TG %g, %v", v, err)
+	}
+	if _, err := parseBatchedBench(table, 64, 8, 16); err == nil {
+		t.Error("a missing test was found")
+	}
+	if _, err := parseBatchedBench(strings.Replace(table, "60.54", "NaN", 1), 64, 8, 4); err == nil {
+		t.Error("NaN accepted")
+	}
+	fake := filepath.Join(t.TempDir(), "llama-batched-bench")
+	script := "#!/bin/sh\ncat <<'EOF'\n" + strings.ReplaceAll(table, "|    4 |", "|    2 |") + "\nEOF\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shape, _ := synth.Lookup("stories260K")
+	m, err := synth.Generate(shape, kernels.F32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := CompareBranchStep(context.Background(), m, fake, "model.gguf", 2, 64, 2, kvcache.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Ours) != 2 || c.Llama[0] != 60.54 || c.Test != "2-branch step" {
+		t.Fatalf("%+v", c)
+	}
+}

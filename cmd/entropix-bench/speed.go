@@ -56,7 +56,7 @@ func vocabFor(path string, shape synth.Shape) (*tokenizer.Vocab, error) {
 func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("speed", "[-shape stories110M] [-dtype q8_0|q4_k|f32|both] [-kv auto|f32|f16] [-quick]", stderr)
 	shapeName := fs.String("shape", "stories110M", "model shape: "+strings.Join(synth.Names(), ", "))
-	dtypeName := fs.String("dtype", "both", "weight type: q8_0, q4_k (every matrix whose rows are a multiple of 256 long), f32 or both (f32 and q8_0)")
+	dtypeName := fs.String("dtype", "both", "weight type: q8_0, q4_k (llama.cpp's Q4_K_M mix), f32 or both (f32 and q8_0)")
 	quick := fs.Bool("quick", false, "fewer rounds and tokens: under a minute")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
@@ -69,7 +69,9 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"fork cost and the KV memory of a tree on a model with random weights of a real shape,\n"+
 			"and prints markdown tables. With LLAMA_BENCH naming llama.cpp's llama-bench binary\n"+
 			"(LLAMA_BENCH_ARGS: extra arguments, e.g. \"-rtr 1\" for ik_llama.cpp),\n"+
-			"it also writes the model as GGUF to a temporary file and compares decode speeds.\n\n")
+			"it also writes the model as GGUF to a temporary file and compares decode and prefill\n"+
+			"speeds in interleaved pairs; with -m and LLAMA_BATCHED_BENCH naming llama-batched-bench\n"+
+			"(LLAMA_BATCHED_BENCH_ARGS, e.g. \"-rtr\"), the 16-branch step too.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -215,6 +217,10 @@ func speedOfFile(ctx context.Context, path, kvName, bin string, quick bool, cfg 
 		rep.Versus, rep.LlamaErr = bench.CompareDecode(ctx, m, bin, path, rep.Decode.Tokens, rounds, kv)
 		if rep.LlamaErr == nil {
 			rep.VersusPrefill, rep.LlamaErr = bench.ComparePrefill(ctx, m, bin, path, rep.Prefill.Tokens, rounds, kv)
+		}
+		if batched := os.Getenv("LLAMA_BATCHED_BENCH"); rep.LlamaErr == nil && batched != "" {
+			fmt.Fprintf(stderr, "interleaving our 16-branch step with %s, %d pairs...\n", batched, rounds)
+			rep.VersusBatched, rep.LlamaErr = bench.CompareBranchStep(ctx, m, batched, path, 16, cfg.Prefix, rounds, kv)
 		}
 		if rep.LlamaErr != nil {
 			fmt.Fprintf(stderr, "llama-bench: %v\n", rep.LlamaErr)
