@@ -131,13 +131,7 @@ func q408DotGo(w []byte, l int, y []byte, nb int) float32 {
 
 // q40RowsGo computes output rows [r0, r1) of a Q4_0 MatMul.
 func q40RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
-	for r := r0; r < r1; r++ {
-		w := m.kq[r/8*nb*q408Unit : (r/8+1)*nb*q408Unit]
-		for j := 0; j < n; j++ {
-			out[j*m.Rows+r] = q408DotGo(w, r%8, xq[j*rb:(j+1)*rb], nb)
-		}
-	}
+	k8RowsGo(out, m, xq, n, r0, r1, q408Unit, q408DotGo)
 }
 
 // EncodeQ40 returns Q4_0 blocks for row-major float32 weights (cols a

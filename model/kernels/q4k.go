@@ -297,12 +297,12 @@ func q4kDotGo(w, y []byte, nb int) float32 {
 	return sum
 }
 
-// q4k8DotGo is q4kDotGo for row l of a group in the q4k8 layout, w the
-// group's units.
-func q4k8DotGo(w []byte, l int, y []byte, nb int) float32 {
+// k45DotGo is q4kDotGo for row l of a group in the q4k8 or q5k8 layout
+// (unit bytes a unit, weight its accessor), w the group's units.
+func k45DotGo(w []byte, l int, y []byte, nb, unit int, weight func(u []byte, r, j, i int) (sc, mn, q byte)) float32 {
 	var sum float32
 	for b := 0; b < nb; b++ {
-		u, yb := w[b*q4k8Unit:], y[b*q8kBlockBytes:]
+		u, yb := w[b*unit:], y[b*q8kBlockBytes:]
 		dy := math.Float32frombits(binary.LittleEndian.Uint32(yb))
 		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:])) * dy
 		dmin := HalfToFloat(binary.LittleEndian.Uint16(u[16+2*l:])) * dy
@@ -312,7 +312,7 @@ func q4k8DotGo(w []byte, l int, y []byte, nb int) float32 {
 			var sc, mn byte
 			for i := range 32 {
 				var q byte
-				sc, mn, q = q4k8Weight(u, l, j, i)
+				sc, mn, q = weight(u, l, j, i)
 				s += int32(q) * int32(int8(yb[q8kQuantOff+32*j+i]))
 			}
 			si += int32(sc) * s
@@ -324,19 +324,29 @@ func q4k8DotGo(w []byte, l int, y []byte, nb int) float32 {
 	return sum
 }
 
+// k8RowsGo computes output rows [r0, r1) (multiples of 8) of a MatMul of
+// a matrix in an eight-row layout, unit bytes per group and 256 columns,
+// with dot, the layout's dot product of row l of a group (w its units).
+func k8RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1, unit int, dot func(w []byte, l int, y []byte, nb int) float32) {
+	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
+	for r := r0; r < r1; r++ {
+		w := m.kq[r/8*nb*unit : (r/8+1)*nb*unit]
+		for j := 0; j < n; j++ {
+			out[j*m.Rows+r] = dot(w, r%8, xq[j*rb:(j+1)*rb], nb)
+		}
+	}
+}
+
 // q4kRowsGo computes output rows [r0, r1) of a Q4_K MatMul from the n
 // quantized activation rows xq.
 func q4kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
 	if m.k8 {
-		for r := r0; r < r1; r++ {
-			w := m.kq[r/8*nb*q4k8Unit : (r/8+1)*nb*q4k8Unit]
-			for j := 0; j < n; j++ {
-				out[j*m.Rows+r] = q4k8DotGo(w, r%8, xq[j*rb:(j+1)*rb], nb)
-			}
-		}
+		k8RowsGo(out, m, xq, n, r0, r1, q4k8Unit, func(w []byte, l int, y []byte, nb int) float32 {
+			return k45DotGo(w, l, y, nb, q4k8Unit, q4k8Weight)
+		})
 		return
 	}
+	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
 	for r := r0; r < r1; r++ {
 		w := m.kq[r*m.kRow : (r+1)*m.kRow]
 		for j := 0; j < n; j++ {

@@ -3,7 +3,6 @@ package kernels
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 )
 
 // Q5_K weights are Q4_K ones with a fifth bit: a super-block of 256
@@ -105,42 +104,11 @@ func (m *Mat) q5kRow(dst []float32, r int) {
 	}
 }
 
-// q5k8DotGo is the Q5_K x Q8_K dot product of row l of a group (w its
-// units) and one activation row of nb super-blocks.
-func q5k8DotGo(w []byte, l int, y []byte, nb int) float32 {
-	var sum float32
-	for b := 0; b < nb; b++ {
-		u, yb := w[b*q5k8Unit:], y[b*q8kBlockBytes:]
-		dy := math.Float32frombits(binary.LittleEndian.Uint32(yb))
-		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:])) * dy
-		dmin := HalfToFloat(binary.LittleEndian.Uint16(u[16+2*l:])) * dy
-		var si, mi int32
-		for j := range 8 {
-			var s int32
-			var sc, mn byte
-			for i := range 32 {
-				var q byte
-				sc, mn, q = q5k8Weight(u, l, j, i)
-				s += int32(q) * int32(int8(yb[q8kQuantOff+32*j+i]))
-			}
-			si += int32(sc) * s
-			bs := int32(int16(binary.LittleEndian.Uint16(yb[q8kSumsOff+4*j:]))) + int32(int16(binary.LittleEndian.Uint16(yb[q8kSumsOff+4*j+2:])))
-			mi += int32(mn) * bs
-		}
-		sum += d*float32(si) - dmin*float32(mi)
-	}
-	return sum
-}
-
 // q5kRowsGo computes output rows [r0, r1) of a Q5_K MatMul.
 func q5kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
-	for r := r0; r < r1; r++ {
-		w := m.kq[r/8*nb*q5k8Unit : (r/8+1)*nb*q5k8Unit]
-		for j := 0; j < n; j++ {
-			out[j*m.Rows+r] = q5k8DotGo(w, r%8, xq[j*rb:(j+1)*rb], nb)
-		}
-	}
+	k8RowsGo(out, m, xq, n, r0, r1, q5k8Unit, func(w []byte, l int, y []byte, nb int) float32 {
+		return k45DotGo(w, l, y, nb, q5k8Unit, q5k8Weight)
+	})
 }
 
 // EncodeQ5K returns Q5_K super-blocks for row-major float32 weights (cols

@@ -180,16 +180,11 @@ func q6k8DotGo(w []byte, l int, y []byte, nb int) float32 {
 
 // q6kRowsGo computes output rows [r0, r1) of a Q6_K MatMul.
 func q6kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
 	if m.k8 {
-		for r := r0; r < r1; r++ {
-			w := m.kq[r/8*nb*q6k8Unit : (r/8+1)*nb*q6k8Unit]
-			for j := 0; j < n; j++ {
-				out[j*m.Rows+r] = q6k8DotGo(w, r%8, xq[j*rb:(j+1)*rb], nb)
-			}
-		}
+		k8RowsGo(out, m, xq, n, r0, r1, q6k8Unit, q6k8DotGo)
 		return
 	}
+	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
 	for r := r0; r < r1; r++ {
 		w := m.kq[r*m.kRow : (r+1)*m.kRow]
 		for j := 0; j < n; j++ {

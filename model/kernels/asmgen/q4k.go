@@ -223,24 +223,7 @@ func k8Tile45(nx int, five bool) {
 	}
 	const pf = 1
 	cst := q4kConstTable()
-	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes ngroups groups of eight %s weight rows (%s layout) times %d Q8_K activation rows.", name, typ, strings.ToLower(typ[:2])+"k8", nx))
-	wp := Load(Param("w"), GP64())
-	outp := Load(Param("out"), GP64())
-	ng := Load(Param("ngroups"), GP64())
-
-	Label("group")
-	TESTQ(ng, ng)
-	JZ(LabelRef("done"))
-	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
-	acc := make([]reg.VecVirtual, nx)
-	for i := range acc {
-		acc[i] = YMM()
-		VXORPS(acc[i], acc[i], acc[i])
-	}
-	nb := Load(Param("nb"), GP64())
-	countLoop("blk", nb, func() {
+	k8Tile(name, fmt.Sprintf("%s computes ngroups groups of eight %s weight rows (%s layout) times %d Q8_K activation rows.", name, typ, strings.ToLower(typ[:2])+"k8", nx), nx, func(wp reg.Register, xr []reg.Register, acc []reg.VecVirtual) {
 		sumi := make([]reg.VecVirtual, nx)
 		for j := 0; j < 8; j++ {
 			s16 := make([]reg.VecVirtual, nx)
@@ -340,21 +323,6 @@ func k8Tile45(nx int, five bool) {
 		}
 		ADDQ(U32(unit), wp)
 	})
-	op := GP64()
-	MOVQ(outp, op)
-	ldo := loadStride("ldo", 2)
-	for i := 0; i < nx; i++ {
-		VMOVUPS(acc[i], Mem{Base: op})
-		if i+1 < nx {
-			ADDQ(ldo, op)
-		}
-	}
-	ADDQ(U8(32), outp)
-	DECQ(ng)
-	JMP(LabelRef("group"))
-	Label("done")
-	VZEROUPPER()
-	RET()
 }
 
 // Q6_K in groups of eight rows (the kernels package's q6k8 layout, see
@@ -404,22 +372,6 @@ func q6k8TileAVX2(nx int) {
 	const pf = 1
 	cst := q6kConstTable()
 	dup := q6k8DupTable()
-	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes ngroups groups of eight Q6_K weight rows (q6k8 layout) times %d Q8_K activation rows.", name, nx))
-	wp := Load(Param("w"), GP64())
-	outp := Load(Param("out"), GP64())
-	ng := Load(Param("ngroups"), GP64())
-
-	Label("group")
-	TESTQ(ng, ng)
-	JZ(LabelRef("done"))
-	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
-	acc := make([]reg.VecVirtual, nx)
-	for i := range acc {
-		acc[i] = YMM()
-		VXORPS(acc[i], acc[i], acc[i])
-	}
 	// topBits puts the top two bits of group t (from h) in bits 4-5.
 	topBits := func(h reg.VecVirtual, t int) reg.VecVirtual {
 		d := YMM()
@@ -438,8 +390,7 @@ func q6k8TileAVX2(nx int) {
 		}
 		return d
 	}
-	nb := Load(Param("nb"), GP64())
-	countLoop("blk", nb, func() {
+	k8Tile(name, fmt.Sprintf("%s computes ngroups groups of eight Q6_K weight rows (q6k8 layout) times %d Q8_K activation rows.", name, nx), nx, func(wp reg.Register, xr []reg.Register, acc []reg.VecVirtual) {
 		sumi := make([]reg.VecVirtual, nx)
 		for g := 0; g < 16; g++ {
 			sc := YMM()
@@ -507,21 +458,6 @@ func q6k8TileAVX2(nx int) {
 		}
 		ADDQ(U32(q6k8Unit), wp)
 	})
-	op := GP64()
-	MOVQ(outp, op)
-	ldo := loadStride("ldo", 2)
-	for i := 0; i < nx; i++ {
-		VMOVUPS(acc[i], Mem{Base: op})
-		if i+1 < nx {
-			ADDQ(ldo, op)
-		}
-	}
-	ADDQ(U8(32), outp)
-	DECQ(ng)
-	JMP(LabelRef("group"))
-	Label("done")
-	VZEROUPPER()
-	RET()
 }
 
 // Q4_0 in groups of eight rows (the kernels package's q408 layout, see
@@ -545,24 +481,7 @@ func q408TileAVX2(nx int) {
 	const pf = 1
 	cst := q4kConstTable()
 	ones := q408OnesTable()
-	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes ngroups groups of eight Q4_0 weight rows (q408 layout) times %d Q8_K activation rows.", name, nx))
-	wp := Load(Param("w"), GP64())
-	outp := Load(Param("out"), GP64())
-	ng := Load(Param("ngroups"), GP64())
-
-	Label("group")
-	TESTQ(ng, ng)
-	JZ(LabelRef("done"))
-	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
-	acc := make([]reg.VecVirtual, nx)
-	for i := range acc {
-		acc[i] = YMM()
-		VXORPS(acc[i], acc[i], acc[i])
-	}
-	nb := Load(Param("nb"), GP64())
-	countLoop("blk", nb, func() {
+	k8Tile(name, fmt.Sprintf("%s computes ngroups groups of eight Q4_0 weight rows (q408 layout) times %d Q8_K activation rows.", name, nx), nx, func(wp reg.Register, xr []reg.Register, acc []reg.VecVirtual) {
 		fb := make([]reg.VecVirtual, nx) // this unit's sums, float
 		for j := 0; j < 8; j++ {
 			s16 := make([]reg.VecVirtual, nx)
@@ -617,21 +536,6 @@ func q408TileAVX2(nx int) {
 		}
 		ADDQ(U32(q408Unit), wp)
 	})
-	op := GP64()
-	MOVQ(outp, op)
-	ldo := loadStride("ldo", 2)
-	for i := 0; i < nx; i++ {
-		VMOVUPS(acc[i], Mem{Base: op})
-		if i+1 < nx {
-			ADDQ(ldo, op)
-		}
-	}
-	ADDQ(U8(32), outp)
-	DECQ(ng)
-	JMP(LabelRef("group"))
-	Label("done")
-	VZEROUPPER()
-	RET()
 }
 
 var q408Ones Mem
@@ -647,6 +551,47 @@ func q408OnesTable() Mem {
 		q408OnesDone = true
 	}
 	return q408Ones
+}
+
+// k8Tile generates a tile function for an eight-row layout: for each of
+// ngroups groups, nb blocks of block (which advances wp past a unit and
+// the activation pointers xr past a Q8_K block, adding into the nx sums
+// acc, lane r for the group's row r), then the sums stored, eight floats
+// for each activation row.
+func k8Tile(name, doc string, nx int, block func(wp reg.Register, xr []reg.Register, acc []reg.VecVirtual)) {
+	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)")
+	Pragma("noescape")
+	Doc(doc)
+	wp := Load(Param("w"), GP64())
+	outp := Load(Param("out"), GP64())
+	ng := Load(Param("ngroups"), GP64())
+
+	Label("group")
+	TESTQ(ng, ng)
+	JZ(LabelRef("done"))
+	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
+	acc := make([]reg.VecVirtual, nx)
+	for i := range acc {
+		acc[i] = YMM()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
+	nb := Load(Param("nb"), GP64())
+	countLoop("blk", nb, func() { block(wp, xr, acc) })
+	op := GP64()
+	MOVQ(outp, op)
+	ldo := loadStride("ldo", 2)
+	for i := 0; i < nx; i++ {
+		VMOVUPS(acc[i], Mem{Base: op})
+		if i+1 < nx {
+			ADDQ(ldo, op)
+		}
+	}
+	ADDQ(U8(32), outp)
+	DECQ(ng)
+	JMP(LabelRef("group"))
+	Label("done")
+	VZEROUPPER()
+	RET()
 }
 
 // kTile generates a K-quant tile function: for each of nrows weight rows,

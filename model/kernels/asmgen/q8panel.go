@@ -574,29 +574,9 @@ func quantQ8AVX2() {
 				VMAXPS(a, m, m)
 			}
 		}
-		h := XMM()
-		VEXTRACTF128(U8(1), m, h)
-		VMAXPS(h, m.AsX(), h)
-		t := XMM()
-		VSHUFPS(U8(0x4E), h, h, t)
-		VMAXPS(t, h, h)
-		VSHUFPS(U8(0xB1), h, h, t)
-		VMAXPS(t, h, h)
-		d := XMM()
-		VDIVSS(c127, h, d) // d = amax/127
-		z, nz := XMM(), XMM()
+		d, idv := q8BlockScale(m, c127, one, inf, bad)
+		t, z := XMM(), XMM()
 		VXORPS(z, z, z)
-		VCMPSS(U8(4), z, d, nz) // d != 0
-		id := XMM()
-		VDIVSS(d, one, id)
-		VANDPS(nz, id, id) // 1/d, or 0
-		idv := YMM()
-		VBROADCASTSS(id, idv)
-		// 1/d overflows for a subnormal maximum: the Go code's rounding
-		// of the products, infinite or NaN, is not VCVTPS2DQ's either.
-		ci := YMM()
-		VCMPPS(U8(5), inf, idv, ci)
-		VORPS(ci, bad, bad)
 		for k := range v {
 			VMULPS(idv, v[k], v[k])
 			VCVTPS2DQ(v[k], v[k])
@@ -678,26 +658,7 @@ func quantQ8KAVX2() {
 				VMAXPS(a, m, m)
 			}
 		}
-		h, t := XMM(), XMM()
-		VEXTRACTF128(U8(1), m, h)
-		VMAXPS(h, m.AsX(), h)
-		VSHUFPS(U8(0x4E), h, h, t)
-		VMAXPS(t, h, h)
-		VSHUFPS(U8(0xB1), h, h, t)
-		VMAXPS(t, h, h)
-		d := XMM()
-		VDIVSS(c127, h, d)
-		z, nz := XMM(), XMM()
-		VXORPS(z, z, z)
-		VCMPSS(U8(4), z, d, nz)
-		id := XMM()
-		VDIVSS(d, one, id)
-		VANDPS(nz, id, id)
-		idv := YMM()
-		VBROADCASTSS(id, idv)
-		ci := YMM()
-		VCMPPS(U8(5), inf, idv, ci)
-		VORPS(ci, bad, bad)
+		d, idv := q8BlockScale(m, c127, one, inf, bad)
 		VMOVSS(d, Mem{Base: dst})
 		pv := YMM()
 		VMOVDQU(perm, pv)
@@ -743,4 +704,34 @@ func quantQ8KAVX2() {
 	Store(r, ReturnIndex(0))
 	VZEROUPPER()
 	RET()
+}
+
+// q8BlockScale emits an activation block's scale from the vector m of
+// its lanes' largest magnitudes: d = max/127 (scalar) and idv = 1/d, or 0
+// where d is 0, in every lane; where 1/d overflows (a subnormal maximum)
+// it sets bad's lanes, as the callers do for non-finite input.
+func q8BlockScale(m, c127, one, inf, bad reg.VecVirtual) (d, idv reg.VecVirtual) {
+	h, t := XMM(), XMM()
+	VEXTRACTF128(U8(1), m, h)
+	VMAXPS(h, m.AsX(), h)
+	VSHUFPS(U8(0x4E), h, h, t)
+	VMAXPS(t, h, h)
+	VSHUFPS(U8(0xB1), h, h, t)
+	VMAXPS(t, h, h)
+	d = XMM()
+	VDIVSS(c127, h, d) // d = amax/127
+	z, nz := XMM(), XMM()
+	VXORPS(z, z, z)
+	VCMPSS(U8(4), z, d, nz) // d != 0
+	id := XMM()
+	VDIVSS(d, one, id)
+	VANDPS(nz, id, id) // 1/d, or 0
+	idv = YMM()
+	VBROADCASTSS(id, idv)
+	// 1/d overflows for a subnormal maximum: the Go code's rounding of
+	// the products, infinite or NaN, is not VCVTPS2DQ's either.
+	ci := YMM()
+	VCMPPS(U8(5), inf, idv, ci)
+	VORPS(ci, bad, bad)
+	return d, idv
 }
