@@ -41,6 +41,11 @@ type adaptive struct {
 	scores   map[tree.ID]policy.PathScore
 	answers  map[tree.ID]string
 	pathLen  int // longest finished path (tokens), for admission
+	// The step's rows, measured on the kernel threads before the
+	// decisions read them one branch at a time.
+	measurer policy.RowMeasurer
+	rows     [][]float32
+	measures []policy.RowMeasure
 }
 
 func newAdaptive(s *search) *adaptive {
@@ -88,11 +93,19 @@ func (a *adaptive) take(id tree.ID) *branch {
 // nothing is left to explore, the rows cannot pay for more, or the vote is
 // settled.
 func (s *adaptive) advance() error {
-	for _, br := range slices.Clone(s.live) {
-		if err := s.decideAdaptive(br); err != nil {
+	live := slices.Clone(s.live)
+	s.rows = s.rows[:0]
+	for _, br := range live {
+		s.rows = append(s.rows, s.logits(br))
+	}
+	s.measures = slices.Grow(s.measures[:0], len(live))[:len(live)]
+	s.measurer.Measure(s.rows, s.opts.Policy.NoiseFloor, s.measures)
+	for i, br := range live {
+		if err := s.decideAdaptive(br, &s.measures[i]); err != nil {
 			return err
 		}
 	}
+	clear(s.rows) // the step's logits are not held past it
 	s.streamTrunk()
 	if len(s.leaves) > 0 && s.voteSettled() {
 		s.finish("settled", false)
@@ -121,8 +134,9 @@ func (s *adaptive) streamTrunk() {
 	}
 }
 
-// decideAdaptive applies the policy's decision for br.
-func (s *adaptive) decideAdaptive(br *branch) error {
+// decideAdaptive applies the policy's decision for br, whose row m
+// measured.
+func (s *adaptive) decideAdaptive(br *branch, m *policy.RowMeasure) error {
 	logits := s.logits(br)
 	leaf := s.t.Node(br.leaf)
 	budget := 1
@@ -133,7 +147,7 @@ func (s *adaptive) decideAdaptive(br *branch) error {
 	if br.leaf != tree.Root {
 		prevLP = leaf.LogProb
 	}
-	d, err := br.trunk.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Budget: budget, PrevLogProb: prevLP})
+	d, err := br.trunk.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Budget: budget, PrevLogProb: prevLP, Measure: m})
 	if err != nil {
 		return err
 	}

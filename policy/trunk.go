@@ -219,6 +219,10 @@ type Step struct {
 	// chosen (nats); 0 (p = 1) when unknown. Search mode takes a token
 	// back only when it was itself uncertain (Config.BackspaceBelow).
 	PrevLogProb float64
+	// Measure, when set, holds Logits' statistics measured ahead
+	// (RowMeasurer) with the configuration's noise floor; otherwise, or
+	// with another floor, Decide measures the row itself.
+	Measure *RowMeasure
 }
 
 // Decision is the outcome of one step, with its reason.
@@ -405,7 +409,12 @@ func (t *Trunk) Decide(s Step) (Decision, error) {
 		return Decision{Token: -1}, errNoLogits
 	}
 	cfg := t.cfg
-	st := measureLogits(logits, cfg.NoiseFloor)
+	var st rowStats
+	if m := s.Measure; m != nil && m.ok && m.floor == cfg.NoiseFloor {
+		st = m.st
+	} else {
+		st = measureLogits(logits, cfg.NoiseFloor)
+	}
 	if math.IsNaN(st.h) || math.IsNaN(st.v) {
 		return Decision{Token: -1}, fmt.Errorf("policy: row of %d logits: %w", len(logits), errBadLogits)
 	}
