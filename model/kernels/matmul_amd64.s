@@ -8524,7 +8524,7 @@ TEXT ·q4kTile1AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ nrows+48(FP), DX
 
-row:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -8648,7 +8648,7 @@ blkdone:
 	VMOVSS       X0, (BX)
 	ADDQ         $0x04, CX
 	DECQ         DX
-	JMP          row
+	JMP          unit
 
 done:
 	VZEROUPPER
@@ -8661,7 +8661,7 @@ TEXT ·q4kTile2AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ nrows+48(FP), DX
 
-row:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -8832,7 +8832,7 @@ blkdone:
 	VMOVSS       X1, (BX)
 	ADDQ         $0x04, CX
 	DECQ         DX
-	JMP          row
+	JMP          unit
 
 done:
 	VZEROUPPER
@@ -8845,7 +8845,7 @@ TEXT ·q4kTile3AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ nrows+48(FP), DX
 
-row:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -9063,7 +9063,7 @@ blkdone:
 	VMOVSS       X2, (BX)
 	ADDQ         $0x04, CX
 	DECQ         DX
-	JMP          row
+	JMP          unit
 
 done:
 	VZEROUPPER
@@ -9076,7 +9076,7 @@ TEXT ·q4kTile4AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ nrows+48(FP), DX
 
-row:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -9341,7 +9341,7 @@ blkdone:
 	VMOVSS       X3, (BX)
 	ADDQ         $0x04, CX
 	DECQ         DX
-	JMP          row
+	JMP          unit
 
 done:
 	VZEROUPPER
@@ -9396,7 +9396,7 @@ TEXT ·q6kTile1AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ nrows+48(FP), DX
 
-row:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -9525,7 +9525,7 @@ blkdone:
 	VMOVSS       X0, (BX)
 	ADDQ         $0x04, CX
 	DECQ         DX
-	JMP          row
+	JMP          unit
 
 done:
 	VZEROUPPER
@@ -9538,7 +9538,7 @@ TEXT ·q6kTile2AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ nrows+48(FP), DX
 
-row:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -9710,7 +9710,7 @@ blkdone:
 	VMOVSS       X1, (BX)
 	ADDQ         $0x04, CX
 	DECQ         DX
-	JMP          row
+	JMP          unit
 
 done:
 	VZEROUPPER
@@ -9723,7 +9723,7 @@ TEXT ·q6kTile3AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ nrows+48(FP), DX
 
-row:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -9938,7 +9938,7 @@ blkdone:
 	VMOVSS       X2, (BX)
 	ADDQ         $0x04, CX
 	DECQ         DX
-	JMP          row
+	JMP          unit
 
 done:
 	VZEROUPPER
@@ -9951,7 +9951,7 @@ TEXT ·q6kTile4AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ nrows+48(FP), DX
 
-row:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -10209,7 +10209,7 @@ blkdone:
 	VMOVSS       X3, (BX)
 	ADDQ         $0x04, CX
 	DECQ         DX
-	JMP          row
+	JMP          unit
 
 done:
 	VZEROUPPER
@@ -10222,7 +10222,7 @@ TEXT ·q4k8Tile1AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -10642,7 +10642,7 @@ blkdone:
 	VMOVUPS Y0, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -10655,7 +10655,7 @@ TEXT ·q4k8Tile2AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -11306,7 +11306,7 @@ blkdone:
 	VMOVUPS Y1, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -11319,7 +11319,7 @@ TEXT ·q4k8Tile3AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -12201,7 +12201,7 @@ blkdone:
 	VMOVUPS Y2, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -12214,7 +12214,7 @@ TEXT ·q4k8Tile4AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -13327,7 +13327,7 @@ blkdone:
 	VMOVUPS Y3, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -13358,7 +13358,7 @@ TEXT ·q6k8Tile1AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -14029,7 +14029,7 @@ blkdone:
 	VMOVUPS Y0, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -14042,7 +14042,7 @@ TEXT ·q6k8Tile2AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -14979,7 +14979,7 @@ blkdone:
 	VMOVUPS Y1, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -14992,7 +14992,7 @@ TEXT ·q6k8Tile3AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -16195,7 +16195,7 @@ blkdone:
 	VMOVUPS Y2, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -16208,7 +16208,7 @@ TEXT ·q6k8Tile4AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -17677,7 +17677,7 @@ blkdone:
 	VMOVUPS Y3, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -17756,7 +17756,7 @@ TEXT ·q5k8Tile1AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -18460,7 +18460,7 @@ blkdone:
 	VMOVUPS Y0, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -18473,7 +18473,7 @@ TEXT ·q5k8Tile2AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -19416,7 +19416,7 @@ blkdone:
 	VMOVUPS Y1, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -19429,7 +19429,7 @@ TEXT ·q5k8Tile3AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -20611,7 +20611,7 @@ blkdone:
 	VMOVUPS Y2, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -20624,7 +20624,7 @@ TEXT ·q5k8Tile4AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -22045,7 +22045,7 @@ blkdone:
 	VMOVUPS Y3, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -22068,7 +22068,7 @@ TEXT ·q408Tile1AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -22479,7 +22479,7 @@ blkdone:
 	VMOVUPS Y0, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -22492,7 +22492,7 @@ TEXT ·q408Tile2AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -23150,7 +23150,7 @@ blkdone:
 	VMOVUPS Y1, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -23163,7 +23163,7 @@ TEXT ·q408Tile3AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -24068,7 +24068,7 @@ blkdone:
 	VMOVUPS Y2, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER
@@ -24081,7 +24081,7 @@ TEXT ·q408Tile4AVX2(SB), NOSPLIT, $0-56
 	MOVQ out+32(FP), CX
 	MOVQ ngroups+48(FP), DX
 
-group:
+unit:
 	TESTQ  DX, DX
 	JZ     done
 	MOVQ   x+8(FP), BX
@@ -25233,7 +25233,7 @@ blkdone:
 	VMOVUPS Y3, (BX)
 	ADDQ    $0x20, CX
 	DECQ    DX
-	JMP     group
+	JMP     unit
 
 done:
 	VZEROUPPER

@@ -559,15 +559,32 @@ func q408OnesTable() Mem {
 // acc, lane r for the group's row r), then the sums stored, eight floats
 // for each activation row.
 func k8Tile(name, doc string, nx int, block func(wp reg.Register, xr []reg.Register, acc []reg.VecVirtual)) {
-	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)")
+	tileLoop(name, doc, "ngroups", nx, 32, block, func(acc reg.VecVirtual, dst Mem) { VMOVUPS(acc, dst) })
+}
+
+// kTile generates a K-quant tile function: for each of nrows weight rows,
+// nb blocks of block (which advances wp and the activation pointers xr
+// past one super-block, adding into the nx sums acc), then the sums'
+// lanes added up into out.
+func kTile(name, typ string, nx int, block func(wp reg.Register, xr []reg.Register, acc []reg.VecVirtual)) {
+	doc := fmt.Sprintf("%s computes nrows %s weight rows times %d Q8_K activation rows.", name, typ, nx)
+	tileLoop(name, doc, "nrows", nx, 4, block, func(acc reg.VecVirtual, dst Mem) { VMOVSS(hsum(isaAVX2, acc), dst) })
+}
+
+// tileLoop emits the loops of kTile and k8Tile: per unit of weights
+// (counted by the parameter count: a row, or a group of eight), nx sums
+// zeroed, nb blocks of block, each sum stored by store at out (activation
+// rows ldo floats apart), out then advanced by step bytes.
+func tileLoop(name, doc, count string, nx int, step uint8, block func(wp reg.Register, xr []reg.Register, acc []reg.VecVirtual), store func(acc reg.VecVirtual, dst Mem)) {
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, %s int)", count))
 	Pragma("noescape")
 	Doc(doc)
-	wp := Load(Param("w"), GP64())
+	wp := Load(Param("w"), GP64()) // the weights, unit after unit
 	outp := Load(Param("out"), GP64())
-	ng := Load(Param("ngroups"), GP64())
+	left := Load(Param(count), GP64())
 
-	Label("group")
-	TESTQ(ng, ng)
+	Label("unit")
+	TESTQ(left, left)
 	JZ(LabelRef("done"))
 	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
 	acc := make([]reg.VecVirtual, nx)
@@ -581,55 +598,14 @@ func k8Tile(name, doc string, nx int, block func(wp reg.Register, xr []reg.Regis
 	MOVQ(outp, op)
 	ldo := loadStride("ldo", 2)
 	for i := 0; i < nx; i++ {
-		VMOVUPS(acc[i], Mem{Base: op})
+		store(acc[i], Mem{Base: op})
 		if i+1 < nx {
 			ADDQ(ldo, op)
 		}
 	}
-	ADDQ(U8(32), outp)
-	DECQ(ng)
-	JMP(LabelRef("group"))
-	Label("done")
-	VZEROUPPER()
-	RET()
-}
-
-// kTile generates a K-quant tile function: for each of nrows weight rows,
-// nb blocks of block (which advances wp and the activation pointers xr
-// past one super-block, adding into the nx sums acc), then the sums'
-// lanes added up into out.
-func kTile(name, typ string, nx int, block func(wp reg.Register, xr []reg.Register, acc []reg.VecVirtual)) {
-	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, nrows int)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes nrows %s weight rows times %d Q8_K activation rows.", name, typ, nx))
-	wp := Load(Param("w"), GP64()) // the weights, row after row
-	outp := Load(Param("out"), GP64())
-	nrows := Load(Param("nrows"), GP64())
-
-	Label("row")
-	TESTQ(nrows, nrows)
-	JZ(LabelRef("done"))
-	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
-	acc := make([]reg.VecVirtual, nx)
-	for j := range acc {
-		acc[j] = YMM()
-		VXORPS(acc[j], acc[j], acc[j])
-	}
-	nb := Load(Param("nb"), GP64())
-	countLoop("blk", nb, func() { block(wp, xr, acc) })
-	op := GP64()
-	MOVQ(outp, op)
-	ldo := loadStride("ldo", 2)
-	for j := 0; j < nx; j++ {
-		x := hsum(isaAVX2, acc[j])
-		VMOVSS(x, Mem{Base: op})
-		if j+1 < nx {
-			ADDQ(ldo, op)
-		}
-	}
-	ADDQ(U8(4), outp)
-	DECQ(nrows)
-	JMP(LabelRef("row"))
+	ADDQ(U8(step), outp)
+	DECQ(left)
+	JMP(LabelRef("unit"))
 	Label("done")
 	VZEROUPPER()
 	RET()

@@ -540,22 +540,8 @@ func quantQ8AVX2() {
 	TEXT(name, NOSPLIT, "func(x *float32, nb int, dst *byte) bool")
 	Pragma("noescape")
 	Doc(name + " quantizes a row of float32 blocks into the Q8 activation layout, and reports whether it was finite.")
-	x := Load(Param("x"), GP64())
-	dst := Load(Param("dst"), GP64())
-	absMask := broadcastConst(isaAVX2, 0x7fffffff)
-	inf := broadcastConst(isaAVX2, 0x7f800000)
-	perm := GLOBL("quantq8perm", RODATA|NOPTR) // VPERMD after the packs
-	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
-		DATA(4*i, U32(v))
-	}
-	g := GP32()
-	c127, one := XMM(), XMM()
-	MOVL(U32(0x42fe0000), g) // 127.0
-	VMOVD(g, c127)
-	MOVL(U32(0x3f800000), g) // 1.0
-	VMOVD(g, one)
-	bad := YMM()
-	VXORPS(bad, bad, bad)
+	x, dst, q := quantPrologue("quantq8perm")
+	absMask, inf, perm, c127, one, bad := q.absMask, q.inf, q.perm, q.c127, q.one, q.bad
 	n := Load(Param("nb"), GP64())
 	countLoop("blk", n, func() {
 		v := make([]reg.VecVirtual, 4)
@@ -607,14 +593,7 @@ func quantQ8AVX2() {
 		ADDQ(U32(128), x)
 		ADDQ(U32(xBlockBytes), dst)
 	})
-	ok := GP32()
-	VMOVMSKPS(bad, ok)
-	TESTL(ok, ok)
-	r := GP8()
-	SETEQ(r)
-	Store(r, ReturnIndex(0))
-	VZEROUPPER()
-	RET()
+	quantEpilogue(bad)
 }
 
 // quantQ8KAVX2 generates quantQ8KAVX2(x *float32, nb int, dst *byte) bool:
@@ -627,22 +606,8 @@ func quantQ8KAVX2() {
 	TEXT(name, NOSPLIT, "func(x *float32, nb int, dst *byte) bool")
 	Pragma("noescape")
 	Doc(name + " quantizes a row of float32 blocks of 256 into the Q8_K layout, and reports whether it was finite.")
-	x := Load(Param("x"), GP64())
-	dst := Load(Param("dst"), GP64())
-	absMask := broadcastConst(isaAVX2, 0x7fffffff)
-	inf := broadcastConst(isaAVX2, 0x7f800000)
-	perm := GLOBL("quantq8kperm", RODATA|NOPTR)
-	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
-		DATA(4*i, U32(v))
-	}
-	g := GP32()
-	c127, one := XMM(), XMM()
-	MOVL(U32(0x42fe0000), g) // 127.0
-	VMOVD(g, c127)
-	MOVL(U32(0x3f800000), g) // 1.0
-	VMOVD(g, one)
-	bad := YMM()
-	VXORPS(bad, bad, bad)
+	x, dst, q := quantPrologue("quantq8kperm")
+	absMask, inf, perm, c127, one, bad := q.absMask, q.inf, q.perm, q.c127, q.one, q.bad
 	n := Load(Param("nb"), GP64())
 	countLoop("blk", n, func() {
 		var m reg.VecVirtual
@@ -696,14 +661,7 @@ func quantQ8KAVX2() {
 		ADDQ(U32(1024), x)
 		ADDQ(U32(q8kBlock), dst)
 	})
-	ok := GP32()
-	VMOVMSKPS(bad, ok)
-	TESTL(ok, ok)
-	r := GP8()
-	SETEQ(r)
-	Store(r, ReturnIndex(0))
-	VZEROUPPER()
-	RET()
+	quantEpilogue(bad)
 }
 
 // q8BlockScale emits an activation block's scale from the vector m of
@@ -734,4 +692,46 @@ func q8BlockScale(m, c127, one, inf, bad reg.VecVirtual) (d, idv reg.VecVirtual)
 	VCMPPS(U8(5), inf, idv, ci)
 	VORPS(ci, bad, bad)
 	return d, idv
+}
+
+// quantConsts are the AVX2 quantizers' constants: |x| mask, +Inf, the
+// VPERMD order after the packs, 127 and 1 (scalars), and the vector whose
+// lanes flag non-finite input.
+type quantConsts struct {
+	absMask, inf, c127, one, bad reg.VecVirtual
+	perm                         Mem
+}
+
+// quantPrologue loads an AVX2 quantizer's pointers x and dst and sets up
+// its constants (the permutation table named perm).
+func quantPrologue(perm string) (x, dst reg.Register, q quantConsts) {
+	x = Load(Param("x"), GP64())
+	dst = Load(Param("dst"), GP64())
+	q.absMask = broadcastConst(isaAVX2, 0x7fffffff)
+	q.inf = broadcastConst(isaAVX2, 0x7f800000)
+	q.perm = GLOBL(perm, RODATA|NOPTR) // VPERMD after the packs
+	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+		DATA(4*i, U32(v))
+	}
+	g := GP32()
+	q.c127, q.one = XMM(), XMM()
+	MOVL(U32(0x42fe0000), g) // 127.0
+	VMOVD(g, q.c127)
+	MOVL(U32(0x3f800000), g) // 1.0
+	VMOVD(g, q.one)
+	q.bad = YMM()
+	VXORPS(q.bad, q.bad, q.bad)
+	return x, dst, q
+}
+
+// quantEpilogue returns whether no lane of bad was set.
+func quantEpilogue(bad reg.VecVirtual) {
+	ok := GP32()
+	VMOVMSKPS(bad, ok)
+	TESTL(ok, ok)
+	r := GP8()
+	SETEQ(r)
+	Store(r, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
 }
