@@ -69,20 +69,35 @@ func NewQ6KMatMapped(rows, cols int, raw []byte) (*Mat, error) {
 // repackQ6K8 writes the q6k8 unit of eight rows' super-blocks, the first
 // at src[0:210] and the others stride bytes apart.
 func repackQ6K8(dst, src []byte, stride int) {
+	var q [QKBlockSize]byte
 	for r := range 8 {
 		blk := src[r*stride : r*stride+q6kBlockBytes]
 		copy(dst[2*r:2*r+2], blk[208:210])
+		q6kValues(blk, &q)
 		for g := range 16 {
 			dst[q6k8Scales+16*(g/2)+2*r+g%2] = blk[192+g]
 			u := dst[q6k8Quants+96*g:]
-			for t := range 4 {
-				for i := range 4 {
-					q := byte(q6kValue(blk, 16*g+4*t+i))
-					ab := u[32*(t/2)+4*r+i:]
-					ab[0] |= (q & 15) << (4 * uint(t%2))
-					u[64+4*r+i] |= q >> 4 << (2 * uint(t))
-				}
+			v := q[16*g : 16*g+16]
+			for i := range 4 {
+				u[4*r+i] = v[i]&15 | v[4+i]&15<<4
+				u[32+4*r+i] = v[8+i]&15 | v[12+i]&15<<4
+				u[64+4*r+i] = v[i]>>4 | v[4+i]>>4<<2 | v[8+i]>>4<<4 | v[12+i]>>4<<6
 			}
+		}
+	}
+}
+
+// q6kValues sets q to the 6-bit values (0..63) of a block's 256 weights:
+// q6kValue for every e, in one pass.
+func q6kValues(blk []byte, q *[QKBlockSize]byte) {
+	for h := range 2 {
+		ql, qh := blk[64*h:64*h+64], blk[128+32*h:128+32*h+32]
+		o := q[128*h : 128*h+128]
+		for l := range 32 {
+			o[l] = ql[l]&15 | qh[l]&3<<4
+			o[32+l] = ql[32+l]&15 | qh[l]>>2&3<<4
+			o[64+l] = ql[l]>>4 | qh[l]>>4&3<<4
+			o[96+l] = ql[32+l]>>4 | qh[l]>>6<<4
 		}
 	}
 }
