@@ -245,6 +245,10 @@ func (s *adaptive) branchOut(br *branch, d *policy.Decision, logits []float32, l
 	from, base := br.leaf, br.score
 	conf := s.tokenConf(logits, lz)
 	s.res.Stats.Forks++
+	// A fork's choice is not chosen again (see backspace): br, like the
+	// branches forked from it, keeps no row for it. (It kept the row of
+	// the step before, which did not choose this token.)
+	br.prev = br.prev[:0]
 	for i, c := range slices.Backward(cands) {
 		if i > 0 && !s.worthWaiting(s.t.Node(from).CumLogProb+c.LogProb) {
 			continue // less probable than every path the frontier can hold

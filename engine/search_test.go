@@ -403,3 +403,38 @@ func TestLastBranchLost(t *testing.T) {
 		t.Fatalf("no tokens (stopped %q)", res.Stopped)
 	}
 }
+
+// Beam-adaptive's Backspace, forced on stories260K (every row HEHV, every
+// token below BackspaceBelow): each taken-back token is pruned as
+// "backspace" and its position chosen again, from the row that chose it,
+// with that token banned, so the next child of its parent is another
+// token.
+func TestAdaptiveBackspace(t *testing.T) {
+	m := loadStories(t)
+	cfg := policy.DefaultConfig()
+	th := cfg.Thresholds
+	th.Name = "test-backspace"
+	th.LowEntropy, th.LowVarentropy, th.HighEntropy, th.HighVarentropy = 0, 0, 0, 0
+	th.BranchEntropy, th.LostEntropy = 0, 0
+	cfg.Thresholds = th
+	cfg.Backspace, cfg.MaxBackspaces, cfg.BackspaceBelow = true, 3, 0.999
+	e := newEngine(t, m, WithMode(BeamAdaptive), WithPolicy(cfg), WithSeed(5))
+	res := runSearch(t, e, "Once upon a time", Budget{MaxTokens: 24, MaxWidth: 2})
+	backs := 0
+	for _, node := range res.Tree.All() {
+		for i, c := range node.Children {
+			k := res.Tree.Node(c)
+			if k.Reason != "backspace" {
+				continue
+			}
+			backs++
+			if i+1 < len(node.Children) && res.Tree.Node(node.Children[i+1]).Token == k.Token {
+				t.Errorf("token %d taken back and chosen again in its place", k.Token)
+			}
+		}
+	}
+	if backs == 0 {
+		t.Fatalf("no backspace: %+v", res.Stats)
+	}
+	t.Logf("%d backspaces, %d tokens", backs, len(res.Tokens))
+}
