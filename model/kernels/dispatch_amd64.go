@@ -791,34 +791,29 @@ func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	k8RowsTiles(&q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1)
 }
 
-// k8RowsTiles is kRowsTiles for the eight-row layouts (q4k8, q6k8: unit
-// bytes per group and super-block): r0 and r1 are multiples of 8 (the
-// matrix's row blocks), the tiles' last argument counts groups.
+// k8RowsTiles is kRowsTiles for the eight-row layouts (q4k8, q6k8, q5k8,
+// q408: unit bytes per group and super-block): r0 and r1 are multiples of
+// 8 (the matrix's row blocks), the tiles' last argument counts groups.
 func k8RowsTiles(tiles *[4]kTileFunc, unit int, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
-	gb := nb * unit
-	_ = m.kq[r1/8*gb-1]
-	_ = xq[n*rb-1]
-	_ = out[(n-1)*m.Rows+r1-1]
-	t := (n + len(tiles) - 1) / len(tiles)
-	wide, nwide := n/t+1, n%t
-	if nwide == 0 {
-		wide, nwide = wide-1, t
-	}
-	for c0 := r0; c0 < r1; c0 += kRowChunk {
-		c1 := min(r1, c0+kRowChunk)
-		for i, b := 0, 0; b < n; i++ {
-			nx := wide - min(1, i/nwide)
-			tiles[nx-1](&m.kq[c0/8*gb], &xq[b*rb], rb, nb, &out[b*m.Rows+c0], m.Rows, (c1-c0)/8)
-			b += nx
-		}
-	}
+	runKTiles(tiles, 8, m.Cols/QKBlockSize*unit, out, m, xq, n, r0, r1)
 }
 
-// kRowsTiles runs a K-quant kernel's tiles over output rows [r0, r1).
+// kRowsTiles runs a K-quant kernel's tiles over output rows [r0, r1) of a
+// matrix in the file's layout.
 func kRowsTiles(tiles *[4]kTileFunc, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	runKTiles(tiles, 1, m.kRow, out, m, xq, n, r0, r1)
+}
+
+// runKTiles runs tiles over output rows [r0, r1) of m, whose weights lie
+// in units of per rows (r0 and r1 multiples of it), unitBytes each: the
+// activation rows in tiles of up to four, as even as can be, against
+// weight rows kRowChunk at a time, each chunk against every tile (the
+// chunk stays in the core's caches while the tiles pass over it; one
+// pass over the whole range per tile streamed the weights from memory
+// once per tile: a 128-row prefill, 32 times).
+func runKTiles(tiles *[4]kTileFunc, per, unitBytes int, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
-	_ = m.kq[r1*m.kRow-1]
+	_ = m.kq[r1/per*unitBytes-1]
 	_ = xq[n*rb-1]
 	_ = out[(n-1)*m.Rows+r1-1]
 	t := (n + len(tiles) - 1) / len(tiles)
@@ -826,15 +821,11 @@ func kRowsTiles(tiles *[4]kTileFunc, out []float32, m *Mat, xq []byte, n, r0, r1
 	if nwide == 0 {
 		wide, nwide = wide-1, t
 	}
-	// Weight rows kRowChunk at a time, each chunk against every tile:
-	// the chunk stays in the core's caches while the tiles pass over it
-	// (one pass over the whole range per tile streamed the weights from
-	// memory once per tile: a 128-row prefill, 32 times).
 	for c0 := r0; c0 < r1; c0 += kRowChunk {
 		c1 := min(r1, c0+kRowChunk)
 		for i, b := 0, 0; b < n; i++ {
 			nx := wide - min(1, i/nwide)
-			tiles[nx-1](&m.kq[c0*m.kRow], &xq[b*rb], rb, nb, &out[b*m.Rows+c0], m.Rows, c1-c0)
+			tiles[nx-1](&m.kq[c0/per*unitBytes], &xq[b*rb], rb, nb, &out[b*m.Rows+c0], m.Rows, (c1-c0)/per)
 			b += nx
 		}
 	}

@@ -8263,7 +8263,7 @@ blkloop:
 	VCMPPS       $0x05, Y1, Y6, Y7
 	VORPS        Y7, Y4, Y4
 	VMOVSS       X5, (CX)
-	VMOVDQU      quantq8kperm<>+0(SB), Y5
+	VMOVDQU      quantq8perm<>+0(SB), Y5
 	VMULPS       (AX), Y6, Y7
 	VCVTPS2DQ    Y7, Y7
 	VMULPS       32(AX), Y6, Y8
@@ -8432,16 +8432,6 @@ blkdone:
 	MOVB      AL, ret+24(FP)
 	VZEROUPPER
 	RET
-
-DATA quantq8kperm<>+0(SB)/4, $0x00000000
-DATA quantq8kperm<>+4(SB)/4, $0x00000004
-DATA quantq8kperm<>+8(SB)/4, $0x00000001
-DATA quantq8kperm<>+12(SB)/4, $0x00000005
-DATA quantq8kperm<>+16(SB)/4, $0x00000002
-DATA quantq8kperm<>+20(SB)/4, $0x00000006
-DATA quantq8kperm<>+24(SB)/4, $0x00000003
-DATA quantq8kperm<>+28(SB)/4, $0x00000007
-GLOBL quantq8kperm<>(SB), RODATA|NOPTR, $32
 
 DATA q4kconsts<>+0(SB)/4, $0x0f0f0f0f
 DATA q4kconsts<>+4(SB)/4, $0x0f0f0f0f

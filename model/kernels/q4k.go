@@ -384,22 +384,37 @@ func kMatMul(j matMulJob) {
 // for better scales), but a valid Q4_K encoding: tests and generated
 // models need nothing downloaded.
 func EncodeQ4K(rows, cols int, w []float32) ([]byte, error) {
+	return encodeK45Matrix("Q4_K", rows, cols, w, q4kBlockBytes, 15, func(o []byte, q *[QKBlockSize]byte) {
+		putNibblesK4(o[16:144], q)
+	})
+}
+
+// encodeK45Matrix quantizes the rows x cols weights w (cols a multiple of
+// 256) to typ's super-blocks of blockBytes: encodeK45's header and quants
+// (0..top), which place stores in the block.
+func encodeK45Matrix(typ string, rows, cols int, w []float32, blockBytes int, top float32, place func(o []byte, q *[QKBlockSize]byte)) ([]byte, error) {
 	if rows <= 0 || cols <= 0 || cols%QKBlockSize != 0 || len(w)/cols != rows || len(w) != rows*cols {
-		return nil, fmt.Errorf("kernels: cannot quantize %d values as a %dx%d Q4_K matrix", len(w), rows, cols)
+		return nil, fmt.Errorf("kernels: cannot quantize %d values as a %dx%d %s matrix", len(w), rows, cols, typ)
 	}
 	nb := len(w) / QKBlockSize
-	raw := make([]byte, nb*q4kBlockBytes)
+	raw := make([]byte, nb*blockBytes)
 	for b := 0; b < nb; b++ {
-		x := w[b*QKBlockSize : (b+1)*QKBlockSize]
-		o := raw[b*q4kBlockBytes : (b+1)*q4kBlockBytes]
-		q := encodeK45(o[:16], x, 15)
-		for j := range 8 {
-			for l := range 32 {
-				o[16+32*(j/2)+l] |= q[32*j+l] << (4 * uint(j&1))
-			}
-		}
+		o := raw[b*blockBytes : (b+1)*blockBytes]
+		q := encodeK45(o[:16], w[b*QKBlockSize:(b+1)*QKBlockSize], top)
+		place(o, &q)
 	}
 	return raw, nil
+}
+
+// putNibblesK4 stores the low four bits of a super-block's quants in the
+// 128 bytes qs as Q4_K and Q5_K lay them out: each run of 32 bytes holds
+// two sub-blocks, low nibbles first.
+func putNibblesK4(qs []byte, q *[QKBlockSize]byte) {
+	for j := range 8 {
+		for l := range 32 {
+			qs[32*(j/2)+l] |= q[32*j+l] & 15 << (4 * uint(j&1))
+		}
+	}
 }
 
 // encodeK45 quantizes the 256 weights x of a Q4_K (top 15) or Q5_K (top

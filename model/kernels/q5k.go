@@ -115,22 +115,12 @@ func q5kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 // a multiple of 256), as EncodeQ4K does with 32 steps a sub-block: a
 // plain quantizer, but a valid Q5_K encoding.
 func EncodeQ5K(rows, cols int, w []float32) ([]byte, error) {
-	if rows <= 0 || cols <= 0 || cols%QKBlockSize != 0 || len(w)/cols != rows || len(w) != rows*cols {
-		return nil, fmt.Errorf("kernels: cannot quantize %d values as a %dx%d Q5_K matrix", len(w), rows, cols)
-	}
-	nb := len(w) / QKBlockSize
-	raw := make([]byte, nb*q5kBlockBytes)
-	for b := 0; b < nb; b++ {
-		x := w[b*QKBlockSize : (b+1)*QKBlockSize]
-		o := raw[b*q5kBlockBytes : (b+1)*q5kBlockBytes]
-		q := encodeK45(o[:16], x, 31)
+	return encodeK45Matrix("Q5_K", rows, cols, w, q5kBlockBytes, 31, func(o []byte, q *[QKBlockSize]byte) {
+		putNibblesK4(o[48:176], q)
 		for j := range 8 {
 			for l := range 32 {
-				v := q[32*j+l]
-				o[48+32*(j/2)+l] |= v & 15 << (4 * uint(j&1))
-				o[16+l] |= v >> 4 << j
+				o[16+l] |= q[32*j+l] >> 4 << j
 			}
 		}
-	}
-	return raw, nil
+	})
 }

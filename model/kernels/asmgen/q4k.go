@@ -23,26 +23,43 @@ const (
 	q4kNXMax   = 4   // activation rows per tile
 )
 
-var q4kConsts Mem
-var q4kConstsDone bool
+// constTables holds the read-only tables constTable has emitted.
+var constTables = map[string]Mem{}
+
+// constTable returns the read-only table name, emitting it with the
+// 32-bit words that words returns the first time it is asked for.
+func constTable(name string, words func() []uint32) Mem {
+	if m, ok := constTables[name]; ok {
+		return m
+	}
+	m := GLOBL(name, RODATA|NOPTR)
+	for i, w := range words() {
+		DATA(4*i, U32(w))
+	}
+	constTables[name] = m
+	return m
+}
+
+// splat is n copies of w.
+func splat(w uint32, n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = w
+	}
+	return out
+}
 
 // q4kConstTable: 32 bytes of 0x0F, then 8 VPSHUFB controls of 32 bytes
 // that broadcast int16 word j of each 128-bit lane.
 func q4kConstTable() Mem {
-	if !q4kConstsDone {
-		q4kConsts = GLOBL("q4kconsts", RODATA|NOPTR)
-		for i := 0; i < 8; i++ {
-			DATA(4*i, U32(0x0F0F0F0F))
-		}
+	return constTable("q4kconsts", func() []uint32 {
+		t := splat(0x0F0F0F0F, 8)
 		for j := 0; j < 8; j++ {
 			w := uint32(2*j) | uint32(2*j+1)<<8
-			for i := 0; i < 8; i++ {
-				DATA(32+32*j+4*i, U32(w|w<<16))
-			}
+			t = append(t, splat(w|w<<16, 8)...)
 		}
-		q4kConstsDone = true
-	}
-	return q4kConsts
+		return t
+	})
 }
 
 // q4kTileAVX2 generates q4kTile{nx}AVX2(w *byte, x *byte, ldx int, nb int,
@@ -196,22 +213,16 @@ func q4k8TileAVX2(nx int) { k8Tile45(nx, false) }
 // (4 * 2*31*127 < 2^15): two VPMADDWD by the scales per sub-block.
 func q5k8TileAVX2(nx int) { k8Tile45(nx, true) }
 
-var q5k8Bits Mem
-var q5k8BitsDone bool
-
 // q5k8BitTable: 32 bytes of 1<<k for k = 0..7.
 func q5k8BitTable() Mem {
-	if !q5k8BitsDone {
-		q5k8Bits = GLOBL("q5k8bits", RODATA|NOPTR)
+	return constTable("q5k8bits", func() []uint32 {
+		var t []uint32
 		for k := 0; k < 8; k++ {
 			b := uint32(1) << k
-			for i := 0; i < 8; i++ {
-				DATA(32*k+4*i, U32(b|b<<8|b<<16|b<<24))
-			}
+			t = append(t, splat(b|b<<8|b<<16|b<<24, 8)...)
 		}
-		q5k8BitsDone = true
-	}
-	return q5k8Bits
+		return t
+	})
 }
 
 func k8Tile45(nx int, five bool) {
@@ -338,24 +349,20 @@ const (
 	q6k8Quants = 144
 )
 
-var q6k8Dup Mem
-var q6k8DupDone bool
-
 // q6k8DupTable: two VPSHUFB controls that copy word 0 (then word 1) of
 // each dword over both its words.
 func q6k8DupTable() Mem {
-	if !q6k8DupDone {
-		q6k8Dup = GLOBL("q6k8dup", RODATA|NOPTR)
+	return constTable("q6k8dup", func() []uint32 {
+		var t []uint32
 		for e := 0; e < 2; e++ {
 			for k := 0; k < 8; k++ {
 				b := uint32(4*(k%4) + 2*e)
 				w := b | (b+1)<<8
-				DATA(32*e+4*k, U32(w|w<<16))
+				t = append(t, w|w<<16)
 			}
 		}
-		q6k8DupDone = true
-	}
-	return q6k8Dup
+		return t
+	})
 }
 
 // q6k8TileAVX2 generates q6k8Tile{nx}AVX2, q4k8Tile's counterpart for
@@ -538,19 +545,9 @@ func q408TileAVX2(nx int) {
 	})
 }
 
-var q408Ones Mem
-var q408OnesDone bool
-
 // q408OnesTable: 16 int16 ones.
 func q408OnesTable() Mem {
-	if !q408OnesDone {
-		q408Ones = GLOBL("q408ones", RODATA|NOPTR)
-		for i := 0; i < 8; i++ {
-			DATA(4*i, U32(0x00010001))
-		}
-		q408OnesDone = true
-	}
-	return q408Ones
+	return constTable("q408ones", func() []uint32 { return splat(0x00010001, 8) })
 }
 
 // k8Tile generates a tile function for an eight-row layout: for each of
@@ -639,29 +636,18 @@ func genQ4K() {
 // from qh[32h + l] bits 2k, 2k+1.
 const q6kBlock = 210
 
-var q6kConsts Mem
-var q6kConstsDone bool
-
 // q6kConstTable: 32 bytes each of 0x0F, 0x03, 0x0C, 0x30, then the
 // VPSHUFB control that fills the low lane with word 0 and the high lane
 // with word 1.
 func q6kConstTable() Mem {
-	if !q6kConstsDone {
-		q6kConsts = GLOBL("q6kconsts", RODATA|NOPTR)
-		for c, b := range []uint32{0x0F0F0F0F, 0x03030303, 0x0C0C0C0C, 0x30303030} {
-			for i := 0; i < 8; i++ {
-				DATA(32*c+4*i, U32(b))
-			}
+	return constTable("q6kconsts", func() []uint32 {
+		var t []uint32
+		for _, b := range []uint32{0x0F0F0F0F, 0x03030303, 0x0C0C0C0C, 0x30303030} {
+			t = append(t, splat(b, 8)...)
 		}
-		for i := 0; i < 4; i++ {
-			DATA(128+4*i, U32(0x01000100))
-		}
-		for i := 0; i < 4; i++ {
-			DATA(144+4*i, U32(0x03020302))
-		}
-		q6kConstsDone = true
-	}
-	return q6kConsts
+		t = append(t, splat(0x01000100, 4)...)
+		return append(t, splat(0x03020302, 4)...)
+	})
 }
 
 // q6kTileAVX2 generates q6kTile{nx}AVX2, q4kTile's counterpart for Q6_K

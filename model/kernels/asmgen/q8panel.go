@@ -540,7 +540,7 @@ func quantQ8AVX2() {
 	TEXT(name, NOSPLIT, "func(x *float32, nb int, dst *byte) bool")
 	Pragma("noescape")
 	Doc(name + " quantizes a row of float32 blocks into the Q8 activation layout, and reports whether it was finite.")
-	x, dst, q := quantPrologue("quantq8perm")
+	x, dst, q := quantPrologue()
 	absMask, inf, perm, c127, one, bad := q.absMask, q.inf, q.perm, q.c127, q.one, q.bad
 	n := Load(Param("nb"), GP64())
 	countLoop("blk", n, func() {
@@ -606,7 +606,7 @@ func quantQ8KAVX2() {
 	TEXT(name, NOSPLIT, "func(x *float32, nb int, dst *byte) bool")
 	Pragma("noescape")
 	Doc(name + " quantizes a row of float32 blocks of 256 into the Q8_K layout, and reports whether it was finite.")
-	x, dst, q := quantPrologue("quantq8kperm")
+	x, dst, q := quantPrologue()
 	absMask, inf, perm, c127, one, bad := q.absMask, q.inf, q.perm, q.c127, q.one, q.bad
 	n := Load(Param("nb"), GP64())
 	countLoop("blk", n, func() {
@@ -703,16 +703,13 @@ type quantConsts struct {
 }
 
 // quantPrologue loads an AVX2 quantizer's pointers x and dst and sets up
-// its constants (the permutation table named perm).
-func quantPrologue(perm string) (x, dst reg.Register, q quantConsts) {
+// its constants.
+func quantPrologue() (x, dst reg.Register, q quantConsts) {
 	x = Load(Param("x"), GP64())
 	dst = Load(Param("dst"), GP64())
 	q.absMask = broadcastConst(isaAVX2, 0x7fffffff)
 	q.inf = broadcastConst(isaAVX2, 0x7f800000)
-	q.perm = GLOBL(perm, RODATA|NOPTR) // VPERMD after the packs
-	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
-		DATA(4*i, U32(v))
-	}
+	q.perm = constTable("quantq8perm", func() []uint32 { return []uint32{0, 4, 1, 5, 2, 6, 3, 7} }) // VPERMD after the packs
 	g := GP32()
 	q.c127, q.one = XMM(), XMM()
 	MOVL(U32(0x42fe0000), g) // 127.0
