@@ -117,18 +117,7 @@ func newFloatRange8(n reg.Register) floatRange8 {
 func (r floatRange8) at(base reg.Register) Mem { return Mem{Base: base, Index: r.off, Scale: 1} }
 
 func (r floatRange8) loop(name string, body func(tail bool)) {
-	XORQ(r.off, r.off)
-	Label(name)
-	CMPQ(r.off, r.end)
-	JAE(LabelRef(name + "tail"))
-	body(false)
-	ADDQ(U8(32), r.off)
-	JMP(LabelRef(name))
-	Label(name + "tail")
-	TESTQ(r.rem, r.rem)
-	JZ(LabelRef(name + "done"))
-	body(true)
-	Label(name + "done")
+	rangeLoop(r.off, r.end, r.rem, 32, name, body)
 }
 
 // hmax8 leaves the largest of v's 8 floats in every lane of the result.

@@ -529,15 +529,22 @@ func (r floatRange) at(base reg.Register) Mem { return Mem{Base: base, Index: r.
 // loop emits body(false) for each whole vector, then body(true) for the
 // tail (mask r.k) if there is one; labels start with name.
 func (r floatRange) loop(name string, body func(tail bool)) {
-	XORQ(r.off, r.off)
+	rangeLoop(r.off, r.end, r.rem, 64, name, body)
+}
+
+// rangeLoop emits the loop of floatRange and floatRange8: body(false) for
+// each whole vector (off stepping by step bytes up to end), then
+// body(true) for the tail if rem, its element count, is not zero.
+func rangeLoop(off, end, rem reg.Register, step uint8, name string, body func(tail bool)) {
+	XORQ(off, off)
 	Label(name)
-	CMPQ(r.off, r.end)
+	CMPQ(off, end)
 	JAE(LabelRef(name + "tail"))
 	body(false)
-	ADDQ(U8(64), r.off)
+	ADDQ(U8(step), off)
 	JMP(LabelRef(name))
 	Label(name + "tail")
-	TESTQ(r.rem, r.rem)
+	TESTQ(rem, rem)
 	JZ(LabelRef(name + "done"))
 	body(true)
 	Label(name + "done")
