@@ -3,6 +3,7 @@
 package kernels
 
 import (
+	"math"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -700,6 +701,9 @@ func logitMoments(x []float32, m float32) (z, a, b float64) {
 	}
 	var out [3]float64
 	logitMomentsAVX2(&x[0], len(x), m, &out)
+	if out[1] != out[1] { // a NaN logit
+		out[0] = math.NaN()
+	}
 	return out[0], out[1], out[2]
 }
 
