@@ -121,10 +121,10 @@ var nativeQ4K = true
 // time as the mapping is read, each piece of the mapping released once
 // copied, so that they take the file's size once (Q4_K 2.8% more, Q5_K
 // 2.3%; see kernels.NewQ4KMatMapped); F16 and BF16 are widened to F32;
-// other quantizations (Q4_1, Q5_0, Q5_1, and the native types' other
-// matrices) are dequantized and re-quantized to Q8_0, which keeps their
-// precision at a little more memory. Anything else is an error naming
-// the type.
+// other quantizations (Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, and
+// the native types' other matrices) are dequantized and re-quantized to
+// Q8_0, which keeps their precision at a little more memory. Anything else
+// (the other IQ types among them) is an error naming the type.
 func (g *ggufLoader) mat(name string, rows, cols int) *kernels.Mat {
 	t := g.tensor(name, cols, rows)
 	if t == nil {
@@ -166,12 +166,12 @@ func (g *ggufLoader) mat(name string, rows, cols int) *kernels.Mat {
 		} else if w := g.floats(t); w != nil {
 			m, err = kernels.QuantizeQ8(rows, cols, w)
 		}
-	case gguf.Q4_1, gguf.Q5_0, gguf.Q5_1:
+	case gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q2_K, gguf.Q3_K, gguf.IQ4_NL, gguf.IQ4_XS:
 		if w := g.floats(t); w != nil {
 			m, err = kernels.QuantizeQ8(rows, cols, w)
 		}
 	default:
-		err = fmt.Errorf("tensor type %s is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", t.Type)
+		err = fmt.Errorf("tensor type %s is not supported (supported: %s)", t.Type, gguf.DequantizeTypes)
 	}
 	if err != nil {
 		g.fail("tensor %s: %w", name, err)

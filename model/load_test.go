@@ -91,8 +91,8 @@ func TestLoadBadInput(t *testing.T) {
 	q8Norm := func(kv []gguf.KV, ts []gguf.WriteTensor) ([]gguf.KV, []gguf.WriteTensor) {
 		for i := range ts {
 			if ts[i].Name == "blk.0.attn_q.weight" {
-				ts[i].Type = gguf.Type(20) // IQ4_NL: a real ggml type we do not bind
-				ts[i].Data = ts[i].Data[:64*64/32*18]
+				ts[i].Type = gguf.MXFP4 // a real ggml type we do not bind
+				ts[i].Data = ts[i].Data[:64*64/32*17]
 			}
 		}
 		return kv, ts
@@ -128,7 +128,7 @@ func TestLoadBadInput(t *testing.T) {
 		{"GGUF header only", writeFile(t, "head.gguf", ggufData[:24]), "", "gguf"},
 		{"unknown architecture", writeFile(t, "neox.gguf", rewriteGGUF(t, setArch("gptneox"))), "", `architecture "gptneox" is not supported`},
 		{"missing tensor", writeFile(t, "missing.gguf", rewriteGGUF(t, dropTensor)), "", "missing tensor"},
-		{"unsupported tensor type", writeFile(t, "iq4.gguf", rewriteGGUF(t, q8Norm)), "", "IQ4_NL is not supported"},
+		{"unsupported tensor type", writeFile(t, "mxfp4.gguf", rewriteGGUF(t, q8Norm)), "", "MXFP4 is not supported"},
 	})
 }
 

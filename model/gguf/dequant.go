@@ -10,16 +10,17 @@ import (
 
 // Dequantize converts len(out) elements of type t, stored in data, to
 // float32. data must hold exactly those elements: len(out)/BlockSize blocks
-// of TypeSize bytes. Supported types: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q4_K and Q6_K; others return an error naming the type.
-// It does not allocate.
+// of TypeSize bytes. DequantizeTypes lists the supported types; others
+// (the IQ types other than IQ4_NL and IQ4_XS, whose lattice tables this
+// package does not carry, and Q8_1, Q8_K, TQ1_0, ...) return an error
+// naming the type. It does not allocate.
 func Dequantize(t Type, data []byte, out []float32) error {
 	deq := dequantizer(t)
 	if deq == nil {
 		if t.TypeSize() == 0 {
 			return fmt.Errorf("gguf: dequantize: unknown tensor type %d", uint32(t))
 		}
-		return fmt.Errorf("gguf: dequantize: %s is not supported", t)
+		return fmt.Errorf("gguf: dequantize: %s is not supported (supported: %s)", t, DequantizeTypes)
 	}
 	bs, ts := t.BlockSize(), t.TypeSize()
 	if len(out)%bs != 0 {
@@ -57,15 +58,26 @@ func dequantizer(t Type) func(b []byte, out []float32) {
 		return deqQ5_0
 	case Q5_1:
 		return deqQ5_1
+	case Q2_K:
+		return deqQ2K
+	case Q3_K:
+		return deqQ3K
 	case Q4_K:
 		return deqQ4K
 	case Q5_K:
 		return deqQ5K
 	case Q6_K:
 		return deqQ6K
+	case IQ4_NL:
+		return deqIQ4NL
+	case IQ4_XS:
+		return deqIQ4XS
 	}
 	return nil
 }
+
+// DequantizeTypes lists the types Dequantize decodes, for error messages.
+const DequantizeTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS"
 
 func half(b []byte) float32 { return kernels.HalfToFloat(binary.LittleEndian.Uint16(b)) }
 
@@ -201,5 +213,96 @@ func deqQ6K(b []byte, out []float32) {
 			o[l+64] = d * float32(int8(sc[is+4])) * float32(q3)
 			o[l+96] = d * float32(int8(sc[is+6])) * float32(q4)
 		}
+	}
+}
+
+// Q2_K: 16 bytes of scales (sub-block i's 4-bit scale in the low nibble of
+// byte i, its 4-bit min in the high one), 64 bytes of 2-bit quants, f16 d
+// and dmin. Sixteen sub-blocks of 16 elements. Half h (128 elements) reads
+// its 32 quant bytes four times, two bits at a time from the bottom: pass p
+// (bits 2p, 2p+1) gives sub-block 8h+2p from bytes 0-15 and sub-block
+// 8h+2p+1 from bytes 16-31. x = d*scale*q - dmin*min.
+func deqQ2K(b []byte, out []float32) {
+	sc := b[:16]
+	d, dmin := half(b[80:]), half(b[82:])
+	for h := range 2 {
+		qs := b[16+32*h : 16+32*h+32]
+		for p := range 4 {
+			for k := range 2 {
+				s := sc[8*h+2*p+k]
+				dl, ml := d*float32(s&15), dmin*float32(s>>4)
+				o := out[128*h+32*p+16*k : 128*h+32*p+16*k+16]
+				for l, q := range qs[16*k : 16*k+16] {
+					o[l] = dl*float32(q>>(2*p)&3) - ml
+				}
+			}
+		}
+	}
+}
+
+// Q3_K: 32 bytes of high bits (hmask), 64 bytes of 2-bit quants laid out as
+// Q2_K's, 12 bytes packing sixteen 6-bit scales, f16 d. The element whose
+// two low bits come from pass p over byte l (of 32) of half h takes bit
+// 4h+p of hmask[l]: q is the two bits minus 4 when it is clear, the two
+// bits alone when it is set (so -4..3). x = d*(scale-32)*q.
+func deqQ3K(b []byte, out []float32) {
+	hm, sc := b[:32], b[96:108]
+	d := half(b[108:])
+	for h := range 2 {
+		qs := b[32+32*h : 32+32*h+32]
+		for p := range 4 {
+			bit := byte(1) << (4*h + p)
+			for k := range 2 {
+				dl := d * float32(scaleK3(8*h+2*p+k, sc)-32)
+				o := out[128*h+32*p+16*k : 128*h+32*p+16*k+16]
+				for l := range 16 {
+					i := 16*k + l
+					q := int(qs[i]>>(2*p)&3) - 4
+					if hm[i]&bit != 0 {
+						q += 4
+					}
+					o[l] = dl * float32(q)
+				}
+			}
+		}
+	}
+}
+
+// scaleK3 unpacks Q3_K's 6-bit scale i (0-15) from its 12 bytes: the low
+// four bits are the low nibble of byte i for i < 8 and the high nibble of
+// byte i-8 otherwise; the top two bits are bits 2*(i/4), 2*(i/4)+1 of byte
+// 8 + i%4.
+func scaleK3(i int, sc []byte) int {
+	lo := sc[i%8] >> (4 * (i / 8)) & 15
+	hi := sc[8+i%4] >> (2 * (i / 4)) & 3
+	return int(lo | hi<<4)
+}
+
+// iq4nl is ggml's table of the 16 non-linear 4-bit levels (kvalues_iq4nl)
+// shared by IQ4_NL and IQ4_XS.
+var iq4nl = [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+// IQ4_NL: f16 d, 16 bytes of 4-bit indices into iq4nl laid out as Q4_0's
+// nibbles (element j the low nibble of byte j, element j+16 the high one).
+// x = d*iq4nl[q].
+func deqIQ4NL(b []byte, out []float32) { deqIQ4(half(b), b[2:18], out) }
+
+func deqIQ4(d float32, qs []byte, out []float32) {
+	for j, q := range qs {
+		out[j] = d * iq4nl[q&15]
+		out[j+16] = d * iq4nl[q>>4]
+	}
+}
+
+// IQ4_XS: f16 d, a uint16 of high scale bits (scales_h), 4 bytes of low
+// scale nibbles (scales_l), 128 bytes of indices. Eight sub-blocks of 32
+// elements, each laid out as an IQ4_NL block over 16 bytes of qs; sub-block
+// i's 6-bit scale is nibble i%2 of scales_l[i/2] plus bits 2i, 2i+1 of
+// scales_h as its top two bits. x = d*(scale-32)*iq4nl[q].
+func deqIQ4XS(b []byte, out []float32) {
+	d, sh := half(b), binary.LittleEndian.Uint16(b[2:])
+	for i := range 8 {
+		ls := int(b[4+i/2]>>(4*(i%2))&15) | int(sh>>(2*i)&3)<<4
+		deqIQ4(d*float32(ls-32), b[8+16*i:24+16*i], out[32*i:32*i+32])
 	}
 }

@@ -178,6 +178,140 @@ func TestDequantizeQ6K(t *testing.T) {
 	})
 }
 
+// TestDequantizeQ2K checks a hand-built Q2_K block against values worked
+// out from ggml's block_q2_K: scales[16], qs[64], then f16 d and dmin;
+// sub-block s (16 elements) has scale scales[s]&15 and min scales[s]>>4,
+// and x = d*scale*q - dmin*min. Element e = 128h + 32p + 16k + l (half h,
+// pass p, k picking quant bytes 0-15 or 16-31 of the half, l < 16) is in
+// sub-block s = 8h + 2p + k and has q = bits 2p, 2p+1 of qs[32h + 16k + l].
+func TestDequantizeQ2K(t *testing.T) {
+	b := make([]byte, 0, 84)
+	for s := range 16 { // scale s, min 15-s
+		b = append(b, byte(s)|byte(15-s)<<4)
+	}
+	for range 64 { // 0xe4 = 0b11_10_01_00: pass p reads q = p
+		b = append(b, 0xe4)
+	}
+	b[16+20] = 0x4e                        // byte 20 of half 0 (k = 1, l = 4): 0b01_00_11_10, q = 2, 3, 0, 1 by pass
+	b = append(b, le16(0x3c00, 0x3800)...) // d = 1, dmin = 0.5
+	got := deq(t, Q2_K, b, 256)
+	checkAt(t, Q2_K, got, map[int]float32{
+		0:   0*0 - 0.5*15, // s 0, q 0
+		16:  1*0 - 0.5*14, // s 1, q 0
+		32:  2*1 - 0.5*13, // p 1, k 0: s 2, q 1
+		48:  3*1 - 0.5*12, // s 3
+		64:  4*2 - 0.5*11, // p 2: s 4, q 2
+		112: 7*3 - 0.5*8,  // p 3, k 1: s 7, q 3
+		128: 8*0 - 0.5*7,  // h 1: s 8, q 0
+		255: 15*3 - 0.5*0, // s 15, q 3
+		20:  1*2 - 0.5*14, // byte 20 of half 0 in pass 0 ...
+		52:  3*3 - 0.5*12, // ... pass 1
+		84:  5*0 - 0.5*10, // ... pass 2
+		116: 7*1 - 0.5*8,  // ... pass 3
+		148: 9*0 - 0.5*6,  // byte 20 of half 1 is 0xe4 again
+	})
+}
+
+// TestDequantizeQ3K checks a hand-built Q3_K block against values worked
+// out from ggml's block_q3_K: hmask[32], qs[64], scales[12], f16 d. Elements
+// map to sub-blocks and 2-bit fields as in Q2_K (s = 8h + 2p + k); the third
+// bit is bit 4h+p of hmask[16k + l]: q = low2 when set, low2-4 when clear.
+// The 6-bit scale S_s has its low nibble in scales[s%8] (low nibble for s
+// < 8, high for s >= 8) and its top two bits in bits 2*(s/4) of
+// scales[8 + s%4]; x = d*(S_s-32)*q.
+func TestDequantizeQ3K(t *testing.T) {
+	hm := make([]byte, 32)
+	for i := range hm {
+		hm[i] = 0xff
+	}
+	hm[3] = 0     // element l = 3 of k = 0: every pass clear
+	hm[20] = 0x0f // l = 4 of k = 1: set in half 0, clear in half 1
+	qs := make([]byte, 64)
+	for i := range 32 {
+		qs[i] = 0xe4    // half 0: pass p gives low2 = p
+		qs[32+i] = 0x1b // half 1: 0b00_01_10_11, low2 = 3-p
+	}
+	sc := make([]byte, 12)
+	sc[0] = 0xf1  // S_0 low 1, S_8 low 15
+	sc[1] = 0x05  // S_1 low 5, S_9 low 0
+	sc[2] = 0x03  // S_2 low 3
+	sc[8] = 0x62  // 0b01_10_00_10: top bits S_0 2, S_4 0, S_8 2, S_12 1
+	sc[9] = 0x02  // S_1 top 2; S_5, S_9, S_13 top 0
+	sc[10] = 0x0a // S_2 2, S_6 2; S_10, S_14 0
+	sc[11] = 0x0a // S_3 2, S_7 2; S_11, S_15 0
+	// So S-32: s0 1, s1 5, s2 3, s3 0, s4 -32, s5 -32, s6 0, s7 0,
+	// s8 15, s9 -32, s10 -32, s11 -32, s12 -16, s13 -32, s14 -32, s15 -32.
+	b := append(append(append(hm, qs...), sc...), le16(0x3800)...) // d = 0.5
+	got := deq(t, Q3_K, b, 256)
+	checkAt(t, Q3_K, got, map[int]float32{
+		0:   0.5 * 1 * 0,    // s 0, q 0
+		3:   0.5 * 1 * -4,   // hmask[3] clear: q 0-4
+		16:  0.5 * 5 * 0,    // s 1
+		32:  0.5 * 3 * 1,    // p 1: s 2, q 1
+		35:  0.5 * 3 * -3,   // q 1-4
+		64:  0.5 * -32 * 2,  // p 2: s 4, q 2
+		67:  0.5 * -32 * -2, // q 2-4
+		84:  0.5 * -32 * 2,  // p 2, k 1, l 4: s 5, bit 2 of hmask[20] set
+		128: 0.5 * 15 * 3,   // h 1, p 0: s 8, q 3
+		131: 0.5 * 15 * -1,  // q 3-4
+		144: 0.5 * -32 * 3,  // s 9
+		148: 0.5 * -32 * -1, // bit 4 of hmask[20] clear
+		192: 0.5 * -16 * 1,  // h 1, p 2: s 12, q 1
+		195: 0.5 * -16 * -3,
+		240: 0.5 * -32 * 0,  // s 15, q 0
+		244: 0.5 * -32 * -4, // bit 7 of hmask[20] clear
+	})
+}
+
+// iq4Table is kvalues_iq4nl from ggml-common.h, copied here by hand so that
+// a typo in the package's table shows.
+var iq4Table = [16]float32{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+// TestDequantizeIQ4NL: ggml's block_iq4_nl is an f16 d and 16 bytes;
+// element j is d*table[low nibble of byte j], element j+16 uses the high
+// nibble. With nibbles(), element j holds index j and element j+16 index
+// 15-j.
+func TestDequantizeIQ4NL(t *testing.T) {
+	b := append(le16(0x3800), nibbles()...) // d = 0.5
+	b = append(b, le16(0xc000)...)          // second block: d = -2,
+	b = append(b, make([]byte, 16)...)      // every index 0
+	got := deq(t, IQ4_NL, b, 64)
+	for j := range 16 {
+		if got[j] != 0.5*iq4Table[j] || got[j+16] != 0.5*iq4Table[15-j] {
+			t.Errorf("IQ4_NL elements %d, %d = %v, %v", j, j+16, got[j], got[j+16])
+		}
+	}
+	checkAt(t, IQ4_NL, got, map[int]float32{0: -63.5, 7: -5, 8: 0.5, 15: 56.5, 16: 56.5, 31: -63.5, 32: 254, 63: 254})
+}
+
+// TestDequantizeIQ4XS: ggml's block_iq4_xs is f16 d, uint16 scales_h, 4
+// bytes scales_l, 128 bytes qs. Sub-block i (32 elements) has the 6-bit
+// scale ls = nibble i%2 of scales_l[i/2] (low nibble for even i) | bits 2i,
+// 2i+1 of scales_h << 4, and decodes as an IQ4_NL block over qs[16i:16i+16]
+// with d*(ls-32) for its scale.
+func TestDequantizeIQ4XS(t *testing.T) {
+	// Low nibbles i+1; top bits 2, 2, 0, 1, 3, 2, 2, 2: ls-32 = 1, 2, -29,
+	// -12, 21, 6, 7, 8.
+	sh := uint16(2 | 2<<2 | 0<<4 | 1<<6 | 3<<8 | 2<<10 | 2<<12 | 2<<14)
+	b := append(le16(0x3400, sh), 0x21, 0x43, 0x65, 0x87) // d = 0.25
+	for range 8 {
+		b = append(b, nibbles()...)
+	}
+	got := deq(t, IQ4_XS, b, 256)
+	checkAt(t, IQ4_XS, got, map[int]float32{
+		0:        0.25 * 1 * -127, // sub-block 0, index 0
+		15:       0.25 * 1 * 113,  // index 15
+		16:       0.25 * 1 * 113,  // high nibble of byte 0: index 15
+		32:       0.25 * 2 * -127,
+		64:       0.25 * -29 * -127,
+		96 + 16:  0.25 * -12 * 113,
+		128 + 8:  0.25 * 21 * 1,
+		160 + 9:  0.25 * 6 * 13,
+		192 + 31: 0.25 * 7 * -127,
+		255:      0.25 * 8 * -127,
+	})
+}
+
 func TestDequantizeErrors(t *testing.T) {
 	for _, c := range []struct {
 		t    Type
@@ -185,7 +319,9 @@ func TestDequantizeErrors(t *testing.T) {
 		n    int
 		want string
 	}{
-		{Q3_K, 110, 256, "Q3_K is not supported"},
+		{IQ2_XXS, 66, 256, "IQ2_XXS is not supported (supported: F32, F16, BF16, Q8_0, "},
+		{IQ3_S, 110, 256, "IQ3_S is not supported"},
+		{IQ1_M, 56, 256, "IQ1_M is not supported"},
 		{Type(99), 4, 1, "unknown tensor type 99"},
 		{F32, 7, 2, "F32: 7 bytes of data for 2 elements, want 8"},
 		{Q8_0, 34, 31, "31 elements is not a multiple of the block size 32"},
@@ -200,7 +336,7 @@ func TestDequantizeErrors(t *testing.T) {
 
 func TestDequantizeNoAlloc(t *testing.T) {
 	out := make([]float32, 256)
-	for _, typ := range []Type{F32, Q8_0, Q4_K} {
+	for _, typ := range []Type{F32, Q8_0, Q4_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS} {
 		data := make([]byte, len(out)/typ.BlockSize()*typ.TypeSize())
 		if n := testing.AllocsPerRun(10, func() { Dequantize(typ, data, out) }); n != 0 {
 			t.Errorf("%s: %v allocations per call", typ, n)
@@ -209,7 +345,7 @@ func TestDequantizeNoAlloc(t *testing.T) {
 }
 
 func BenchmarkDequantize(b *testing.B) {
-	for _, typ := range []Type{F32, F16, Q8_0, Q4_0, Q4_K, Q6_K} {
+	for _, typ := range []Type{F32, F16, Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS} {
 		b.Run(typ.String(), func(b *testing.B) {
 			out := make([]float32, 1<<16)
 			data := make([]byte, len(out)/typ.BlockSize()*typ.TypeSize())

@@ -21,12 +21,28 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(writeImage(f, []KV{{"general.alignment", Uint32(64)}, {"general.architecture", String("llama")}},
 		[]WriteTensor{{"w", []uint64{32}, Q8_0, make([]byte, 34)}}))
+	// One tensor of each type Dequantize added for K-quant and IQ4 files,
+	// and one it refuses.
+	f.Add(writeImage(f, testKV(), []WriteTensor{
+		{"q2", []uint64{256}, Q2_K, encodeQ2K(ramp(256))}, {"q3", []uint64{256}, Q3_K, encodeQ3K(ramp(256))},
+		{"nl", []uint64{32}, IQ4_NL, encodeIQ4NL(ramp(32))}, {"xs", []uint64{256}, IQ4_XS, encodeIQ4XS(ramp(256))},
+		{"iq2", []uint64{256}, IQ2_XXS, make([]byte, 66)},
+	}))
 	if real, err := os.ReadFile(modeltest.Path(f, storiesGGUF)); err == nil {
 		f.Add(real[:4096])
 		f.Add(real[:14176]) // metadata and tensor infos, no data
 	}
 
 	f.Fuzz(checkParse)
+}
+
+// ramp returns n values from -1 to 1.
+func ramp(n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(2*i-n+1) / float32(n)
+	}
+	return x
 }
 
 func checkParse(t *testing.T, data []byte) {
