@@ -41,11 +41,6 @@ type adaptive struct {
 	scores   map[tree.ID]policy.PathScore
 	answers  map[tree.ID]string
 	pathLen  int // longest finished path (tokens), for admission
-	// The step's rows, measured on the kernel threads before the
-	// decisions read them one branch at a time.
-	measurer policy.RowMeasurer
-	rows     [][]float32
-	measures []policy.RowMeasure
 }
 
 func newAdaptive(s *search) *adaptive {
@@ -93,19 +88,11 @@ func (a *adaptive) take(id tree.ID) *branch {
 // nothing is left to explore, the rows cannot pay for more, or the vote is
 // settled.
 func (s *adaptive) advance() error {
-	live := slices.Clone(s.live)
-	s.rows = s.rows[:0]
-	for _, br := range live {
-		s.rows = append(s.rows, s.logits(br))
-	}
-	s.measures = slices.Grow(s.measures[:0], len(live))[:len(live)]
-	s.measurer.Measure(s.rows, s.opts.Policy.NoiseFloor, s.measures)
-	for i, br := range live {
-		if err := s.decideAdaptive(br, &s.measures[i]); err != nil {
+	for _, br := range slices.Clone(s.live) {
+		if err := s.decideAdaptive(br, s.measure(br)); err != nil {
 			return err
 		}
 	}
-	clear(s.rows) // the step's logits are not held past it
 	s.streamTrunk()
 	if len(s.leaves) > 0 && s.voteSettled() {
 		s.finish("settled", false)

@@ -44,7 +44,7 @@ func (s *beamSearch) stepBeam() {
 	leaves := s.leaves[:0]
 	for i, br := range s.live {
 		logits := s.logits(br)
-		m, row, _ := policy.MeasureRow(logits, 0)
+		m, row := s.measured(br)
 		lz := row.LogZ
 		metrics = append(metrics, m)
 		leaves = append(leaves, br.leaf)

@@ -31,7 +31,7 @@ func (s *cotDecoding) stepCoT() {
 	if s.step == 0 {
 		root := s.live[0]
 		logits := s.logits(root)
-		m, row, _ := policy.MeasureRow(logits, 0)
+		m, row := s.measured(root)
 		lz := row.LogZ
 		s.top = topK(logits, s.b.MaxWidth, s.top)
 		if len(s.top) > 1 {
@@ -45,7 +45,7 @@ func (s *cotDecoding) stepCoT() {
 				br.leaf = tree.Root
 			}
 			s.extend(br, t, float64(logits[t])-lz, m, q.Quadrant(m), policy.Branch)
-			br.margins = append(br.margins[:0], policy.TopMargin(logits))
+			br.margins = append(br.margins[:0], row.Margin)
 			s.paths = append(s.paths, br)
 			if s.isStop(t) {
 				continue
@@ -58,7 +58,7 @@ func (s *cotDecoding) stepCoT() {
 	live := s.live[:0]
 	for _, br := range s.live {
 		logits := s.logits(br)
-		m, row, _ := policy.MeasureRow(logits, 0)
+		m, row := s.measured(br)
 		lz, arg, mg := row.LogZ, row.Arg, row.Margin
 		br.score.Add(policy.StepScore{LogProb: float64(logits[arg]) - lz, Margin: mg})
 		br.margins = append(br.margins, mg)

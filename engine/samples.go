@@ -71,7 +71,7 @@ func (s *samples) stepSamples() {
 	live := s.live[:0]
 	for _, br := range s.live {
 		logits := s.logits(br)
-		m, row, _ := policy.MeasureRow(logits, 0)
+		m, row := s.measured(br)
 		lz, arg := row.LogZ, row.Arg
 		tok := br.chain.Sample(&s.cand, logits)
 		if tok < 0 {

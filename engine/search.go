@@ -72,6 +72,14 @@ type search struct {
 	// prefill is the prompt tokens this step feeds without deciding
 	// (chunked prefill), 0 when the step decides.
 	prefill int
+	// base is the output row of the search's first row in the step;
+	// meas[r-base] the statistics of the logits row r of a live branch,
+	// measured once per step (afterForward) on the kernel threads.
+	base     int
+	measurer policy.RowMeasurer
+	meas     []policy.RowMeasure
+	measRows [][]float32
+	measAt   []int
 	// Scratch shared by the modes.
 	cand     policy.Candidates
 	top      []int
@@ -234,6 +242,7 @@ func (s *search) consume(out *model.Output, base int, took time.Duration) {
 	for _, br := range s.live {
 		br.row += base
 	}
+	s.base = base
 	if err := s.afterForward(out, took); err != nil {
 		s.err = err
 		return
@@ -346,13 +355,6 @@ func (s *search) afterForward(out *model.Output, took time.Duration) error {
 		st.Rows += len(s.rows)
 		st.TokensExplored += len(s.rows)
 	}
-	// Every row a decision reads must be finite: NaN logits (corrupt
-	// weights) would otherwise become arbitrary tokens.
-	for _, br := range s.live {
-		if !finiteRow(out.Logits(br.row)) {
-			return fmt.Errorf("%w: step %d", ErrNonFinite, s.step)
-		}
-	}
 	if s.opts.IgnoreEOS {
 		if eos := s.tok.EOS(); eos >= 0 {
 			for _, br := range s.live {
@@ -369,9 +371,60 @@ func (s *search) afterForward(out *model.Output, took time.Duration) error {
 		}
 		br.feed = br.feed[:0]
 	}
+	// Every row a decision reads must be finite: NaN logits (corrupt
+	// weights) would otherwise become arbitrary tokens. The measurement
+	// the decisions read says so.
+	if err := s.measureRows(); err != nil {
+		return err
+	}
 	st.KVBlocksPeak = max(st.KVBlocksPeak, s.e.kv.Stats().BlocksInUse)
 	st.MaxLive = max(st.MaxLive, len(s.live))
 	return nil
+}
+
+// measureRows measures the logits rows of the live branches (once each:
+// branches may share one) across the kernel threads, and fails on a row
+// holding NaN or +Inf.
+func (s *search) measureRows() error {
+	floor := 0.0
+	switch s.opts.Mode {
+	case Greedy, Sample, Entropix, BeamAdaptive:
+		floor = s.opts.Policy.NoiseFloor
+	}
+	n := len(s.rows)
+	s.measAt = slices.Grow(s.measAt[:0], n)[:n]
+	for i := range s.measAt {
+		s.measAt[i] = -1
+	}
+	s.measRows = s.measRows[:0]
+	for _, br := range s.live {
+		if i := br.row - s.base; s.measAt[i] < 0 {
+			s.measAt[i] = len(s.measRows)
+			s.measRows = append(s.measRows, s.out.Logits(br.row))
+		}
+	}
+	s.meas = slices.Grow(s.meas[:0], len(s.measRows))[:len(s.measRows)]
+	s.measurer.Measure(s.measRows, floor, s.meas)
+	for i, row := range s.measRows {
+		_, r, err := s.meas[i].Result()
+		// A row of NaN and -Inf alone measures as fully masked.
+		if err != nil || (math.IsInf(r.LogZ, -1) && !kernels.Finite(row)) {
+			return fmt.Errorf("%w: step %d", ErrNonFinite, s.step)
+		}
+	}
+	clear(s.measRows) // the step's logits are not held past it
+	return nil
+}
+
+// measure returns the statistics of br's logits row in this step.
+func (s *search) measure(br *branch) *policy.RowMeasure {
+	return &s.meas[s.measAt[br.row-s.base]]
+}
+
+// measured returns measure(br)'s metrics and row statistics.
+func (s *search) measured(br *branch) (policy.Metrics, policy.Row) {
+	m, r, _ := s.measure(br).Result() // checked finite in measureRows
+	return m, r
 }
 
 // backspaceOn reports whether the policy may hand Backspace to the engine.

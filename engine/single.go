@@ -17,10 +17,7 @@ func (s *singlePath) finalize() {}
 func (s *singlePath) advance() error {
 	br := s.live[0]
 	logits := s.logits(br)
-	m, row, err := policy.MeasureRow(logits, s.opts.Policy.NoiseFloor)
-	if err != nil {
-		return err
-	}
+	m, row := s.measured(br)
 	lz, arg := row.LogZ, row.Arg
 	switch s.opts.Mode {
 	case Greedy:
@@ -33,7 +30,7 @@ func (s *singlePath) advance() error {
 		br.chain.Accept(tok)
 		s.extend(br, tok, float64(logits[tok])-lz, m, s.opts.Policy.Thresholds.Quadrant(m), policy.Sample)
 	case Entropix:
-		d, err := br.trunk.Decide(policy.Step{Logits: logits, Attention: s.attention(br)})
+		d, err := br.trunk.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Measure: s.measure(br)})
 		if err != nil {
 			return err
 		}

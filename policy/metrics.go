@@ -114,6 +114,10 @@ func measureLogits(logits []float32, floor float64) rowStats {
 	}
 	// Pass 2: Z, Σ e·s, Σ e·s², in one vectorized pass.
 	z, a, b := kernels.LogitMoments(logits, m1)
+	if math.IsNaN(z) { // a NaN logit: the floor's pass below would skip it
+		st.h, st.v, st.logZ = math.NaN(), math.NaN(), math.NaN()
+		return st
+	}
 	st.logZ = math.Log(z)
 	if floor > 0 {
 		// Pass 3: keep p_i >= floor, i.e. s_i >= logZ + log floor.
@@ -183,15 +187,8 @@ type Row struct {
 // over the row (two vectorized kernels), where Measure, a log-sum-exp and
 // an argmax took a pass each.
 func MeasureRow(logits []float32, floor float64) (Metrics, Row, error) {
-	st := measureLogits(logits, floor)
-	if math.IsNaN(st.h) || math.IsNaN(st.v) {
-		return Metrics{}, Row{}, errBadLogits
-	}
-	r := Row{LogZ: st.max + st.logZ, Arg: max(st.arg, 0)}
-	if len(logits) > 0 && !math.IsInf(st.max, -1) { // a row of -Inf has no margin
-		r.Margin = st.margin()
-	}
-	return Metrics{Entropy: st.h, Varentropy: st.v}, r, nil
+	m := RowMeasure{st: measureLogits(logits, floor), floor: floor, ok: true, n: len(logits)}
+	return m.Result()
 }
 
 // TopMargin returns p(top1) - p(top2) of softmax(logits), the per-token
@@ -212,6 +209,22 @@ type RowMeasure struct {
 	st    rowStats
 	floor float64
 	ok    bool
+	n     int // the row's length
+}
+
+// Result is what MeasureRow gives for the measured row: its metrics, its
+// normalizer, argmax and margin, and an error for a row holding NaN or
+// +Inf.
+func (m *RowMeasure) Result() (Metrics, Row, error) {
+	st := &m.st
+	if !m.ok || math.IsNaN(st.h) || math.IsNaN(st.v) {
+		return Metrics{}, Row{}, errBadLogits
+	}
+	r := Row{LogZ: st.max + st.logZ, Arg: max(st.arg, 0)}
+	if m.n > 0 && !math.IsInf(st.max, -1) { // a row of -Inf has no margin
+		r.Margin = st.margin()
+	}
+	return Metrics{Entropy: st.h, Varentropy: st.v}, r, nil
 }
 
 // RowMeasurer measures the logits rows of a step across the kernel
@@ -242,6 +255,6 @@ func (m *RowMeasurer) Measure(rows [][]float32, floor float64, out []RowMeasure)
 // Run measures rows [lo, hi): the kernel threads' share of Measure.
 func (m *RowMeasurer) Run(lo, hi int) {
 	for i := lo; i < hi; i++ {
-		m.out[i] = RowMeasure{st: measureLogits(m.rows[i], m.floor), floor: m.floor, ok: true}
+		m.out[i] = RowMeasure{st: measureLogits(m.rows[i], m.floor), floor: m.floor, ok: true, n: len(m.rows[i])}
 	}
 }

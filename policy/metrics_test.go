@@ -78,6 +78,9 @@ func TestLogitEntropyEdges(t *testing.T) {
 		if _, err := Measure(bad, 0); err == nil {
 			t.Errorf("Measure(%v): no error", bad)
 		}
+		if h, v := LogitEntropyFloor(bad, 1e-3); !math.IsNaN(h) || !math.IsNaN(v) {
+			t.Errorf("%v with a noise floor: %v %v, want NaN", bad, h, v)
+		}
 	}
 }
 
