@@ -27,6 +27,7 @@ type Candidates struct {
 	sorted   bool      // Items in descending logit order
 	identity bool      // Items[i].ID == i for all i: a whole row, untouched order
 	w        []float64 // scratch: weights, then cumulative weights
+	row      []float32 // scratch: a penalized copy of a row (Chain.Sample)
 }
 
 // Reset loads a whole row of logits.
@@ -96,38 +97,364 @@ func (c *Candidates) ResetAboveTopK(logits []float32, cut float32, k int) {
 		return // at most k passed
 	}
 	// A min-heap of the k best so far (the least at the root); i is the
-	// first logit past them that passes the cut.
+	// first logit past them that passes the cut. None is NaN.
 	h := c.Items
-	less := func(a, b TokenLogit) bool { return byLogitDesc(a, b) > 0 } // a ranks below b
-	down := func(j int) {
-		for {
-			l := 2*j + 1
-			if l >= len(h) {
-				return
-			}
-			if r := l + 1; r < len(h) && less(h[r], h[l]) {
-				l = r
-			}
-			if !less(h[l], h[j]) {
-				return
-			}
-			h[j], h[l] = h[l], h[j]
-			j = l
-		}
-	}
 	for j := len(h)/2 - 1; j >= 0; j-- {
-		down(j)
+		siftDownLeast(h, j)
 	}
 	for i < len(logits) {
-		if x := (TokenLogit{ID: int32(i), Logit: logits[i]}); less(h[0], x) {
+		if x := (TokenLogit{ID: int32(i), Logit: logits[i]}); ranksBelow(h[0], x) {
 			h[0] = x
-			down(0)
+			siftDownLeast(h, 0)
 		}
 		i++
 		i += kernels.FirstAbove(logits[i:], max(below, h[0].Logit))
 	}
 	c.identity = false
 	c.sort()
+}
+
+// resetScaled is Reset then, when scaled, Scale(t) for a t > 0 and not 1
+// whose float32 reciprocal is inv, in one pass. (When inv is 1 the
+// product still quiets a signaling NaN, as Scale's does.)
+func (c *Candidates) resetScaled(logits []float32, inv float32, scaled bool) {
+	if !scaled {
+		c.Reset(logits)
+		return
+	}
+	c.Items = slices.Grow(c.Items[:0], len(logits))[:len(logits)]
+	for i, l := range logits {
+		c.Items[i] = TokenLogit{ID: int32(i), Logit: l * inv}
+	}
+	c.Selected = -1
+	c.sorted = false
+	c.identity = true
+}
+
+// resetArgMax is Reset then Scale(0) for a non-empty row: only the first
+// of its largest logits, NaNs passed over but for a NaN first.
+func (c *Candidates) resetArgMax(logits []float32) {
+	arg := 0
+	if l := logits[0]; l == l {
+		_, arg, _ = kernels.Top2(logits)
+	}
+	c.Items = append(c.Items[:0], TokenLogit{ID: int32(arg), Logit: logits[arg]})
+	c.Selected = -1
+	c.sorted = true
+	c.identity = false
+}
+
+// scale multiplies the logits by inv, as Scale does with the reciprocal
+// of its temperature, for candidates without NaN (multiplying by 1 is
+// then nothing).
+func (c *Candidates) scale(inv float32) {
+	if inv == 1 {
+		return
+	}
+	for i := range c.Items {
+		c.Items[i].Logit *= inv
+	}
+}
+
+// scaleSorted scales candidates sorted by descending logit and keeps them
+// so sorted: tokens whose logits differ only until scaled go in token
+// order.
+func (c *Candidates) scaleSorted(inv float32) {
+	if inv == 1 {
+		return
+	}
+	c.scale(inv)
+	for i := 1; i < len(c.Items); i++ {
+		if byLogitDesc(c.Items[i-1], c.Items[i]) > 0 {
+			slices.SortFunc(c.Items, byLogitDesc)
+			return
+		}
+	}
+}
+
+// loadTopK leaves c as ResetAbove(logits, lo), scale(inv) and KeepTopK(k)
+// (k > 0, lo > -Inf) would, loading no more than the k best when more
+// pass and the k-th is not tied with the next after scaling.
+func (c *Candidates) loadTopK(logits []float32, lo, inv float32, k int) {
+	c.ResetAboveTopK(logits, lo, k)
+	if !c.sorted { // at most k passed: KeepTopK keeps them as they are
+		c.scale(inv)
+		return
+	}
+	if c.tiedAtK(logits, inv) {
+		c.ResetAbove(logits, lo)
+		c.scale(inv)
+		c.KeepTopK(k)
+		return
+	}
+	c.scaleSorted(inv)
+}
+
+// tiedAtK reports, for the k candidates the best of logits sorted by
+// descending unscaled logit, whether a logit outside them scales to the
+// k-th's scaled logit: logits holds more than k logits at or above the
+// least one that scales to it.
+func (c *Candidates) tiedAtK(logits []float32, inv float32) bool {
+	k := len(c.Items)
+	lo := leastScaledAtLeast(inv, c.Items[k-1].Logit*inv)
+	if math.IsInf(float64(lo), -1) {
+		return len(logits) > k
+	}
+	below := math.Nextafter32(lo, float32(math.Inf(-1)))
+	n := 0
+	for i := 0; i < len(logits); i++ {
+		i += kernels.FirstAbove(logits[i:], below)
+		if i >= len(logits) {
+			break
+		}
+		if n++; n > k {
+			return true
+		}
+	}
+	return false
+}
+
+// leastScaledAtLeast returns the least non-NaN float32 x, -Inf included,
+// with x·inv >= cut in float32 (inv > 0 and finite, cut not NaN): as the
+// rounded product is monotone in x, x·inv >= cut iff x >= it. It looks a
+// few ulps around cut/inv, then binary searches the float32s in order.
+func leastScaledAtLeast(inv, cut float32) float32 {
+	if inv == 1 {
+		return cut
+	}
+	negInf, posInf := float32(math.Inf(-1)), float32(math.Inf(1))
+	x := float32(float64(cut) / float64(inv))
+	for range 4 {
+		if x*inv < cut {
+			x = math.Nextafter32(x, posInf)
+			continue
+		}
+		if x == negInf {
+			return x
+		}
+		y := math.Nextafter32(x, negInf)
+		if y*inv < cut {
+			return x
+		}
+		x = y
+	}
+	// key orders the float32s as integers: -Inf is 0x007fffff, +Inf
+	// 0xff800000, and the NaNs lie outside.
+	key := func(x float32) uint32 {
+		if b := math.Float32bits(x); b>>31 != 0 {
+			return ^b
+		} else {
+			return b | 1<<31
+		}
+	}
+	val := func(k uint32) float32 {
+		if k>>31 != 0 {
+			return math.Float32frombits(k &^ (1 << 31))
+		}
+		return math.Float32frombits(^k)
+	}
+	lo, hi := key(negInf), key(posInf)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if val(mid)*inv >= cut {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return val(lo)
+}
+
+// cutRecords bounds the rises of the running maximum loadCut follows
+// (about ln n in a row in random order) before it leaves the row to
+// another path.
+const cutRecords = 256
+
+// Outcomes of loadCut.
+const (
+	cutDone   = iota
+	cutTied   // a tie at the k-th scaled logit: the stages must choose
+	cutGiveUp // another path must load the row
+)
+
+// loadCut leaves c as Reset(logits), a scaling by inv (finite, > 0; 1:
+// none), KeepMinP(p) (p > 0; 0: none) then KeepTopK(k) (k > 0; 0: none)
+// would, for a row without NaN or +Inf, in one scan that loads only the
+// logits at or above
+//
+//   - min-p's cut for the largest logit seen so far (a cut that only
+//     rises: the logits below the final one are dropped at the end), and
+//   - with a top-k, once 4k+64 logits are loaded, a floor: the 4th
+//     largest of a strided sample of the row, taken so that about 6k
+//     logits lie above it (sampleFloor).
+//
+// When more than k are loaded, their k best after scaling are the whole
+// set's unless the (k+1)-th ties with the k-th (cutTied: KeepTopK's choice
+// among tied tokens depends on its partition of the whole set); those
+// left out are all below the (k+1)-th. With k or fewer loaded, or no
+// top-k, they are the set only if the floor did not cut and the cut is
+// above -Inf (the scan never loads -Inf): else, as when too many are
+// loaded (a floor far too low) or the running maximum rose too often, it
+// gives up (cutGiveUp).
+func (c *Candidates) loadCut(logits []float32, inv float32, p float64, k int) int {
+	negInf := float32(math.Inf(-1))
+	lnp := math.Log(min(p, 1))
+	lowest := func(m float32) float32 { // the least logit KeepMinP keeps
+		if !(p > 0) {
+			return negInf
+		}
+		return leastScaledAtLeast(inv, float32(float64(m*inv)+lnp))
+	}
+	floor, sampleAt, limit := negInf, len(logits)+1, len(logits)
+	if k > 0 {
+		sampleAt, limit = 4*k+64, 32*k+1024
+	}
+	m := logits[0]
+	lo, records := lowest(m), 0
+	below := math.Nextafter32(lo, negInf) // loaded: > below
+	items := c.Items[:0]
+	defer func() { c.Items = items }() // keep the buffer, whatever happens
+	for i, n := 0, len(logits); i < n; {
+		j := i + kernels.FirstAbove(logits[i:], below)
+		// Logit j passes; where many do (the scan was short), compares
+		// are cheaper than scans for the next few.
+		end := j + 1
+		if j-i < 8 {
+			end = j + 8
+		}
+		for i, end = j, min(end, n); i < end; i++ {
+			x := logits[i]
+			if !(x > below) {
+				continue
+			}
+			if p > 0 && x > m {
+				if records++; records > cutRecords {
+					return cutGiveUp
+				}
+				m, lo = x, lowest(x)
+				below = math.Nextafter32(max(lo, floor), negInf)
+			}
+			items = append(items, TokenLogit{ID: int32(i), Logit: x})
+			if len(items) == sampleAt {
+				sampleAt = -1 // once
+				floor = sampleFloor(logits, k)
+				below = math.Nextafter32(max(lo, floor), negInf)
+				items = slices.DeleteFunc(items, func(it TokenLogit) bool { return !(it.Logit > below) })
+			} else if len(items) > limit {
+				return cutGiveUp
+			}
+		}
+	}
+	if p > 0 && math.IsInf(float64(m), -1) {
+		return cutGiveUp // a row of -Inf
+	}
+	cut, n := max(lo, floor), 0
+	for _, it := range items {
+		if it.Logit >= cut {
+			it.Logit *= inv
+			items[n] = it
+			n++
+		}
+	}
+	items = items[:n]
+	c.Selected = -1
+	if k == 0 || n <= k {
+		// The set min-p keeps, unless the floor cut it or the scan left
+		// out -Inf logits that pass (a cut of -Inf, or no min-p).
+		if floor > lo || math.IsInf(float64(lo), -1) {
+			return cutGiveUp
+		}
+		c.sorted = false
+		c.identity = n == len(logits)
+		return cutDone
+	}
+	// Every logit left out is below the (k+1)-th loaded one.
+	if n > k+1 {
+		selectTop(items, k+1)
+	}
+	top := items[:k+1]
+	slices.SortFunc(top, byLogitDesc)
+	if top[k-1].Logit == top[k].Logit {
+		return cutTied
+	}
+	items = items[:k]
+	c.sorted = true
+	c.identity = false
+	return cutDone
+}
+
+// sampleFloor returns a logit with about 6k of the row's logits above it:
+// the j-th largest (4th, or fewer for a small k) of a strided sample, or
+// -Inf for a row short for k (floorSample).
+func sampleFloor(logits []float32, k int) float32 {
+	m, stride, j := floorSample(len(logits), k)
+	if m == 0 {
+		return float32(math.Inf(-1))
+	}
+	var top [64]float32 // the j largest so far, descending
+	cnt := 0
+	for i := range m {
+		x := logits[i*stride]
+		if cnt == j {
+			if x <= top[j-1] {
+				continue
+			}
+			cnt--
+		}
+		t := cnt
+		for ; t > 0 && top[t-1] < x; t-- {
+			top[t] = top[t-1]
+		}
+		top[t] = x
+		cnt++
+	}
+	return top[j-1]
+}
+
+// floorSample sizes sampleFloor's sample for n logits and a top-k: the m
+// logits at multiples of stride, about n·4/(6k) of them but at most n/8
+// and 2048, of which the j-th largest is the floor (j <= 64); m is 0 for
+// no floor.
+func floorSample(n, k int) (m, stride, j int) {
+	if k <= 0 || n < 1024 {
+		return 0, 0, 0
+	}
+	m = min(n/8, 2048, max(256, 4*n/(6*k)))
+	if m < 1 {
+		return 0, 0, 0
+	}
+	j = (6*k*m + n - 1) / n
+	if j > 64 {
+		return 0, 0, 0
+	}
+	return m, n / m, j
+}
+
+// ranksBelow reports whether a ranks below b in byLogitDesc's order (a
+// lower logit, or the same and a higher token), for logits not NaN.
+func ranksBelow(a, b TokenLogit) bool {
+	return a.Logit < b.Logit || (a.Logit == b.Logit && a.ID > b.ID)
+}
+
+// siftDownLeast moves h[j] down the min-heap h (the lowest ranked at the
+// root) to its place.
+func siftDownLeast(h []TokenLogit, j int) {
+	x := h[j]
+	for {
+		l := 2*j + 1
+		if l >= len(h) {
+			break
+		}
+		if r := l + 1; r < len(h) && ranksBelow(h[r], h[l]) {
+			l = r
+		}
+		if !ranksBelow(h[l], x) {
+			break
+		}
+		h[j] = h[l]
+		j = l
+	}
+	h[j] = x
 }
 
 // Len returns the number of candidates left.
@@ -183,9 +510,26 @@ func (c *Candidates) maxLogit() float64 {
 	if c.sorted && len(c.Items) > 0 {
 		return float64(c.Items[0].Logit)
 	}
-	m := float32(math.Inf(-1))
-	for _, it := range c.Items {
-		m = max(m, it.Logit)
+	// Four folds, then theirs, give the one fold's result without its
+	// chain of dependent max: max is commutative and associative on
+	// float32s, signed zeros included (+0 wins). NaN wins too, but the
+	// bits of the NaN depend on the order: then the one fold gives them.
+	ni := float32(math.Inf(-1))
+	m0, m1, m2, m3 := ni, ni, ni, ni
+	it, i := c.Items, 0
+	for ; i+4 <= len(it); i += 4 {
+		m0, m1 = max(m0, it[i].Logit), max(m1, it[i+1].Logit)
+		m2, m3 = max(m2, it[i+2].Logit), max(m3, it[i+3].Logit)
+	}
+	for ; i < len(it); i++ {
+		m0 = max(m0, it[i].Logit)
+	}
+	if m := max(max(m0, m1), max(m2, m3)); m == m {
+		return float64(m)
+	}
+	m := ni
+	for _, x := range it {
+		m = max(m, x.Logit)
 	}
 	return float64(m)
 }

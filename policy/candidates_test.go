@@ -74,3 +74,39 @@ func TestResetAboveTopK(t *testing.T) {
 		}
 	}
 }
+
+// maxLogit's four folds give the one fold's result bit for bit: NaN when
+// there is one, +0 over -0, -Inf for an empty set.
+func TestMaxLogitOneFold(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 7))
+	vals := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0,
+		float32(math.Copysign(0, -1)), 1, -1, 2.5}
+	var c Candidates
+	for i := range 3000 {
+		n := i % 40
+		if i%100 == 0 {
+			n = 1000 + r.IntN(1000)
+		}
+		c.Items = c.Items[:0]
+		for j := range n {
+			l := float32(r.NormFloat64())
+			if r.IntN(3) == 0 {
+				l = vals[r.IntN(len(vals))]
+				if l == l && r.IntN(4) != 0 && l != 0 {
+					l = vals[3+r.IntN(2)] // mostly signed zeros
+				}
+			}
+			if r.IntN(200) > 1 && l != l {
+				l = 0 // NaN now and then only
+			}
+			c.Items = append(c.Items, TokenLogit{ID: int32(j), Logit: l})
+		}
+		want := float32(math.Inf(-1))
+		for _, it := range c.Items {
+			want = max(want, it.Logit)
+		}
+		if got := c.maxLogit(); math.Float64bits(got) != math.Float64bits(float64(want)) {
+			t.Fatalf("case %d (%d items): maxLogit %v (%x), one fold %v (%x)", i, n, got, math.Float64bits(got), want, math.Float64bits(float64(want)))
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
 // Sampler is one composable stage of token selection, in the llama.cpp
@@ -88,10 +90,164 @@ func NewChain(stages ...Sampler) *Chain { return &Chain{s: stages} }
 
 // Sample loads logits into c, runs the chain and returns the selected token
 // (-1 if no stage selected one). The caller then Accepts the token it keeps.
+//
+// The result, c included, is bit for bit that of c.Reset(logits) then
+// ch.Apply(c), but the common chains skip the work on the whole vocabulary
+// that cannot change it: see load.
 func (ch *Chain) Sample(c *Candidates, logits []float32) int {
-	c.Reset(logits)
-	ch.Apply(c)
+	for _, s := range ch.s[ch.load(c, logits):] {
+		s.Apply(c)
+	}
 	return c.Token()
+}
+
+// load leaves c as c.Reset(logits) followed by the chain's first stages
+// would, and returns how many stages it has so applied. It fuses the
+// leading stages (penalties, then a temperature, then a min-p or a top-k
+// cut, a top-k after the min-p) into the loading of the row, so that only
+// the tokens that pass the cut are loaded:
+//
+//   - penalties change a few logits of a copy of the row;
+//   - temperature 0 or less (or NaN) keeps the row's first argmax;
+//   - min-p at temperature T keeps l·(1/T) >= max·(1/T) + ln p, compared
+//     in float32 as KeepMinP compares them: that is l >= L for the least
+//     float32 L that passes (the rounded product is monotone in l), and
+//     one scan loads the logits above the L of the largest seen so far
+//     (loadMinP), then scales them;
+//   - top-k (alone, or after a min-p that many pass) loads only the k
+//     best (ResetAboveTopK) when they are the only k best after scaling:
+//     with a tie at the k-th scaled logit, KeepTopK's choice among the
+//     tied tokens depends on its partitioning of the whole set, so that
+//     set is loaded and cut as the stages would.
+//
+// A row with a NaN or +Inf, a temperature whose reciprocal is 0 or +Inf
+// as a float32, or any other order falls back to the stages themselves,
+// as does everything after the fused stages (then the set is small).
+func (ch *Chain) load(c *Candidates, logits []float32) int {
+	st := ch.s
+	if len(logits) == 0 {
+		c.Reset(logits)
+		return 0
+	}
+	row, i := logits, 0
+	for ; i < len(st); i++ {
+		p, ok := st[i].(*Penalties)
+		if !ok {
+			break
+		}
+		if !p.Active() || len(p.hist) == 0 {
+			continue // a no-op
+		}
+		if &row[0] == &logits[0] {
+			c.row = append(c.row[:0], logits...)
+			row = c.row
+		}
+		p.applyRow(row)
+	}
+	j := i // the first stage not fused yet
+	inv, scaled := float32(1), false
+	if j < len(st) {
+		if t, ok := st[j].(Temperature); ok {
+			j++
+			switch tf := float64(t); {
+			case tf == 1:
+			case tf <= 0 || math.IsNaN(tf):
+				c.resetArgMax(row)
+				return j
+			default:
+				inv, scaled = float32(1/tf), true
+				if inv == 0 || math.IsInf(float64(inv), 1) {
+					c.Reset(row)
+					return i
+				}
+			}
+		}
+	}
+	j = skipNoOps(st, j)
+	if j == len(st) {
+		c.resetScaled(row, inv, scaled)
+		return j
+	}
+	switch s := st[j].(type) {
+	case MinP: // > 0: skipNoOps passed it
+		if !kernels.Finite(row) {
+			break
+		}
+		next := skipNoOps(st, j+1)
+		k, ok := topK(st, next)
+		switch c.loadCut(row, inv, float64(s), k) {
+		case cutDone:
+			if ok {
+				return next + 1
+			}
+			return next
+		case cutTied:
+			break // (the stages from min-p on)
+		default:
+			m, _, _ := kernels.Top2(row)
+			// KeepMinP's cut, with the row's largest scaled logit.
+			lo := leastScaledAtLeast(inv, float32(float64(m*inv)+math.Log(min(float64(s), 1))))
+			if ok && !math.IsInf(float64(lo), -1) {
+				c.loadTopK(row, lo, inv, k)
+				return next + 1
+			}
+			c.ResetAbove(row, lo)
+			c.scale(inv)
+			return next
+		}
+	case TopK: // > 0: skipNoOps passed it
+		// (Without a floor, below 1024 logits, the scan loads them all.)
+		if int(s) >= len(row) || len(row) < 1024 || !kernels.Finite(row) {
+			break
+		}
+		switch c.loadCut(row, inv, 0, int(s)) {
+		case cutDone:
+			return j + 1
+		case cutGiveUp:
+			c.ResetAboveTopK(row, -math.MaxFloat32, int(s))
+			if c.sorted && !c.tiedAtK(row, inv) { // else at most k finite logits, or a tie at the k-th
+				c.scaleSorted(inv)
+				return j + 1
+			}
+		}
+	}
+	c.resetScaled(row, inv, scaled)
+	return j
+}
+
+// skipNoOps returns the index of the first stage from i that is not a
+// no-op whatever the candidates: MinP <= 0 or NaN, TopK <= 0, TopP >= 1
+// or NaN.
+func skipNoOps(st []Sampler, i int) int {
+	for ; i < len(st); i++ {
+		switch s := st[i].(type) {
+		case MinP:
+			if s > 0 {
+				return i
+			}
+		case TopK:
+			if s > 0 {
+				return i
+			}
+		case TopP:
+			if s < 1 {
+				return i
+			}
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// topK returns stage i's k when it is a TopK above 0.
+func topK(st []Sampler, i int) (int, bool) {
+	if i < len(st) {
+		if k, ok := st[i].(TopK); ok && k > 0 {
+			return int(k), true
+		}
+	}
+	return 0, false
 }
 
 // Samplers returns the stages.
@@ -202,11 +358,9 @@ func (p *Penalties) clone() *Penalties {
 	return &q
 }
 
-// Apply penalizes the candidates seen in the recent history.
-func (p *Penalties) Apply(c *Candidates) {
-	if !p.Active() || len(p.hist) == 0 {
-		return
-	}
+// seen yields every token of the recent history once, with its count
+// there, in the order of first appearance.
+func (p *Penalties) seen(yield func(t int32, count int) bool) {
 	rec := p.recent()
 	for i, t := range rec {
 		if seenBefore(rec[:i], t) {
@@ -218,6 +372,28 @@ func (p *Penalties) Apply(c *Candidates) {
 				count++
 			}
 		}
+		if !yield(t, count) {
+			return
+		}
+	}
+}
+
+// applyRow penalizes a whole row of logits indexed by token, as Apply
+// penalizes a freshly loaded one.
+func (p *Penalties) applyRow(row []float32) {
+	for t, count := range p.seen {
+		if int(t) >= 0 && int(t) < len(row) {
+			p.penalize(&row[t], count)
+		}
+	}
+}
+
+// Apply penalizes the candidates seen in the recent history.
+func (p *Penalties) Apply(c *Candidates) {
+	if !p.Active() || len(p.hist) == 0 {
+		return
+	}
+	for t, count := range p.seen {
 		if c.identity {
 			if int(t) >= 0 && int(t) < len(c.Items) {
 				p.penalize(&c.Items[t].Logit, count)

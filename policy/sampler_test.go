@@ -371,6 +371,59 @@ func BenchmarkSampleChain(b *testing.B) {
 	}
 }
 
+// BenchmarkSampleChains covers the chains the engine builds from its
+// options: its defaults (engine.DefaultSampling: temperature 0.8, min-p
+// 0.05, top-k 40, top-p 0.95) with and without repetition penalties, and
+// chains of one cut or none (temperature alone and top-p alone need the
+// softmax of the whole row).
+func BenchmarkSampleChains(b *testing.B) {
+	chains := []struct {
+		name   string
+		stages func() []Sampler
+	}{
+		{"default", func() []Sampler { return []Sampler{Temperature(0.8), MinP(0.05), TopK(40), TopP(0.95)} }},
+		{"penalties", func() []Sampler {
+			pen := &Penalties{Window: 64, Repeat: 1.1}
+			for i := range 64 {
+				pen.Accept(i * 97)
+			}
+			return []Sampler{pen, Temperature(0.8), MinP(0.05), TopK(40), TopP(0.95)}
+		}},
+		{"min-p", func() []Sampler { return []Sampler{Temperature(0.8), MinP(0.05)} }},
+		{"top-k", func() []Sampler { return []Sampler{Temperature(0.8), TopK(40)} }},
+		{"top-p", func() []Sampler { return []Sampler{Temperature(0.8), TopP(0.95)} }},
+		{"temp", func() []Sampler { return []Sampler{Temperature(0.8)} }},
+	}
+	for _, n := range vocabs {
+		logits := randomLogits(rand.New(rand.NewPCG(5, 6)), n)
+		// A flat row (a random model's, or an unsure one): min-p 0.05
+		// at temperature 0.8 keeps 1367 of 32000 logits.
+		flat := make([]float32, n)
+		r := rand.New(rand.NewPCG(5, 6))
+		for i := range flat {
+			flat[i] = float32(r.NormFloat64())
+		}
+		for _, ch := range chains {
+			for _, row := range []struct {
+				name   string
+				logits []float32
+			}{{"", logits}, {"flat-", flat}} {
+				if row.name != "" && ch.name != "default" && ch.name != "top-k" {
+					continue
+				}
+				c := NewChain(append(ch.stages(), NewDist(1, 1))...)
+				var cands Candidates
+				b.Run(fmt.Sprintf("%s%s/vocab=%d", row.name, ch.name, n), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						c.Sample(&cands, row.logits)
+					}
+				})
+			}
+		}
+	}
+}
+
 // BenchmarkTopPUnsorted is top-p alone over a whole flat row (the
 // mass-aware quickselect, no sort of the vocabulary).
 func BenchmarkTopPUnsorted(b *testing.B) {
@@ -388,5 +441,220 @@ func BenchmarkTopPUnsorted(b *testing.B) {
 				c.KeepTopP(0.9)
 			}
 		})
+	}
+}
+
+// sameCandidates reports whether two Candidates hold the same items (the
+// logits compared bit for bit), selection and order flags.
+func sameCandidates(a, b *Candidates) bool {
+	if len(a.Items) != len(b.Items) || a.Selected != b.Selected || a.sorted != b.sorted || a.identity != b.identity {
+		return false
+	}
+	for i, x := range a.Items {
+		y := b.Items[i]
+		if x.ID != y.ID || math.Float32bits(x.Logit) != math.Float32bits(y.Logit) {
+			return false
+		}
+	}
+	return true
+}
+
+// sampleRow returns a row of n logits of one of several shapes: language
+// model-like, tied, masked (-Inf), flat, huge (overflowing when scaled),
+// far below 0, clustered within a few ulps, signed zeros, subnormal, and
+// now and then with a NaN or +Inf.
+func sampleRow(r *rand.Rand, n int) []float32 {
+	row := randomLogits(r, n)
+	switch r.IntN(11) {
+	case 0: // ties
+		q := float32(1 + r.IntN(8))
+		for i := range row {
+			row[i] = float32(r.IntN(12)) / q
+		}
+	case 1: // masked
+		f := r.Float64()
+		for i := range row {
+			if r.Float64() < f {
+				row[i] = float32(math.Inf(-1))
+			}
+		}
+	case 2: // flat
+		v := float32(r.NormFloat64())
+		for i := range row {
+			row[i] = v
+		}
+	case 3: // huge
+		for i := range row {
+			row[i] = float32(r.NormFloat64() * 1e38)
+		}
+	case 4: // a few ulps apart
+		v := float32(r.NormFloat64() * 4)
+		for i := range row {
+			x := v
+			for range r.IntN(6) {
+				x = math.Nextafter32(x, float32(math.Inf(1)))
+			}
+			row[i] = x
+		}
+	case 6: // far below 0, -Inf among them: max·(1/T) can overflow to -Inf
+		for i := range row {
+			row[i] = -math.MaxFloat32 * float32(0.5+0.5*r.Float64())
+			if r.IntN(4) == 0 {
+				row[i] = float32(math.Inf(-1))
+			}
+		}
+	case 5: // signed zeros and subnormals
+		for i := range row {
+			switch r.IntN(4) {
+			case 0:
+				row[i] = float32(math.Copysign(0, -1))
+			case 1:
+				row[i] = 0
+			case 2:
+				row[i] = math.Float32frombits(uint32(r.IntN(100)))
+			default:
+				row[i] = -math.Float32frombits(uint32(r.IntN(100)))
+			}
+		}
+	}
+	if r.IntN(25) == 0 {
+		bad := []float32{float32(math.NaN()), math.Float32frombits(0x7f800001), // quiet, signaling
+			float32(math.Inf(1)), float32(math.Inf(-1))}
+		row[r.IntN(n)] = bad[r.IntN(len(bad))]
+	}
+	return row
+}
+
+// plantCut copies, at random places of row, the logits at and a few ulps
+// around the least one that min-p at temperature t keeps, and the k-th
+// largest logit (ties at the top-k cut).
+func plantCut(r *rand.Rand, row []float32, t, p float64, k int) {
+	if len(row) < 2 {
+		return
+	}
+	if p > 0 {
+		inv := float32(1)
+		if t > 0 && t != 1 {
+			inv = float32(1 / t)
+		}
+		m := slices.Max(row) * inv
+		cut := float32(float64(m) + math.Log(min(p, 1)))
+		x := float32(float64(cut) / float64(inv))
+		for range 3 {
+			x = math.Nextafter32(x, float32(math.Inf(-1)))
+		}
+		for range 7 {
+			row[r.IntN(len(row))] = x
+			x = math.Nextafter32(x, float32(math.Inf(1)))
+		}
+	}
+	if k > 0 && k < len(row) {
+		s := slices.Clone(row)
+		slices.SortFunc(s, func(a, b float32) int { return cmpF(float64(b), float64(a)) })
+		for range 1 + r.IntN(3) {
+			row[r.IntN(len(row))] = s[k-1]
+		}
+	}
+}
+
+// plantFloor raises the logits sampleFloor samples for a top-k above the
+// rest, so that its floor leaves fewer than k+1 logits above it.
+func plantFloor(r *rand.Rand, row []float32, k int) {
+	m, stride, _ := floorSample(len(row), k)
+	if m == 0 {
+		return
+	}
+	top := slices.Max(row)
+	for i := range m {
+		row[i*stride] = top + 1 + r.Float32()
+	}
+}
+
+// TestSampleMatchesStages: Chain.Sample, which fuses a chain's first
+// stages into loading the row (a min-p or top-k cut loads only the tokens
+// that pass), draws the same tokens and leaves the same candidates, bit
+// for bit, as loading the whole row and applying every stage in turn,
+// over random rows (1 to 128256 logits), chains (penalties, temperature
+// 0, 1, negative, NaN or odd, min-p, top-k, top-p, in the engine's order
+// or shuffled) and seeds.
+func TestSampleMatchesStages(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	inf, nan := math.Inf(1), math.NaN()
+	temps := []float64{0, -1, nan, 1, 1, 1 + 1e-12, 0.7, 0.8, 0.8, 1.5, 0.01, 3, 1e-30, 1e30, inf, 1e-39}
+	minPs := []float64{0, 0, 0.01, 0.05, 0.05, 0.3, 1, 2, nan}
+	topKs := []int{0, 0, 1, 2, 5, 40, 40, 1000}
+	topPs := []float64{0, 0.5, 0.9, 0.95, 1, 1}
+	sizes := []int{1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 512, 1000, 4096}
+	var a, b, probe Candidates // reused, as the engine reuses its own
+	cases := 2500
+	if testing.Short() {
+		cases = 500
+	}
+	fused := 0
+	for i := range cases {
+		var n int
+		switch {
+		case i%500 == 7:
+			n = 128256
+		case i%100 == 3:
+			n = 32000
+		case i%2 == 0:
+			n = sizes[r.IntN(len(sizes))]
+		default:
+			n = 1 + r.IntN(5000)
+		}
+		temp := temps[r.IntN(len(temps))]
+		if r.IntN(5) == 0 {
+			temp = 0.1 + 2*r.Float64()
+		}
+		minP, topK, topP := minPs[r.IntN(len(minPs))], topKs[r.IntN(len(topKs))], topPs[r.IntN(len(topPs))]
+		row := sampleRow(r, n)
+		switch r.IntN(6) {
+		case 0, 1:
+			plantCut(r, row, temp, minP, topK)
+		case 2:
+			plantFloor(r, row, topK)
+		}
+		var stages []Sampler
+		if r.IntN(4) == 0 {
+			pen := &Penalties{Window: 1 + r.IntN(16), Repeat: []float64{0, 1, 1.3, 0.8}[r.IntN(4)],
+				Frequency: []float64{0, 0.5}[r.IntN(2)], Presence: []float64{0, 1, -0.5}[r.IntN(3)]}
+			for range r.IntN(20) {
+				pen.Accept(r.IntN(n + 2))
+			}
+			stages = append(stages, pen)
+		}
+		body := []Sampler{Temperature(temp), MinP(minP), TopK(topK), TopP(topP)}
+		if r.IntN(4) == 0 {
+			r.Shuffle(len(body), func(i, j int) { body[i], body[j] = body[j], body[i] })
+		}
+		body = slices.DeleteFunc(body, func(Sampler) bool { return r.IntN(5) == 0 })
+		stages = append(stages, body...)
+		if r.IntN(8) == 0 {
+			stages = append(stages, ArgMax{})
+		} else {
+			stages = append(stages, NewDist(r.Uint64(), r.Uint64()))
+		}
+		ref := NewChain(stages...)
+		fast := ref.Clone().(*Chain)
+		if fast.load(&probe, row) > 0 {
+			fused++
+		}
+		for d := range 3 {
+			a.Reset(row)
+			ref.Apply(&a)
+			ta := a.Token()
+			tb := fast.Sample(&b, row)
+			if ta != tb || !sameCandidates(&a, &b) {
+				t.Fatalf("case %d draw %d, n=%d, %s: Sample drew %d from %d candidates (sorted %v), the stages %d from %d (sorted %v)",
+					i, d, n, ref.Name(), tb, len(b.Items), b.sorted, ta, len(a.Items), a.sorted)
+			}
+			ref.Accept(max(ta, 0))
+			fast.Accept(max(tb, 0))
+		}
+	}
+	// Most chains begin with stages Sample fuses.
+	if fused < cases/2 {
+		t.Errorf("only %d of %d chains took a fused load", fused, cases)
 	}
 }
