@@ -793,8 +793,11 @@ func Distinct2(outputs [][]int) float64 {
 // OverheadResult is the share of a search's time spent outside the
 // forward pass (policy, tree, bookkeeping) at one width.
 type OverheadResult struct {
-	Mode    engine.Mode   `json:"mode"`
-	Width   int           `json:"width"`
+	Mode  engine.Mode `json:"mode"`
+	Width int         `json:"width"`
+	// Forced is set for beam-adaptive forced to fork at every step (its
+	// worst case); unset, it runs the default policy.
+	Forced  bool          `json:"forced,omitempty"`
 	Rows    int           `json:"rows"` // per search
 	Wall    time.Duration `json:"wall_ns"`
 	Forward time.Duration `json:"forward_ns"`
@@ -804,64 +807,97 @@ type OverheadResult struct {
 	PerRow time.Duration `json:"per_row_ns"`
 }
 
-// overheadPrompt is the prompt of the search-overhead measurement.
+// Name is the mode with its width and policy, as the tables print it.
+func (o OverheadResult) Name() string {
+	s := o.Mode.String()
+	if o.Forced {
+		s += " (forced forks)"
+	}
+	return s
+}
+
+// overheadPrompts are the prompts of the search-overhead measurement, one
+// a round.
+var overheadPrompts = []string{"Once upon a time", "Lily wanted to", "The little dog", "Tom and his mom"}
+
+// overheadPrompt is the prompt of the external programs' runs.
 const overheadPrompt = "Once upon a time"
 
-// MeasureSearchOverhead runs, for each width w, beam search with K = w and
-// beam-adaptive forced to fork at every step up to width w (the most
-// branches it can keep, its worst case), and at width 1 greedy and entropix
-// too, rounds times each over maxTokens tokens, and reports the time
-// outside the forward pass from the engine's own accounting
-// (engine.Stats.Wall and ForwardTime).
+// MeasureSearchOverhead runs every mode, rounds times each (after a
+// warm-up) over maxTokens tokens, and reports the time outside the forward
+// pass from the engine's own accounting (engine.Stats.Wall and
+// ForwardTime): at width 1 the single-path modes (greedy, sample,
+// entropix) and beam search of one beam; at every other width w in widths
+// beam search, CoT-decoding, self-consistency and best-of-N with w
+// branches, and beam-adaptive forced to fork at every step up to w
+// branches (the most it can keep, its worst case); and beam-adaptive with
+// the default policy and budget once.
 func MeasureSearchOverhead(ctx context.Context, m *model.Model, widths []int, maxTokens, rounds int) ([]OverheadResult, error) {
 	if maxTokens < 1 || rounds < 1 {
 		return nil, fmt.Errorf("bench: search overhead: %d tokens, %d rounds: want both > 0", maxTokens, rounds)
 	}
-	var res []OverheadResult
+	type run struct {
+		mode   engine.Mode
+		width  int
+		forced bool
+	}
+	var runs []run
 	for _, w := range widths {
 		if w < 1 || w > policy.MaxForkWidth {
 			return nil, fmt.Errorf("bench: search overhead: width %d outside [1, %d]", w, policy.MaxForkWidth)
 		}
-		modes := []engine.Mode{engine.Beam, engine.BeamAdaptive}
 		if w == 1 {
 			// The single-path modes: what a plain generation costs
 			// beyond its forward passes.
-			modes = []engine.Mode{engine.Greedy, engine.Entropix, engine.Beam, engine.BeamAdaptive}
-		}
-		for _, mode := range modes {
-			opts := []engine.Option{engine.WithMode(mode), engine.WithWidth(w), engine.WithSeed(1)}
-			if mode == engine.BeamAdaptive {
-				opts = append(opts, engine.WithPolicy(policy.ForcedForks(policy.DefaultConfig())))
+			for _, mode := range []engine.Mode{engine.Greedy, engine.Sample, engine.Entropix, engine.Beam} {
+				runs = append(runs, run{mode, 1, false})
 			}
-			eng, err := engine.New(m, opts...)
+			continue
+		}
+		for _, mode := range []engine.Mode{engine.Beam, engine.CoTDecoding, engine.SelfConsistency, engine.BestOfN} {
+			runs = append(runs, run{mode, w, false})
+		}
+		runs = append(runs, run{engine.BeamAdaptive, w, true})
+	}
+	runs = append(runs, run{engine.BeamAdaptive, 0, false})
+	var res []OverheadResult
+	for _, rn := range runs {
+		opts := []engine.Option{engine.WithMode(rn.mode), engine.WithSeed(1)}
+		budget := engine.Budget{MaxTokens: maxTokens, MaxWidth: rn.width}
+		if rn.width > 0 {
+			opts = append(opts, engine.WithWidth(rn.width))
+		}
+		if rn.forced {
+			opts = append(opts, engine.WithPolicy(policy.ForcedForks(policy.DefaultConfig())))
+		}
+		eng, err := engine.New(m, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("bench: search overhead: %w", err)
+		}
+		r := OverheadResult{Mode: rn.mode, Width: rn.width, Forced: rn.forced}
+		for i := range rounds + 1 {
+			out, err := eng.Search(ctx, overheadPrompts[i%len(overheadPrompts)], budget)
 			if err != nil {
-				return nil, fmt.Errorf("bench: search overhead: %w", err)
+				return nil, fmt.Errorf("bench: search overhead, %s width %d: %w", rn.mode, rn.width, err)
 			}
-			budget := engine.Budget{MaxTokens: maxTokens, MaxWidth: w}
-			r := OverheadResult{Mode: mode, Width: w}
-			for i := range rounds + 1 {
-				out, err := eng.Search(ctx, overheadPrompt, budget)
-				if err != nil {
-					return nil, fmt.Errorf("bench: search overhead, %s width %d: %w", mode, w, err)
-				}
-				if i == 0 {
-					continue // warm-up
-				}
-				r.Rows += out.Stats.Rows
-				r.Wall += out.Stats.Wall
-				r.Forward += out.Stats.ForwardTime
+			if i == 0 {
+				continue // warm-up
 			}
-			if r.Wall > 0 {
-				r.Share = 1 - float64(r.Forward)/float64(r.Wall)
-			}
-			if r.Rows > 0 {
-				r.PerRow = (r.Wall - r.Forward) / time.Duration(r.Rows)
-			}
-			r.Rows /= rounds
-			r.Wall /= time.Duration(rounds)
-			r.Forward /= time.Duration(rounds)
-			res = append(res, r)
+			r.Rows += out.Stats.Rows
+			r.Wall += out.Stats.Wall
+			r.Forward += out.Stats.ForwardTime
+			r.Width = max(r.Width, out.Stats.MaxLive)
 		}
+		if r.Wall > 0 {
+			r.Share = 1 - float64(r.Forward)/float64(r.Wall)
+		}
+		if r.Rows > 0 {
+			r.PerRow = (r.Wall - r.Forward) / time.Duration(r.Rows)
+		}
+		r.Rows /= rounds
+		r.Wall /= time.Duration(rounds)
+		r.Forward /= time.Duration(rounds)
+		res = append(res, r)
 	}
 	return res, nil
 }

@@ -311,13 +311,19 @@ func TestMeasureSearchOverhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 6 || res[0].Mode != engine.Greedy || res[1].Mode != engine.Entropix {
-		t.Fatalf("%d results, want 6 (greedy and entropix at width 1 first)", len(res))
+	// Every mode: four at width 1, five at width 4, the default search.
+	if len(res) != 10 || res[0].Mode != engine.Greedy || res[2].Mode != engine.Entropix || !res[8].Forced || res[9].Forced {
+		t.Fatalf("%d results %+v, want 10 (greedy, sample, entropix, beam at width 1 first)", len(res), res)
 	}
+	seen := map[engine.Mode]bool{}
 	for _, r := range res {
-		if r.Rows <= 0 || r.Wall <= 0 || r.Forward > r.Wall || r.Share < 0 || r.Share > 1 {
+		seen[r.Mode] = true
+		if r.Rows <= 0 || r.Wall <= 0 || r.Forward > r.Wall || r.Share < 0 || r.Share > 1 || r.Width < 1 {
 			t.Errorf("%s width %d: %+v", r.Mode, r.Width, r)
 		}
+	}
+	if len(seen) != len(engine.Modes()) {
+		t.Errorf("modes measured: %v, want all %d", seen, len(engine.Modes()))
 	}
 	if _, err := MeasureSearchOverhead(context.Background(), m, []int{65}, 8, 1); err == nil {
 		t.Error("width 65: no error")

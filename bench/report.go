@@ -474,6 +474,19 @@ func beats(m metric, a, b []ModeResult) bool {
 	return x < y
 }
 
+// OverheadMarkdown writes the search-overhead table (nothing for none).
+func OverheadMarkdown(b *strings.Builder, res []OverheadResult) {
+	if len(res) == 0 {
+		return
+	}
+	b.WriteString("Search overhead: time outside the forward pass (policy, tree, bookkeeping), from the engine's own accounting (1 - ForwardTime/Wall); width is the most branches live at once\n\n")
+	b.WriteString("| mode | width | rows per search | wall | forward | outside forward | per row |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, o := range res {
+		fmt.Fprintf(b, "| %s | %d | %d | %s | %s | %.1f%% | %.2f µs |\n", o.Name(), o.Width, o.Rows, fmtMs(o.Wall), fmtMs(o.Forward), 100*o.Share, float64(o.PerRow)/float64(time.Microsecond))
+	}
+	b.WriteString("\n")
+}
+
 func (s *SpeedSection) markdown(b *strings.Builder) error {
 	b.WriteString("# Speed\n\n")
 	if s.Speed != nil {
@@ -481,14 +494,7 @@ func (s *SpeedSection) markdown(b *strings.Builder) error {
 			return err
 		}
 	}
-	if len(s.Overhead) > 0 {
-		b.WriteString("Search overhead: time outside the forward pass (policy, tree, bookkeeping), from the engine's own accounting (1 - ForwardTime/Wall); beam-adaptive is forced to fork at every step, its worst case\n\n")
-		b.WriteString("| mode | width | rows per search | wall | forward | outside forward | per row |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-		for _, o := range s.Overhead {
-			fmt.Fprintf(b, "| %s | %d | %d | %s | %s | %.1f%% | %.2f µs |\n", o.Mode, o.Width, o.Rows, fmtMs(o.Wall), fmtMs(o.Forward), 100*o.Share, float64(o.PerRow)/float64(time.Microsecond))
-		}
-		b.WriteString("\n")
-	}
+	OverheadMarkdown(b, s.Overhead)
 	if sp := s.Speed; sp != nil && (sp.Llama != nil || s.Llama2C != nil) {
 		b.WriteString("Baselines on the same model, same machine, same run\n\n| program | decode tokens/s | ours / theirs |\n| --- | ---: | ---: |\n")
 		fmt.Fprintf(b, "| entropix-search (single stream, %d threads) | %.1f | 1.00 |\n", sp.Threads, sp.Decode.TokensPerSec)

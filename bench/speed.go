@@ -447,6 +447,21 @@ type SpeedReport struct {
 	VersusPrefill *DecodeComparison
 	VersusBatched *DecodeComparison
 	LlamaErr      error `json:"-"` // why llama-bench did not run, if it was asked to
+	// Overhead is the search's time outside the forward pass, mode by
+	// mode (MeasureSearchOverhead), when it was measured.
+	Overhead []OverheadResult
+}
+
+// MaxOverhead returns the largest share of a search's time outside the
+// forward pass over the modes measured, and that mode's result.
+func (r *SpeedReport) MaxOverhead() (OverheadResult, bool) {
+	var worst OverheadResult
+	for _, o := range r.Overhead {
+		if o.Share >= worst.Share {
+			worst = o
+		}
+	}
+	return worst, len(r.Overhead) > 0
 }
 
 // MarshalJSON writes the report with LlamaErr as a string.
@@ -552,6 +567,7 @@ func (r *SpeedReport) Markdown(w io.Writer) error {
 		}
 	}
 	b.WriteString("\n")
+	OverheadMarkdown(&b, r.Overhead)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -189,7 +189,7 @@ func TestEvalSpeed(t *testing.T) {
 	t.Setenv("LLAMA2C_RUN", "")
 	var errb bytes.Buffer
 	s := measureEvalSpeed(context.Background(), m, bin, tok, true, &errb)
-	if s.Speed == nil || s.Speed.Decode.TokensPerSec <= 0 || len(s.Overhead) != 8 {
+	if s.Speed == nil || s.Speed.Decode.TokensPerSec <= 0 || len(s.Overhead) != 15 { // 4 modes at width 1, 5 at 16 and 64, the default search
 		t.Fatalf("speed section %+v; notes %v", s, s.Notes)
 	}
 	if s.Speed.Llama != nil || s.Llama2C != nil || len(s.Notes) != 1 || !strings.Contains(s.Notes[0], "LLAMA_BENCH") {

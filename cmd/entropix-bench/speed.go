@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/synth"
 	"github.com/entropix-search/entropix-search/model/tokenizer"
+	"github.com/entropix-search/entropix-search/policy"
 )
 
 func init() {
@@ -63,6 +65,7 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer.bin whose vocabulary the GGUF for llama-bench carries (default: synthetic)")
 	modelPath := fs.String("m", "", "measure this GGUF `file` instead of a generated model (any weight type the loader takes; LLAMA_BENCH then runs on the same file)")
 	kvName := fs.String("kv", "auto", "KV cache type: f32, f16, or auto: f16 for Q8_0 weights, f32 for F32 (llama-bench gets f16 either way: it has no f32 KV cache)")
+	overhead := fs.String("overhead", "1,4,16", "`widths` at which every mode's time outside the forward pass is measured (none: skip)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: entropix-bench speed [-shape stories110M] [-dtype q8_0|q4_k|f32|both] [-kv auto|f32|f16] [-quick]\n\n"+
 			"Measures single-stream decode, the step time of B branches in one batch, prefill,\n"+
@@ -71,7 +74,8 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			"(LLAMA_BENCH_ARGS: extra arguments, e.g. \"-rtr 1\" for ik_llama.cpp),\n"+
 			"it also writes the model as GGUF to a temporary file and compares decode and prefill\n"+
 			"speeds in interleaved pairs; with -m and LLAMA_BATCHED_BENCH naming llama-batched-bench\n"+
-			"(LLAMA_BATCHED_BENCH_ARGS, e.g. \"-rtr\"), the 16-branch step too.\n\n")
+			"(LLAMA_BATCHED_BENCH_ARGS, e.g. \"-rtr\"), the 16-branch step too. Last, every search\n"+
+			"mode's time outside the forward pass (-overhead widths).\n\n")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -102,9 +106,26 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *quick {
 		cfg = bench.QuickSpeedConfig()
 	}
+	widths, err := parseWidths(*overhead)
+	if err != nil {
+		return usagef("-overhead: %v", err)
+	}
+	addOverhead := func(m *model.Model, rep *bench.SpeedReport) error {
+		if len(widths) == 0 {
+			return nil
+		}
+		tokens, rounds := 64, 3
+		if *quick {
+			tokens, rounds = 16, 1
+		}
+		fmt.Fprintf(stderr, "measuring the search overhead of every mode (%d tokens, %d rounds)...\n", tokens, rounds)
+		var err error
+		rep.Overhead, err = bench.MeasureSearchOverhead(ctx, m, widths, tokens, rounds)
+		return err
+	}
 	llamaBench := os.Getenv("LLAMA_BENCH")
 	if *modelPath != "" {
-		rep, err := speedOfFile(ctx, *modelPath, *kvName, llamaBench, *quick, cfg, stderr)
+		rep, err := speedOfFile(ctx, *modelPath, *kvName, llamaBench, *quick, cfg, addOverhead, stderr)
 		if err != nil {
 			return err
 		}
@@ -135,6 +156,9 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
+		if err := addOverhead(m, rep); err != nil {
+			return err
+		}
 		if llamaBench != "" {
 			rounds := 5
 			if *quick {
@@ -160,7 +184,7 @@ func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // targets prints the issue's speed targets against the measurements.
 func targets(w io.Writer, reports []*bench.SpeedReport) error {
 	var b strings.Builder
-	b.WriteString("## Targets\n\n| model | 16-branch step / 1-branch (target ≤ 2.5) | fork 4096 / fork 64 | decode tokens/s | llama.cpp tokens/s | ours / llama.cpp |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("## Targets\n\n| model | 16-branch step / 1-branch (target ≤ 2.5) | fork 4096 / fork 64 | decode tokens/s | llama.cpp tokens/s | ours / llama.cpp | search overhead, worst mode (target < 3%) |\n| --- | ---: | ---: | ---: | ---: | ---: | --- |\n")
 	for _, r := range reports {
 		ok := "met"
 		if x := r.StepRatio(16); x == 0 || x > 2.5 {
@@ -177,7 +201,15 @@ func targets(w io.Writer, reports []*bench.SpeedReport) error {
 			llama = fmt.Sprintf("%.1f (median)", bench.Median(v.Llama))
 			ratio = fmt.Sprintf("%.2f (median of the pairs' ratios, %.2f-%.2f)", v.MedianRatio(), slices.Min(rs), slices.Max(rs))
 		}
-		fmt.Fprintf(&b, "| %s %v | %.2f (%s) | %s | %s | %s | %s |\n", r.Model, r.DType, r.StepRatio(16), ok, fork, ours, llama, ratio)
+		over := "-"
+		if o, ok := r.MaxOverhead(); ok {
+			met := "met"
+			if o.Share >= 0.03 {
+				met = "missed"
+			}
+			over = fmt.Sprintf("%.1f%%, %s at width %d (%s)", 100*o.Share, o.Name(), o.Width, met)
+		}
+		fmt.Fprintf(&b, "| %s %v | %.2f (%s) | %s | %s | %s | %s | %s |\n", r.Model, r.DType, r.StepRatio(16), ok, fork, ours, llama, ratio, over)
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
@@ -187,7 +219,7 @@ func targets(w io.Writer, reports []*bench.SpeedReport) error {
 // speedOfFile measures a model file, and llama-bench on the same file
 // when bin is set. The report's model is the file's name with the types
 // of its weights as stored (a K-quant is run as Q8_0: see model.Load).
-func speedOfFile(ctx context.Context, path, kvName, bin string, quick bool, cfg bench.SpeedConfig, stderr io.Writer) (*bench.SpeedReport, error) {
+func speedOfFile(ctx context.Context, path, kvName, bin string, quick bool, cfg bench.SpeedConfig, addOverhead func(*model.Model, *bench.SpeedReport) error, stderr io.Writer) (*bench.SpeedReport, error) {
 	m, err := model.Load(path, "")
 	if err != nil {
 		return nil, err
@@ -225,6 +257,9 @@ func speedOfFile(ctx context.Context, path, kvName, bin string, quick bool, cfg 
 		if rep.LlamaErr != nil {
 			fmt.Fprintf(stderr, "llama-bench: %v\n", rep.LlamaErr)
 		}
+	}
+	if err := addOverhead(m, rep); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }
@@ -291,4 +326,21 @@ func runGGUF(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stderr, "wrote %s (%s %v, seed %d)\n", *out, shape.Name, dts[0], *seed)
 	return nil
+}
+
+// parseWidths parses a comma-separated list of branch widths; "none" or
+// "" is none.
+func parseWidths(s string) ([]int, error) {
+	if s == "" || s == "none" {
+		return nil, nil
+	}
+	var ws []int
+	for _, f := range strings.Split(s, ",") {
+		w, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || w < 1 || w > policy.MaxForkWidth {
+			return nil, fmt.Errorf("width %q: want a whole number in [1, %d]", f, policy.MaxForkWidth)
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
 }
