@@ -353,41 +353,47 @@ func TestModeText(t *testing.T) {
 	}
 }
 
-// BenchmarkDecide is the full trunk decision per row (search mode), one
-// row per op:
+// BenchmarkDecide is the full trunk decision per row, one row per op, in
+// the policy's two modes:
 //
-//	greedy   a peaked row: LELV, argmax
-//	adaptive three options over a far tail: five adaptive draws
-//	branch   p0 = .8 and a tail: LEHV, fork selection
-//	flat     a uniform row: HELV, a hot draw over the whole vocabulary (the
-//	         samplers' worst case: every token passes min-p)
-//	lm+attn  a random language-model-like row plus the last layer's
-//	         attention (32 heads x 1024 positions, scores and probs)
+//	single/greedy    a peaked row: LELV, argmax
+//	single/adaptive  three options over a far tail: five adaptive draws
+//	single/sample    p0 = .8 and a tail: LEHV, one draw
+//	single/flat      a uniform row: HELV, one draw over the whole
+//	                 vocabulary (the samplers' worst case: every token
+//	                 passes min-p)
+//	search/branch    three options over a far tail: a fork into three
+//	search/flat      a uniform row: a fork into the budget's four
+//	search/lm+attn   a random language-model-like row plus the last
+//	                 layer's attention (32 heads x 1024 positions)
 func BenchmarkDecide(b *testing.B) {
 	att := []Attention{randomAttention(rand.New(rand.NewPCG(7, 8)), 32, 1024)}
 	for _, n := range vocabs {
 		peaked := make([]float32, n)
 		peaked[3] = 40
-		adaptive := make([]float32, n)
-		for i := range adaptive {
-			adaptive[i] = -40
+		options := make([]float32, n)
+		for i := range options {
+			options[i] = -40
 		}
-		copy(adaptive, logs(.5, .25, .25))
+		copy(options, logs(.5, .25, .25))
 		cases := []struct {
 			name string
+			mode Mode
 			row  []float32
 			att  []Attention
 			want Action
 		}{
-			{"greedy", peaked, nil, Greedy},
-			{"adaptive", adaptive, nil, MultiSample},
-			{"branch", headAndTail(.8, n-1), nil, Branch},
-			{"flat", make([]float32, n), nil, Sample},
-			{"lm+attn", randomLogits(rand.New(rand.NewPCG(5, 6)), n), att, 0},
+			{"single/greedy", SinglePath, peaked, nil, Greedy},
+			{"single/adaptive", SinglePath, options, nil, MultiSample},
+			{"single/sample", SinglePath, headAndTail(.8, n-1), nil, Sample},
+			{"single/flat", SinglePath, make([]float32, n), nil, Sample},
+			{"search/branch", Search, options, nil, Branch},
+			{"search/flat", Search, make([]float32, n), nil, Branch},
+			{"search/lm+attn", Search, randomLogits(rand.New(rand.NewPCG(5, 6)), n), att, 0},
 		}
 		for _, c := range cases {
 			cfg := DefaultConfig()
-			cfg.Mode = Search
+			cfg.Mode = c.mode
 			tr := newTrunk(b, cfg)
 			b.Run(fmt.Sprintf("vocab=%d/%s", n, c.name), func(b *testing.B) {
 				d := decide(b, tr, Step{Logits: c.row, Attention: c.att, Budget: 4})
