@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
 // MaxHeads bounds Attention.Heads; the metrics keep one float64 per head on
@@ -106,17 +108,17 @@ func MeasureAttention(layers ...Attention) (AttentionMetrics, error) {
 	return out, nil
 }
 
+// agreementChunk is the positions whose mean over heads the agreement
+// keeps at once (on the stack).
+const agreementChunk = 1024
+
 // measureLayer assumes a valid shape.
 func measureLayer(a *Attention) AttentionMetrics {
 	H, L := a.Heads, a.Len
 	var out AttentionMetrics
 
 	if a.Scores != nil {
-		var s float64
-		for _, x := range a.Scores {
-			s += math.Abs(float64(x))
-		}
-		out.Interaction = s / float64(H*L)
+		out.Interaction = kernels.AbsSum(a.Scores) / float64(H*L)
 	}
 
 	// Per-head entropy, with Welford's mean and variance across heads.
@@ -128,23 +130,11 @@ func measureLayer(a *Attention) AttentionMetrics {
 		case a.Probs != nil && a.Scores != nil:
 			// log P_j = s_j - c with c = s_k - log P_k for the most
 			// probable k: one log per head, H = c·ΣP - ΣP·s.
+			// H = Σ P·(c - s), terms of one sign, in one vectorized pass.
 			probs, scores := a.Probs[h*L:(h+1)*L], a.Scores[h*L:(h+1)*L]
-			k := 0
-			for j, p := range probs {
-				if p > probs[k] {
-					k = j
-				}
-			}
+			_, k, _ := kernels.Top2(probs)
 			c := float64(scores[k]) - math.Log(float64(probs[k]))
-			var sp, sps float64
-			for j, p := range probs {
-				if p > 0 {
-					pf := float64(p)
-					sp += pf
-					sps += pf * float64(scores[j])
-				}
-			}
-			ent = max(0, c*sp-sps) / math.Ln2
+			ent = max(0, kernels.SurprisalSum(probs, scores, float32(c))) / math.Ln2
 		case a.Probs != nil:
 			var acc float64
 			for _, p := range a.Probs[h*L : (h+1)*L] {
@@ -182,14 +172,19 @@ func measureLayer(a *Attention) AttentionMetrics {
 	// Agreement: walk positions, comparing the heads at each one.
 	var dev float64
 	if a.Probs != nil {
-		for j := range L {
-			var mu float64
+		// A chunk of positions at a time: the heads' mean there, then
+		// each head's distance from it, head by head (rows, not columns).
+		var mu [agreementChunk]float32
+		inv := 1 / float32(H)
+		for j0 := 0; j0 < L; j0 += agreementChunk {
+			m := mu[:min(agreementChunk, L-j0)]
+			clear(m)
 			for h := range H {
-				mu += float64(a.Probs[h*L+j])
+				kernels.Axpy(1, a.Probs[h*L+j0:][:len(m)], m)
 			}
-			mu /= float64(H)
+			kernels.Scale(m, inv)
 			for h := range H {
-				dev += math.Abs(float64(a.Probs[h*L+j]) - mu)
+				dev += kernels.AbsDiffSum(a.Probs[h*L+j0:][:len(m)], m)
 			}
 		}
 	} else {

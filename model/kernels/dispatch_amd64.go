@@ -838,3 +838,24 @@ func runKTiles(tiles *[4]kTileFunc, per, unitBytes int, out []float32, m *Mat, x
 // kRowChunk is how many weight rows a K-quant product takes at a time
 // (16 rows of 8192 columns in Q4_K: 72 KiB, well within L2).
 const kRowChunk = 16
+
+func absSum(x []float32) float64 {
+	if f32Level < levelAVX2 {
+		return absSumGo(x)
+	}
+	return absSumAVX2(&x[0], len(x))
+}
+
+func absDiffSum(x, y []float32) float64 {
+	if f32Level < levelAVX2 {
+		return absDiffSumGo(x, y)
+	}
+	return absDiffSumAVX2(&x[0], &y[0], len(x))
+}
+
+func surprisalSum(p, s []float32, c float32) float64 {
+	if f32Level < levelAVX2 {
+		return surprisalSumGo(p, s, c)
+	}
+	return surprisalSumAVX2(&p[0], &s[0], len(p), c)
+}

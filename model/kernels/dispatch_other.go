@@ -90,3 +90,7 @@ func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q5kRowsGo(out, m
 func q40Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q40RowsGo(out, m, xq, n, r0, r1) }
 
 func quantizeQ8K(dst []byte, x []float32) { quantizeQ8KRow(dst, x) }
+
+func absSum(x []float32) float64                     { return absSumGo(x) }
+func absDiffSum(x, y []float32) float64              { return absDiffSumGo(x, y) }
+func surprisalSum(p, s []float32, c float32) float64 { return surprisalSumGo(p, s, c) }

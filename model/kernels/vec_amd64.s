@@ -1436,6 +1436,230 @@ done:
 	VZEROUPPER
 	RET
 
+// func absSumAVX2(x *float32, n int) float64
+// Requires: AVX, AVX2, CMOV, SSE2
+TEXT ·absSumAVX2(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVL         $0x7fffffff, DX
+	VMOVD        DX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         CX, DX
+	ANDQ         $-8, DX
+	SHLQ         $0x02, DX
+	MOVQ         CX, BX
+	ANDQ         $0x07, BX
+	VXORPS       Y1, Y1, Y1
+	JZ           nomask
+	LEAQ         tailmask8<>+0(SB), CX
+	MOVQ         $0x00000008, SI
+	SUBQ         BX, SI
+	VMOVDQU      (CX)(SI*4), Y1
+	VMOVAPS      Y1, Y1
+
+nomask:
+	VXORPS Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	XORQ   CX, CX
+
+absblock:
+	CMPQ    CX, DX
+	JAE     abstail
+	LEAQ    256(CX), SI
+	CMPQ    SI, DX
+	CMOVQHI DX, SI
+
+absvec:
+	VMOVUPS      (AX)(CX*1), Y4
+	VANDPS       Y0, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	ADDQ         $0x20, CX
+	CMPQ         CX, SI
+	JB           absvec
+	VCVTPS2PD    X2, Y4
+	VEXTRACTF128 $0x01, Y2, X2
+	VCVTPS2PD    X2, Y2
+	VADDPD       Y4, Y3, Y3
+	VADDPD       Y2, Y3, Y3
+	VXORPS       Y2, Y2, Y2
+	JMP          absblock
+
+abstail:
+	TESTQ        BX, BX
+	JZ           abssum
+	VMASKMOVPS   (AX)(CX*1), Y1, Y1
+	VANDPS       Y0, Y1, Y1
+	VADDPS       Y1, Y2, Y2
+	VCVTPS2PD    X2, Y0
+	VEXTRACTF128 $0x01, Y2, X1
+	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y3, Y3
+	VADDPD       Y1, Y3, Y3
+	VXORPS       Y2, Y2, Y2
+
+abssum:
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPD       X0, X3, X0
+	VSHUFPD      $0x01, X0, X0, X1
+	VADDSD       X1, X0, X0
+	MOVSD        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func absDiffSumAVX2(x *float32, y *float32, n int) float64
+// Requires: AVX, AVX2, CMOV, SSE2
+TEXT ·absDiffSumAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         y+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVL         $0x7fffffff, BX
+	VMOVD        BX, X0
+	VPBROADCASTD X0, Y0
+	MOVQ         DX, BX
+	ANDQ         $-8, BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ANDQ         $0x07, SI
+	VXORPS       Y1, Y1, Y1
+	JZ           nomask
+	LEAQ         tailmask8<>+0(SB), DX
+	MOVQ         $0x00000008, DI
+	SUBQ         SI, DI
+	VMOVDQU      (DX)(DI*4), Y1
+	VMOVAPS      Y1, Y1
+
+nomask:
+	VXORPS Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	XORQ   DX, DX
+
+absdiffblock:
+	CMPQ    DX, BX
+	JAE     absdifftail
+	LEAQ    256(DX), DI
+	CMPQ    DI, BX
+	CMOVQHI BX, DI
+
+absdiffvec:
+	VMOVUPS      (AX)(DX*1), Y4
+	VMOVUPS      (CX)(DX*1), Y5
+	VSUBPS       Y5, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	ADDQ         $0x20, DX
+	CMPQ         DX, DI
+	JB           absdiffvec
+	VCVTPS2PD    X2, Y4
+	VEXTRACTF128 $0x01, Y2, X2
+	VCVTPS2PD    X2, Y2
+	VADDPD       Y4, Y3, Y3
+	VADDPD       Y2, Y3, Y3
+	VXORPS       Y2, Y2, Y2
+	JMP          absdiffblock
+
+absdifftail:
+	TESTQ        SI, SI
+	JZ           absdiffsum
+	VMASKMOVPS   (AX)(DX*1), Y1, Y4
+	VMASKMOVPS   (CX)(DX*1), Y1, Y1
+	VSUBPS       Y1, Y4, Y4
+	VANDPS       Y0, Y4, Y4
+	VADDPS       Y4, Y2, Y2
+	VCVTPS2PD    X2, Y0
+	VEXTRACTF128 $0x01, Y2, X1
+	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y3, Y3
+	VADDPD       Y1, Y3, Y3
+	VXORPS       Y2, Y2, Y2
+
+absdiffsum:
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPD       X0, X3, X0
+	VSHUFPD      $0x01, X0, X0, X1
+	VADDSD       X1, X0, X0
+	MOVSD        X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func surprisalSumAVX2(p *float32, s *float32, n int, c float32) float64
+// Requires: AVX, AVX2, CMOV, SSE, SSE2
+TEXT ·surprisalSumAVX2(SB), NOSPLIT, $0-40
+	MOVQ         p+0(FP), AX
+	MOVQ         s+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        c+24(FP), X0
+	VBROADCASTSS X0, Y0
+	VXORPS       Y1, Y1, Y1
+	MOVQ         DX, BX
+	ANDQ         $-8, BX
+	SHLQ         $0x02, BX
+	MOVQ         DX, SI
+	ANDQ         $0x07, SI
+	VXORPS       Y2, Y2, Y2
+	JZ           nomask
+	LEAQ         tailmask8<>+0(SB), DX
+	MOVQ         $0x00000008, DI
+	SUBQ         SI, DI
+	VMOVDQU      (DX)(DI*4), Y2
+	VMOVAPS      Y2, Y2
+
+nomask:
+	VXORPS Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	XORQ   DX, DX
+
+surprisalblock:
+	CMPQ    DX, BX
+	JAE     surprisaltail
+	LEAQ    256(DX), DI
+	CMPQ    DI, BX
+	CMOVQHI BX, DI
+
+surprisalvec:
+	VMOVUPS      (AX)(DX*1), Y5
+	VMOVUPS      (CX)(DX*1), Y6
+	VSUBPS       Y6, Y0, Y6
+	VMULPS       Y5, Y6, Y6
+	VCMPPS       $0x1e, Y1, Y5, Y5
+	VANDPS       Y5, Y6, Y6
+	VADDPS       Y6, Y3, Y3
+	ADDQ         $0x20, DX
+	CMPQ         DX, DI
+	JB           surprisalvec
+	VCVTPS2PD    X3, Y5
+	VEXTRACTF128 $0x01, Y3, X3
+	VCVTPS2PD    X3, Y3
+	VADDPD       Y5, Y4, Y4
+	VADDPD       Y3, Y4, Y4
+	VXORPS       Y3, Y3, Y3
+	JMP          surprisalblock
+
+surprisaltail:
+	TESTQ        SI, SI
+	JZ           surprisalsum
+	VMASKMOVPS   (AX)(DX*1), Y2, Y5
+	VMASKMOVPS   (CX)(DX*1), Y2, Y2
+	VSUBPS       Y2, Y0, Y0
+	VMULPS       Y5, Y0, Y0
+	VCMPPS       $0x1e, Y1, Y5, Y1
+	VANDPS       Y1, Y0, Y0
+	VADDPS       Y0, Y3, Y3
+	VCVTPS2PD    X3, Y0
+	VEXTRACTF128 $0x01, Y3, X1
+	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y4, Y4
+	VADDPD       Y1, Y4, Y4
+	VXORPS       Y3, Y3, Y3
+
+surprisalsum:
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPD       X0, X4, X0
+	VSHUFPD      $0x01, X0, X0, X1
+	VADDSD       X1, X0, X0
+	MOVSD        X0, ret+32(FP)
+	VZEROUPPER
+	RET
+
 // func dotStridedAVX512(out *float32, q *float32, k *float32, dim int, stride int, n int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, BMI2
 TEXT ·dotStridedAVX512(SB), NOSPLIT, $0-48

@@ -84,6 +84,21 @@ func firstAboveAVX2(x *float32, n int, thr float32) int
 //go:noescape
 func badFloatsAVX2(x *float32, n int) bool
 
+// absSumAVX2 returns the sum of |x[i]| for i < n.
+//
+//go:noescape
+func absSumAVX2(x *float32, n int) float64
+
+// absDiffSumAVX2 returns the sum of |x[i] - y[i]| for i < n.
+//
+//go:noescape
+func absDiffSumAVX2(x *float32, y *float32, n int) float64
+
+// surprisalSumAVX2 returns the sum of p[i]*(c-s[i]) over i < n with p[i] > 0.
+//
+//go:noescape
+func surprisalSumAVX2(p *float32, s *float32, n int, c float32) float64
+
 // dotStridedAVX512 sets out[t] = dot(q[:dim], k[t*stride:][:dim]) for t < n.
 //
 //go:noescape
