@@ -176,6 +176,13 @@ func (s *adaptive) keepPrev(br *branch, d *policy.Decision, logits []float32) {
 		br.prev = br.prev[:0]
 		return
 	}
+	// The policy takes back only a token it was unsure of
+	// (Config.BackspaceBelow, the same test): a confident one needs no
+	// copy of its row.
+	if math.Exp(s.t.Node(br.leaf).LogProb) >= s.opts.Policy.BackspaceBelow {
+		br.prev = br.prev[:0]
+		return
+	}
 	br.prev = append(br.prev[:0], logits...)
 }
 
