@@ -157,3 +157,37 @@ func BenchmarkWriteKV(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPruneBranches measures the structural work of a search step
+// that prunes, in a stories110M-shaped pool (12 layers, 12 kv heads of 64;
+// 1.1 MiB blocks in F32): forking 16 branches off a 64-position prompt
+// (whole blocks, so that no copy on write mixes in), appending 40
+// positions to each (three blocks of its own) and freeing them all. The
+// forward pass's writes are left out: what the releases cost is the
+// pool's bookkeeping, and was the zeroing of the released blocks' used
+// slots while the pool zeroed them.
+func BenchmarkPruneBranches(b *testing.B) {
+	const branches, own, prompt = 16, 40, 64
+	for _, dt := range []DType{F32, F16} {
+		b.Run(dt.String(), func(b *testing.B) {
+			cfg := Config{Layers: 12, KVDim: 768, HeadDim: 64, BlockSize: 16, DType: dt, MaxBlocks: 128}
+			p := newPool(b, cfg)
+			root := benchSeq(b, p, prompt)
+			ss := make([]*Seq, branches)
+			b.ReportAllocs()
+			for b.Loop() {
+				for j := range ss {
+					ss[j] = p.Fork(root)
+					for range own {
+						if _, err := p.Append(ss[j]); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				for _, s := range ss {
+					p.Free(s)
+				}
+			}
+		})
+	}
+}

@@ -14,15 +14,29 @@
 // block table holds it. [Pool.Fork] copies the parent's block table and adds
 // one reference to each block; no K/V data is copied and no block is
 // allocated, so a fork never fails. [Pool.Free] and [Pool.Truncate] drop
-// references, and a block whose count reaches zero has the slots it used
-// zeroed and goes to a free list from which later allocations are served
-// (so a new position reads as zero without a write on the decoding
-// path). Block storage is allocated lazily, one
-// block at a time, up to the configured cap ([Config.MaxBlocks] or
-// [Config.MaxBytes]); when the cap is reached and the free list is empty,
-// [Pool.Append] reports [ErrCacheFull] and leaves the sequence unchanged, so
-// the engine can prune branches and retry. Storage of freed blocks is kept
-// for reuse, never returned to the runtime, until the Pool is dropped.
+// references, and a block whose count reaches zero goes, as it is, to a
+// free list from which later allocations are served. Block storage is
+// allocated lazily, one block at a time, up to the configured cap
+// ([Config.MaxBlocks] or [Config.MaxBytes]); when the cap is reached and
+// the free list is empty, [Pool.Append] reports [ErrCacheFull] and leaves
+// the sequence unchanged, so the engine can prune branches and retry.
+// Storage of freed blocks is kept for reuse, never returned to the
+// runtime, until the Pool is dropped.
+//
+// # Stale data
+//
+// The pool never clears storage. A position reserved by [Pool.Append]
+// holds unspecified data until it is written ([Pool.WriteKV]): whatever
+// the block's earlier owner left there (a reused block), or what a
+// position that [Pool.Truncate] gave back held; it may be NaN. Likewise
+// the slots of a block past its sequence's length. Nothing needs zeros:
+// the forward pass writes a step's positions before any of its rows
+// attends, attends only over positions it has written, and reads a
+// block's slots past the count a row sees only in lanes it discards
+// ([Pool.KeyBlock]). Zeroing released blocks, as the pool once did so
+// that a new position read as zero, took about a quarter of the search's
+// own time outside the forward pass: a search releases its pruned
+// branches' blocks between two forward passes, on the critical path.
 //
 // # Copy on write of the last, partial block
 //
@@ -83,8 +97,8 @@
 // [Pool.Owned], [Pool.Blocks] and
 // [Seq.Len] concurrently: they only read pool and sequence metadata (Seal
 // sets its block's flag), take no locks and allocate nothing. Goroutines
-// may read any position of any sequence, and may write (WriteKV, Seal, or
-// through the slice V returns) only positions whose
+// may read any position of any sequence, and may write (WriteKV, Seal)
+// only positions whose
 // block is owned by that sequence alone (every position reserved by
 // Append since the sequence was last forked, as parent or as child, is;
 // [Pool.Owned] tells). A written position must not be read by another goroutine in the

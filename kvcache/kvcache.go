@@ -112,18 +112,13 @@ type Pool struct {
 
 	// Block storage by id, allocated lazily: f32 in an F32 pool, f16 in an
 	// F16 pool.
-	f32      [][]float32
-	f16      [][]uint16
-	ref      []int32 // reference count by id; len(ref) blocks have storage
-	free     []int32 // ids with ref == 0, reused LIFO
-	freed    []int32 // released since the last reclaim: zeroed, then put on free
-	zeroTask zeroTask
-	// dirty[id] is one past the highest slot of block id appended since
-	// the block was last zeroed: its slots from dirty[id] on are zero in
-	// every layer. A block is zeroed (its dirty slots) when its last
-	// reference goes, so Append finds the slot it reserves already zero
-	// except after a Truncate (see Append).
-	dirty []int32
+	// A released block goes straight back on the free list with whatever
+	// its last owner wrote: nothing reads a slot before it is written (see
+	// Append), so the pool never zeroes storage.
+	f32  [][]float32
+	f16  [][]uint16
+	ref  []int32 // reference count by id; len(ref) blocks have storage
+	free []int32 // ids with ref == 0, reused LIFO
 	// sealed[(id*Layers+l)*heads+h] tells whether kv head h's keys of
 	// layer l in block id are transposed.
 	sealed []bool
@@ -284,7 +279,9 @@ func (p *Pool) Free(s *Seq) {
 
 // Truncate shortens s to its first n positions. Blocks wholly past n are
 // released; a shared partial block kept at the end stays shared until the
-// next Append copies it. n must be in [0, s.Len()].
+// next Append copies it. The slots given back keep their data: a later
+// Append there reserves a position holding stale data until written. n
+// must be in [0, s.Len()].
 func (p *Pool) Truncate(s *Seq, n int) error {
 	p.check(s)
 	if n < 0 || n > s.n {
@@ -302,10 +299,14 @@ func (p *Pool) Truncate(s *Seq, n int) error {
 // block of s is full (or s has none) it takes a fresh block; when the last
 // block is partial and shared with another sequence it first copies that block
 // (copy on write), so that the block holding the new position is owned by s
-// alone. The new position's K and V read as zero until written
-// ([Pool.WriteKV]). When no block
-// can be had, Append returns an error wrapping [ErrCacheFull] and leaves s
-// unchanged.
+// alone. When no block can be had, Append returns an error wrapping
+// [ErrCacheFull] and leaves s unchanged.
+//
+// The new position's K and V are unspecified until written
+// ([Pool.WriteKV]): the slot holds whatever the block's earlier owner,
+// or a position a [Pool.Truncate] gave back, left there, possibly NaN.
+// Readers must not use a position before it is written, and attention
+// reads only the written slots of a block (see [Pool.KeyBlock]).
 func (p *Pool) Append(s *Seq) (pos int, err error) {
 	p.check(s)
 	if s.freed {
@@ -330,21 +331,13 @@ func (p *Pool) Append(s *Seq) (pos int, err error) {
 		s.table[len(s.table)-1] = id
 		p.cows++
 	}
-	// The new slot reads as zero: blocks are zeroed when released, so
-	// only a slot that a Truncate gave back holds stale data. (Zeroing
-	// every appended slot here, as this once did, wrote the slot in every
-	// layer, 36 KB a branch in stories110M's F16 cache, on the caller's
-	// goroutine while the threads waited: 0.1 ms of a 16-branch step.)
-	id := s.table[len(s.table)-1]
-	if d := &p.dirty[id]; int32(slot) < *d {
-		if p.dtype == F16 {
-			clearSlot(p, p.f16[id], id, slot)
-		} else {
-			clearSlot(p, p.f32[id], id, slot)
-		}
-	} else {
-		*d = int32(slot) + 1
-	}
+	// The new slot is not cleared, nor were the block's slots when it
+	// was released: every reader masks the slots past a sequence's length,
+	// and the forward pass writes a position before anything reads it.
+	// (Zeroing released blocks, so that a new position read as zero, took
+	// about a quarter of the search's own time outside the forward pass:
+	// a search releases its pruned branches' blocks between two forward
+	// passes, on the critical path.)
 	s.n++
 	p.appends++
 	return s.n - 1, nil
@@ -353,32 +346,11 @@ func (p *Pool) Append(s *Seq) (pos int, err error) {
 // elem is the element type of block storage.
 type elem interface{ float32 | uint16 }
 
-// clearSlot zeroes slot of block b (block id) in every layer: each kv
-// head's key in its layout, and its value.
-func clearSlot[E elem](p *Pool, b []E, id int32, slot int) {
-	run := p.headDim * p.blockSize
-	for l := range p.layers {
-		base := 2 * l * p.blockSize * p.kvDim
-		for h := range p.heads {
-			hb := b[base+h*run : base+(h+1)*run]
-			if p.sealed[p.sealIndex(id, l, h)] {
-				for i := slot; i < run; i += p.blockSize {
-					hb[i] = 0
-				}
-			} else {
-				clear(hb[slot*p.headDim:][:p.headDim])
-			}
-		}
-		for h := range p.heads {
-			clear(b[base+p.blockSize*p.kvDim+h*run+slot*p.headDim:][:p.headDim])
-		}
-	}
-}
-
 // copyBlock copies into block dst what the first used slots of block src
 // hold, with src's sealing: for each layer and kv head a sealed run whole
 // (its used slots are spread over every row) or the used rows of a staged
-// one, and each head's used value rows.
+// one, and each head's used value rows. dst's other slots keep their stale
+// data.
 func (p *Pool) copyBlock(dst, src int32, used int) {
 	if p.dtype == F16 {
 		copyUsed(p, p.f16[dst], p.f16[src], dst, src, used)
@@ -388,7 +360,6 @@ func (p *Pool) copyBlock(dst, src int32, used int) {
 }
 
 func copyUsed[E elem](p *Pool, d, sb []E, dst, src int32, used int) {
-	p.dirty[dst] = int32(used)
 	run := p.headDim * p.blockSize
 	for l := range p.layers {
 		base := 2 * l * p.blockSize * p.kvDim
@@ -397,7 +368,6 @@ func copyUsed[E elem](p *Pool, d, sb []E, dst, src int32, used int) {
 			off, n := base+h*run, used*p.headDim
 			if p.sealed[i] {
 				n = run
-				p.dirty[dst] = int32(p.blockSize) // every slot of the run
 			}
 			copy(d[off:off+n], sb[off:off+n])
 			p.sealed[p.sealIndex(dst, l, h)] = p.sealed[i]
@@ -502,7 +472,8 @@ func writeKV[E elem](p *Pool, b []E, id int32, l, slot int, k, v []float32, conv
 // dst, which must hold at least KVDim floats; the indices must satisfy
 // 0 <= l < Layers and 0 <= pos < s.Len(). A key is not one contiguous
 // vector in the cache (see [Pool.KeyBlock]); ReadK is for tests and
-// inspection, attention reads whole blocks.
+// inspection, attention reads whole blocks. A position not yet written
+// since its Append reads unspecified (stale) data.
 func (p *Pool) ReadK(s *Seq, l, pos int, dst []float32) {
 	if len(dst) < p.kvDim {
 		panic(fmt.Sprintf("kvcache: ReadK into %d floats, want KVDim = %d", len(dst), p.kvDim))
@@ -532,7 +503,8 @@ func readK[E elem](p *Pool, b []E, id int32, l, slot int, dst []float32, conv fu
 
 // ReadV copies the value (KVDim floats) of layer l at position pos of s
 // into dst, which must hold at least KVDim floats; the indices must
-// satisfy 0 <= l < Layers and 0 <= pos < s.Len().
+// satisfy 0 <= l < Layers and 0 <= pos < s.Len(). As with ReadK, a
+// position not yet written reads unspecified data.
 func (p *Pool) ReadV(s *Seq, l, pos int, dst []float32) {
 	if len(dst) < p.kvDim {
 		panic(fmt.Sprintf("kvcache: ReadV into %d floats, want KVDim = %d", len(dst), p.kvDim))
@@ -574,9 +546,13 @@ func (p *Pool) slotOf(s *Seq, l, pos int) (int, int) {
 // transposed, [HeadDim][slot]: dimension d of the key in slot j is then at
 // d*BlockSize+j, and a query's scores against the block are vector
 // multiply-adds across slots. The block holds positions i*BlockSize+j for
-// j < min(BlockSize, s.Len()-i*BlockSize); slots past that count hold zeros
-// or stale data, which callers must ignore (mask). KeyBlock is for F32
-// pools (it panics in an F16 one); [Pool.KeyBlockF16] is the same for F16.
+// j < min(BlockSize, s.Len()-i*BlockSize), each of them unspecified until
+// written ([Pool.Append]); slots past that count hold stale data (whatever
+// an earlier owner of the block, or a truncated position, left there,
+// possibly NaN or Inf), which callers must ignore (mask): attention may
+// read them only in lanes it discards, never multiply them into a sum.
+// KeyBlock is for F32 pools (it panics in an F16 one); [Pool.KeyBlockF16]
+// is the same for F16.
 func (p *Pool) KeyBlock(s *Seq, l, i int) []float32 {
 	off, end := p.keyRange(s, l, i)
 	p.want(F32, "KeyBlock")
@@ -664,9 +640,11 @@ var scratch32, scratch16 sync.Pool
 // ValueBlock returns the values of layer l in block i of s: BlockSize*KVDim
 // floats, head by head, kv head h's a run of BlockSize rows of HeadDim
 // floats at h*BlockSize*HeadDim (as the keys' staged layout); the slots
-// of positions [i*BlockSize, min((i+1)*BlockSize, s.Len())) are written.
-// 0 <= i < Blocks(s) is required. ValueBlock is for F32 pools (it panics
-// in an F16 one); [Pool.ValueBlockF16] is the same for F16.
+// of positions [i*BlockSize, min((i+1)*BlockSize, s.Len())) are the
+// sequence's (each unspecified until written), the others hold stale data
+// that callers must mask, as [Pool.KeyBlock]'s. 0 <= i < Blocks(s) is
+// required. ValueBlock is for F32 pools (it panics in an F16 one);
+// [Pool.ValueBlockF16] is the same for F16.
 func (p *Pool) ValueBlock(s *Seq, l, i int) []float32 {
 	off, end := p.valueRange(s, l, i)
 	p.want(F32, "ValueBlock")
@@ -726,7 +704,6 @@ func (p *Pool) alloc() (int32, error) {
 			p.f32 = append(p.f32, make([]float32, p.blockFloats))
 		}
 		p.ref = append(p.ref, 0)
-		p.dirty = append(p.dirty, 0)
 		p.sealed = append(p.sealed, make([]bool, p.layers*p.heads)...)
 	} else {
 		return 0, fmt.Errorf("%w: all %d blocks (%d bytes each) in use", ErrCacheFull, p.capBlocks, p.bytesPerBlock())
@@ -743,90 +720,16 @@ func (p *Pool) decRef(id int32) {
 	case 1:
 		p.shared--
 	case 0:
-		p.freed = append(p.freed, id) // zeroed and put on the free list by reclaim
+		p.free = append(p.free, id) // as it is: see Append
 	case -1:
 		panic(fmt.Sprintf("kvcache: internal error: block %d reference count went negative", id))
 	}
-}
-
-// zeroLayer zeroes the first d slots of layer l of block b (each kv
-// head's keys and values), for its next owner. The layer's runs are staged
-// (a block is sealed when full, and a Truncate leaves its high-water
-// mark), so each head's dirty keys and values are its first d rows; a full
-// block's layer is cleared whole.
-func zeroLayer[E elem](p *Pool, b []E, l, d int) {
-	base := 2 * l * p.blockSize * p.kvDim
-	if d == p.blockSize {
-		clear(b[base : base+2*p.blockSize*p.kvDim])
-		return
-	}
-	run := p.headDim * p.blockSize
-	for h := range 2 * p.heads {
-		clear(b[base+h*run:][:d*p.headDim])
-	}
-}
-
-// zeroLayers zeroes the dirty slots of layers [lo, hi) of the released
-// blocks, numbered block by block.
-func (p *Pool) zeroLayers(lo, hi int) {
-	for i := lo; i < hi; i++ {
-		id, l := p.freed[i/p.layers], i%p.layers
-		if d := int(p.dirty[id]); d > 0 {
-			if p.dtype == F16 {
-				zeroLayer(p, p.f16[id], l, d)
-			} else {
-				zeroLayer(p, p.f32[id], l, d)
-			}
-		}
-	}
-}
-
-// zeroTask is reclaim's work for the kernel threads (a Task kept in the
-// pool, so that handing it over allocates nothing).
-type zeroTask struct{ p *Pool }
-
-func (t *zeroTask) Run(lo, hi int) { t.p.zeroLayers(lo, hi) }
-
-// reclaimParallel is the dirty bytes from which reclaim zeroes blocks on
-// the kernel threads: a stories110M F16 block (12 layers) is 576 KiB,
-// some 40 us to clear on one core.
-const reclaimParallel = 64 << 10
-
-// reclaim zeroes the dirty slots of the blocks released since the last
-// call, layer by layer across the kernel threads when there is much to
-// clear (the caller's goroutine stopped for it: a search releases its
-// pruned branches' blocks between two forward passes), and puts them on
-// the free list.
-func (p *Pool) reclaim() {
-	if len(p.freed) == 0 {
-		return
-	}
-	dirty := 0
-	for _, id := range p.freed {
-		dirty += int(p.dirty[id])
-	}
-	elem := 4
-	if p.dtype == F16 {
-		elem = 2
-	}
-	if n := len(p.freed) * p.layers; dirty*2*p.kvDim*p.layers*elem >= reclaimParallel && n > 1 {
-		p.zeroTask.p = p
-		kernels.ParallelTask(n, &p.zeroTask)
-	} else {
-		p.zeroLayers(0, n)
-	}
-	for _, id := range p.freed {
-		p.dirty[id] = 0
-	}
-	p.free = append(p.free, p.freed...)
-	p.freed = p.freed[:0]
 }
 
 func (p *Pool) release(ids []int32) {
 	for _, id := range ids {
 		p.decRef(id)
 	}
-	p.reclaim()
 }
 
 // check panics when s does not belong to p: mixing pools is a programming

@@ -3,6 +3,7 @@ package kvcache
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -58,18 +59,6 @@ func checkInvariants(t testing.TB, p *Pool, live []*Seq) {
 		if p.ref[id] != 0 {
 			t.Fatalf("block %d on the free list has reference count %d", id, p.ref[id])
 		}
-		if p.dirty[id] != 0 {
-			t.Fatalf("block %d on the free list has %d dirty slots", id, p.dirty[id])
-		}
-	}
-	// Every slot from a block's dirty mark on is zero, in every layer and
-	// layout: the next Append there may rely on it.
-	for id := range p.ref {
-		for slot := int(p.dirty[id]); slot < p.blockSize; slot++ {
-			if !slotZero(p, int32(id), slot) {
-				t.Fatalf("block %d: slot %d, past the dirty mark %d, is not zero", id, slot, p.dirty[id])
-			}
-		}
 	}
 	st := p.Stats()
 	if inUse+len(p.free) != allocated || allocated > p.capBlocks || len(p.ref) != allocated {
@@ -81,32 +70,37 @@ func checkInvariants(t testing.TB, p *Pool, live []*Seq) {
 	}
 }
 
-// slotZero reports whether slot of block id holds zero keys and values in
-// every layer, whatever its runs' layout.
-func slotZero(p *Pool, id int32, slot int) bool {
-	if p.dtype == F16 {
-		return slotZeroIn(p, p.f16[id], id, slot)
-	}
-	return slotZeroIn(p, p.f32[id], id, slot)
-}
-
-func slotZeroIn[E elem](p *Pool, b []E, id int32, slot int) bool {
-	run := p.headDim * p.blockSize
-	for l := range p.layers {
-		base := 2 * l * p.blockSize * p.kvDim
-		for h := range p.heads {
-			for d := range p.headDim {
-				k := base + h*run + slot*p.headDim + d // staged
-				if p.sealed[p.sealIndex(id, l, h)] {
-					k = base + h*run + d*p.blockSize + slot
-				}
-				if b[k] != 0 || b[base+p.blockSize*p.kvDim+h*run+slot*p.headDim+d] != 0 {
-					return false
-				}
+// poisonFree fills every block on the free list with NaN, keys and
+// values of every layer: the stale data a block's earlier owner could
+// leave there, which no reader may see.
+func poisonFree(p *Pool) {
+	for _, id := range p.free {
+		if p.dtype == F16 {
+			b := p.f16[id]
+			for i := range b {
+				b[i] = nanF16
+			}
+		} else {
+			b := p.f32[id]
+			for i := range b {
+				b[i] = float32(math.NaN())
 			}
 		}
 	}
-	return true
+}
+
+// nanF16 is a binary16 quiet NaN.
+const nanF16 = 0x7e00
+
+// writeNaN writes NaN keys and values into every layer of position pos of s.
+func writeNaN(p *Pool, s *Seq, pos int) {
+	nan := make([]float32, p.kvDim)
+	for j := range nan {
+		nan[j] = float32(math.NaN())
+	}
+	for l := range p.layers {
+		p.WriteKV(s, l, pos, nan, nan)
+	}
 }
 
 // fill writes recognizable values into every layer of position pos of s.
@@ -134,16 +128,6 @@ func hasFill(p *Pool, s *Seq, pos int, tag float32) bool {
 		}
 	}
 	return true
-}
-
-// isZero reports whether the key and value of layer l at position pos of s
-// are all zero.
-func isZero(p *Pool, s *Seq, l, pos int) bool {
-	k, v := make([]float32, p.kvDim), make([]float32, p.kvDim)
-	p.ReadK(s, l, pos, k)
-	p.ReadV(s, l, pos, v)
-	nz := func(f float32) bool { return f != 0 }
-	return !slices.ContainsFunc(k, nz) && !slices.ContainsFunc(v, nz)
 }
 
 func newPool(t testing.TB, cfg Config) *Pool {
@@ -350,23 +334,26 @@ func TestFreeReturnsEverything(t *testing.T) {
 		t.Fatalf("after freeing all: %+v", st)
 	}
 	checkInvariants(t, p, nil)
-	// Freed storage is reused, and a reused slot reads as zero.
+	// Freed storage is reused as it is (stale, here NaN), and every
+	// position reads back exactly what was written there.
+	poisonFree(p)
 	s := p.NewSeq()
 	for range allocated * 4 {
 		pos, err := p.Append(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for l := range 2 {
-			if !isZero(p, s, l, pos) {
-				t.Fatalf("appended position %d layer %d is not zeroed", pos, l)
+		fill(p, s, pos, float32(100*pos))
+		for q := range pos + 1 {
+			if !hasFill(p, s, q, float32(100*q)) {
+				t.Fatalf("after appending position %d: position %d reads back wrong", pos, q)
 			}
 		}
-		fill(p, s, pos, 7) // dirty the storage for the next round
 	}
 	if st := p.Stats(); st.AllocatedBlocks != allocated {
 		t.Fatalf("free blocks were not reused: %+v", st)
 	}
+	checkInvariants(t, p, []*Seq{s})
 }
 
 func TestCacheFull(t *testing.T) {
@@ -568,7 +555,8 @@ func TestBlockLayout(t *testing.T) {
 }
 
 // TestSealedCopyOnWrite truncates into a sealed shared block and appends:
-// the copy keeps the sealed layout, and the new slot reads as zero.
+// the copy keeps the sealed layout, and a write into it lands in that
+// layout over the stale slot.
 func TestSealedCopyOnWrite(t *testing.T) {
 	p := newPool(t, Config{Layers: 2, KVDim: 4, HeadDim: 2, BlockSize: 4, MaxBlocks: 8})
 	a := p.NewSeq()
@@ -590,11 +578,6 @@ func TestSealedCopyOnWrite(t *testing.T) {
 	if !p.KeySealed(b, 1, 0, 1) || p.KeySealed(b, 1, 0, 0) {
 		t.Fatal("the copy lost the sealing")
 	}
-	for l := range 2 {
-		if !isZero(p, b, l, pos) {
-			t.Fatalf("layer %d: appended slot is not zero", l)
-		}
-	}
 	for q := range 2 {
 		if !hasFill(p, b, q, float32(q)) {
 			t.Fatalf("copied position %d differs", q)
@@ -608,6 +591,24 @@ func TestSealedCopyOnWrite(t *testing.T) {
 	}
 	if !hasFill(p, b, pos, 50) {
 		t.Fatal("write into the sealed copy")
+	}
+	// NaN in a slot that a Truncate gives back, overwritten after the
+	// next Append, in the sealed layout.
+	writeNaN(p, b, pos)
+	if err := p.Truncate(b, pos); err != nil {
+		t.Fatal(err)
+	}
+	if pos, err = p.Append(b); err != nil || p.Stats().CopyOnWrites != 1 {
+		t.Fatalf("Append = %d, %v; %+v", pos, err, p.Stats())
+	}
+	fill(p, b, pos, 60)
+	for q := range pos {
+		if !hasFill(p, b, q, float32(q)) {
+			t.Fatalf("position %d changed", q)
+		}
+	}
+	if !hasFill(p, b, pos, 60) || keyAt(p, b, 0, 0, 1, 1, pos) != 60+3 {
+		t.Fatal("rewrite of a truncated slot in the sealed layout")
 	}
 	// Reusing a freed block resets its sealing.
 	p.Free(a)

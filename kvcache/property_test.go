@@ -168,14 +168,24 @@ func (r *opsRun) step() {
 			}
 			return
 		}
+		// The positions given back hold NaN (where they may be
+		// written), and so do the blocks released: stale data that the
+		// next owner of a slot must never see before writing it.
+		for pos := n; pos < m.s.Len(); pos++ {
+			if p.Owned(m.s, pos) {
+				writeNaN(p, m.s, pos)
+			}
+		}
 		if err := p.Truncate(m.s, n); err != nil {
 			t.Fatalf("Truncate(%d) of %d positions: %v", n, m.s.Len(), err)
 		}
+		poisonFree(p)
 		m.pos = m.pos[:n]
 	case op < 87: // Free, sometimes a second time, and use after free
 		i := c.intn(len(r.live))
 		s := r.live[i].s
 		p.Free(s)
+		poisonFree(p)
 		r.live = slices.Delete(r.live, i, i+1)
 		r.freed = append(r.freed, s)
 		if c.intn(3) == 0 {
@@ -244,11 +254,8 @@ func (r *opsRun) append(m *modelSeq) {
 	if !p.Owned(m.s, pos) {
 		t.Fatalf("appended position %d is not owned", pos)
 	}
-	for l := range p.layers {
-		if !isZero(p, m.s, l, pos) {
-			t.Fatalf("appended position %d layer %d is not zero", pos, l)
-		}
-	}
+	// The new position holds stale data until written; write is next, and
+	// verify then checks that it reads back exactly.
 	if p.KeySealed(m.s, 0, pos/p.blockSize, 0) {
 		if cow {
 			r.hits.cowSealed++
