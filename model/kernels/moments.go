@@ -9,7 +9,8 @@ import "math"
 //	z = Σ e_i,  a = Σ e_i s_i,  b = Σ e_i s_i²
 //
 // in float64, terms whose e_i is 0 (masked logits of -Inf, or more than
-// about 86 below the max) left out. Then log p_i = s_i - log z, the
+// about 86 below the max) left out (the AVX2 kernel counts them at e^-86.5,
+// 2.7e-38 each, against the max's 1). Then log p_i = s_i - log z, the
 // entropy is log z - a/z nats and the varentropy b/z - (a/z)². A NaN
 // among the logits makes z NaN. m must be finite.
 //

@@ -245,8 +245,9 @@ func siluMulAVX2() {
 
 // logitMomentsAVX2 generates logitMomentsAVX2(x *float32, n int, m
 // float32, out *[3]float64): with s_i = x_i - m and e_i = e^(s_i) (exp8),
-// out = (Σ e_i, Σ e_i s_i, Σ e_i s_i²), terms with e_i = 0 (x_i = -Inf,
-// or below the range) adding nothing. A NaN among the x_i makes out[1]
+// out = (Σ e_i, Σ e_i s_i, Σ e_i s_i²), a term whose s_i is below
+// exp8's range (x_i = -Inf among them) taken at its floor, e^-86.5 =
+// 2.7e-38 (beside the max's e of 1, nothing). A NaN among the x_i makes out[1]
 // NaN (kernels.logitMoments makes z NaN then). The three sums of the
 // entropy and varentropy of softmax(x), m its max.
 //
@@ -270,32 +271,81 @@ func logitMomentsAVX2() {
 	// -Inf's s is clamped to a finite value before it multiplies its e of
 	// 0 (0·-Inf is NaN); a NaN s passes the clamp (it is the second
 	// operand) and makes Σ e·s NaN.
-	floor := YMM()
-	var f32, f64 [3]reg.VecVirtual
+	// The float64 sums live on the stack: 16 vector registers hold the
+	// float32 sums, m and two exponentials in flight.
+	var f32 [3]reg.VecVirtual
+	var f64 [3]Mem
+	zero := YMM()
+	VXORPS(zero, zero, zero)
+	local := AllocLocal(96)
 	for i := range 3 {
-		f32[i], f64[i] = YMM(), YMM()
+		f32[i] = YMM()
 		VXORPS(f32[i], f32[i], f32[i])
-		VXORPD(f64[i], f64[i], f64[i])
+		f64[i] = local.Offset(32 * i)
+		VMOVUPD(zero, f64[i])
 	}
-	body := func(tail bool) {
-		v := YMM()
-		if tail {
-			VMASKMOVPS(r.at(x), r.k, v)
-		} else {
-			VMOVUPS(r.at(x), v)
+	// terms adds the terms of the vectors at the offset and the next ones
+	// (len(vs) of them, 1 or 2), each step emitted for all of them in
+	// turn: two independent exponentials interleaved keep the FMA units
+	// busy where one waits on its own chain. (exp8, less its zeroing below
+	// the range: a term there is e^-86.5 = 2.7e-38, of no weight beside
+	// the max's 1, and -Inf's clamped s makes it -2e-36.)
+	terms := func(n int, tail bool) {
+		v, sc, t, p, r2 := make([]reg.VecVirtual, n), make([]reg.VecVirtual, n), make([]reg.VecVirtual, n), make([]reg.VecVirtual, n), make([]reg.VecVirtual, n)
+		for i := range n {
+			v[i], sc[i], t[i], p[i], r2[i] = YMM(), YMM(), YMM(), YMM(), YMM()
+			at := r.at(x)
+			at.Disp = 32 * i
+			if tail {
+				VMASKMOVPS(at, r.k, v[i])
+			} else {
+				VMOVUPS(at, v[i])
+			}
+			VSUBPS(mv, v[i], v[i]) // s
 		}
-		VSUBPS(mv, v, v) // s
-		sc := YMM()
-		VBROADCASTSS(c.at(eLo), floor)
-		VMAXPS(v, floor, sc) // max(lo, s), NaN kept
-		e := exp8(c, v)
-		if tail {
-			VANDPS(r.k, e, e)
+		for i := range n {
+			VMOVAPS(c.at(eLo), sc[i])
+			VMAXPS(v[i], sc[i], sc[i]) // max(lo, s), NaN kept
 		}
-		VADDPS(e, f32[0], f32[0])
-		VMULPS(sc, e, e)
-		VADDPS(e, f32[1], f32[1])
-		VFMADD231PS(sc, e, f32[2])
+		for i := range n {
+			VMAXPS(c.at(eLo), v[i], v[i])
+			VMINPS(c.at(eHi), v[i], v[i])
+			VMULPS(c.at(eLog2e), v[i], t[i])
+			VROUNDPS(U8(0), t[i], t[i])
+		}
+		for i := range n {
+			VFNMADD231PS(c.at(eLn2hi), t[i], v[i])
+		}
+		for i := range n {
+			VFNMADD231PS(c.at(eLn2lo), t[i], v[i]) // r
+			VMOVAPS(c.at(eP0+5), p[i])
+			VMULPS(v[i], v[i], r2[i])
+		}
+		for k := 4; k >= 0; k-- {
+			for i := range n {
+				VFMADD213PS(c.at(eP0+k), v[i], p[i])
+			}
+		}
+		for i := range n {
+			VFMADD213PS(v[i], r2[i], p[i])
+			VADDPS(c.at(eOne), p[i], p[i])
+			VCVTPS2DQ(t[i], t[i])
+			VPADDD(c.at(eBias), t[i], t[i])
+			VPSLLD(U8(23), t[i], t[i]) // 2^(t-1)
+		}
+		for i := range n {
+			VMULPS(t[i], p[i], p[i])
+			VMULPS(c.at(eTwo), p[i], p[i]) // e
+			if tail {
+				VANDPS(r.k, p[i], p[i])
+			}
+		}
+		for i := range n {
+			VADDPS(p[i], f32[0], f32[0])
+			VMULPS(sc[i], p[i], p[i])
+			VADDPS(p[i], f32[1], f32[1])
+			VFMADD231PS(sc[i], p[i], f32[2])
+		}
 	}
 	flush := func() {
 		for i := range 3 {
@@ -303,13 +353,15 @@ func logitMomentsAVX2() {
 			VCVTPS2PD(f32[i].AsX(), lo)
 			VEXTRACTF128(U8(1), f32[i], hi.AsX())
 			VCVTPS2PD(hi.AsX(), hi)
-			VADDPD(lo, f64[i], f64[i])
-			VADDPD(hi, f64[i], f64[i])
+			VADDPD(lo, hi, hi)
+			VADDPD(f64[i], hi, hi)
+			VMOVUPD(hi, f64[i])
 			VXORPS(f32[i], f32[i], f32[i])
 		}
 	}
-	// Blocks of momentsBlock vectors, then the tail under the mask.
-	bend := GP64()
+	// Blocks of momentsBlock vectors, two at a time, then the tail under
+	// the mask.
+	bend, next := GP64(), GP64()
 	XORQ(r.off, r.off)
 	Label("block")
 	CMPQ(r.off, r.end)
@@ -317,21 +369,31 @@ func logitMomentsAVX2() {
 	LEAQ(Mem{Base: r.off, Disp: 32 * momentsBlock}, bend)
 	CMPQ(bend, r.end)
 	CMOVQHI(r.end, bend)
-	Label("vec")
-	body(false)
-	ADDQ(U8(32), r.off)
+	Label("pair")
+	LEAQ(Mem{Base: r.off, Disp: 64}, next)
+	CMPQ(next, bend)
+	JA(LabelRef("single"))
+	terms(2, false)
+	MOVQ(next, r.off)
+	JMP(LabelRef("pair"))
+	Label("single")
 	CMPQ(r.off, bend)
-	JB(LabelRef("vec"))
+	JAE(LabelRef("flush"))
+	terms(1, false)
+	ADDQ(U8(32), r.off)
+	Label("flush")
 	flush()
 	JMP(LabelRef("block"))
 	Label("tail")
 	TESTQ(r.rem, r.rem)
 	JZ(LabelRef("sum"))
-	body(true)
+	terms(1, true)
 	flush()
 	Label("sum")
 	outp := Load(Param("out"), GP64())
-	for i, acc := range f64 {
+	for i, m := range f64 {
+		acc := YMM()
+		VMOVUPD(m, acc)
 		hi := XMM()
 		VEXTRACTF128(U8(1), acc, hi)
 		VADDPD(hi, acc.AsX(), hi)
