@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
 )
@@ -45,7 +46,25 @@ func (s *search) sampleChain(stream uint64) *policy.Chain {
 
 // samples is self-consistency's and best-of-N's decoder: their state is
 // the K branches themselves.
-type samples struct{ *search }
+type samples struct {
+	*search
+	// A step's draws, one a live branch, made on the kernel threads
+	// (each branch has its own chain and candidates).
+	drawn []int
+}
+
+// Run draws the tokens of live branches [lo, hi): the kernel threads'
+// share of a step.
+func (s *samples) Run(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		br := s.live[i]
+		s.drawn[i] = br.chain.Sample(&br.cand, s.logits(br))
+	}
+}
+
+// sampleParallel is the live branches from which a step's draws are
+// made on the kernel threads.
+const sampleParallel = 4
 
 func (s *samples) advance() error {
 	s.stepSamples()
@@ -68,12 +87,18 @@ func (s *samples) stepSamples() {
 		}
 	}
 	q := s.opts.Policy.Thresholds
+	s.drawn = slices.Grow(s.drawn[:0], len(s.live))[:len(s.live)]
+	if len(s.live) >= sampleParallel {
+		kernels.ParallelTask(len(s.live), s)
+	} else {
+		s.Run(0, len(s.live))
+	}
 	live := s.live[:0]
-	for _, br := range s.live {
+	for i, br := range s.live {
 		logits := s.logits(br)
 		m, row := s.measured(br)
 		lz, arg := row.LogZ, row.Arg
-		tok := br.chain.Sample(&s.cand, logits)
+		tok := s.drawn[i]
 		if tok < 0 {
 			tok = arg
 		}

@@ -28,6 +28,7 @@ type branch struct {
 	row   int   // row of this branch's logits in the current step
 	trunk *policy.Trunk
 	chain *policy.Chain
+	cand  policy.Candidates // chain's scratch (self-consistency, best-of-N)
 	score policy.PathScore
 	// before is score without the leaf's token (for Backspace).
 	before policy.PathScore
