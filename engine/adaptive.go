@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
 )
@@ -41,6 +42,18 @@ type adaptive struct {
 	scores   map[tree.ID]policy.PathScore
 	answers  map[tree.ID]string
 	pathLen  int // longest finished path (tokens), for admission
+	// The step's decisions, one a live branch, made on the kernel threads
+	// before they are applied in order (a decision reads only its own
+	// branch's policy state and row).
+	stepLive []*branch
+	stepDec  []stepDecision
+}
+
+// stepDecision is a live branch's decision for the step.
+type stepDecision struct {
+	d      policy.Decision
+	prevLP float64
+	err    error
 }
 
 func newAdaptive(s *search) *adaptive {
@@ -88,11 +101,21 @@ func (a *adaptive) take(id tree.ID) *branch {
 // nothing is left to explore, the rows cannot pay for more, or the vote is
 // settled.
 func (s *adaptive) advance() error {
-	for _, br := range slices.Clone(s.live) {
-		if err := s.decideAdaptive(br, s.measure(br)); err != nil {
+	s.stepLive = append(s.stepLive[:0], s.live...)
+	n := len(s.stepLive)
+	s.stepDec = slices.Grow(s.stepDec[:0], n)[:n]
+	if n > 1 {
+		kernels.ParallelTask(n, s)
+	} else {
+		s.Run(0, n)
+	}
+	for i, br := range s.stepLive {
+		if err := s.applyStep(br, &s.stepDec[i]); err != nil {
 			return err
 		}
 	}
+	clear(s.stepLive)
+	clear(s.stepDec) // their candidates are the trunks' scratch
 	s.streamTrunk()
 	if len(s.leaves) > 0 && s.voteSettled() {
 		s.finish("settled", false)
@@ -121,32 +144,40 @@ func (s *adaptive) streamTrunk() {
 	}
 }
 
-// decideAdaptive applies the policy's decision for br, whose row m
-// measured.
-func (s *adaptive) decideAdaptive(br *branch, m *policy.RowMeasure) error {
+// Run decides for live branches [lo, hi) of the step: the kernel
+// threads' share of advance.
+func (s *adaptive) Run(lo, hi int) {
+	for i := lo; i < hi; i++ {
+		br, sd := s.stepLive[i], &s.stepDec[i]
+		leaf := s.t.Node(br.leaf)
+		budget := 1
+		if leaf.Depth < s.b.MaxTokens-1 {
+			budget = s.opts.Policy.Fork.MaxWidth
+		}
+		sd.prevLP = 0
+		if br.leaf != tree.Root {
+			sd.prevLP = leaf.LogProb
+		}
+		sd.d, sd.err = br.trunk.Decide(policy.Step{Logits: s.logits(br), Attention: s.attention(br), Budget: budget,
+			PrevLogProb: sd.prevLP, Measure: s.measure(br)})
+	}
+}
+
+// applyStep applies br's decision of the step.
+func (s *adaptive) applyStep(br *branch, sd *stepDecision) error {
+	if sd.err != nil {
+		return sd.err
+	}
 	logits := s.logits(br)
-	leaf := s.t.Node(br.leaf)
-	budget := 1
-	if leaf.Depth < s.b.MaxTokens-1 {
-		budget = s.opts.Policy.Fork.MaxWidth
-	}
-	prevLP := 0.0
-	if br.leaf != tree.Root {
-		prevLP = leaf.LogProb
-	}
-	d, err := br.trunk.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Budget: budget, PrevLogProb: prevLP, Measure: m})
-	if err != nil {
-		return err
-	}
 	if f := s.opts.Observe; f != nil {
 		s.top = topK(logits, 2, s.top)
 		ratio := 0.0
 		if len(s.top) == 2 {
 			ratio = math.Exp(float64(logits[s.top[1]] - logits[s.top[0]]))
 		}
-		f(policy.Observation{Metrics: d.Metrics, Ratio: ratio, PrevP: math.Exp(prevLP)})
+		f(policy.Observation{Metrics: sd.d.Metrics, Ratio: ratio, PrevP: math.Exp(sd.prevLP)})
 	}
-	return s.applyAdaptive(br, &d, logits)
+	return s.applyAdaptive(br, &sd.d, logits)
 }
 
 func (s *adaptive) applyAdaptive(br *branch, d *policy.Decision, logits []float32) error {
