@@ -204,17 +204,20 @@ func (s *adaptive) keepPrev(br *branch, d *policy.Decision, logits []float32) {
 		return
 	}
 	if d.Action == policy.Clarify && len(d.Tokens) > 1 {
-		br.prev = br.prev[:0]
+		br.prev = nil
 		return
 	}
 	// The policy takes back only a token it was unsure of
 	// (Config.BackspaceBelow, the same test): a confident one needs no
-	// copy of its row.
+	// row.
 	if math.Exp(s.t.Node(br.leaf).LogProb) >= s.opts.Policy.BackspaceBelow {
-		br.prev = br.prev[:0]
+		br.prev = nil
 		return
 	}
-	br.prev = append(br.prev[:0], logits...)
+	// Not a copy: a step's logits rows outlive the next forward pass
+	// (model.Output), and a Backspace comes at the next step or never.
+	// (After a Backspace, logits is the branch's own copy of its row.)
+	br.prev = logits
 }
 
 // backspace takes back br's last token and chooses again from the logits
@@ -242,7 +245,7 @@ func (s *adaptive) backspace(br *branch) error {
 	br.score = br.before
 	br.trunk.Rewind(tok)
 	prev := slices.Clone(br.prev)
-	br.prev = br.prev[:0]
+	br.prev = nil
 	lp := 0.0
 	if parent != tree.Root {
 		lp = s.t.Node(parent).LogProb
@@ -273,7 +276,7 @@ func (s *adaptive) branchOut(br *branch, d *policy.Decision, logits []float32, l
 	// A fork's choice is not chosen again (see backspace): br, like the
 	// branches forked from it, keeps no row for it. (It kept the row of
 	// the step before, which did not choose this token.)
-	br.prev = br.prev[:0]
+	br.prev = nil
 	for i, c := range slices.Backward(cands) {
 		if i > 0 && !s.worthWaiting(s.t.Node(from).CumLogProb+c.LogProb) {
 			continue // less probable than every path the frontier can hold

@@ -32,7 +32,9 @@ type branch struct {
 	score policy.PathScore
 	// before is score without the leaf's token (for Backspace).
 	before policy.PathScore
-	// prev holds the logits that chose the leaf's token, for Backspace.
+	// prev is the logits row that chose the leaf's token, for Backspace:
+	// the forward pass's own row (never written through), valid through
+	// the next pass.
 	prev []float32
 	// margins are the per-token margins p(top1) - p(top2) of a
 	// CoT-decoding path, for its answer span.
@@ -368,7 +370,7 @@ func (s *search) afterForward(out *model.Output, took time.Duration) error {
 	}
 	for _, br := range s.live {
 		if stash && len(br.feed) > 1 {
-			br.prev = append(br.prev[:0], out.Logits(br.row-1)...)
+			br.prev = out.Logits(br.row - 1) // valid through the next pass: see keepPrev
 		}
 		br.feed = br.feed[:0]
 	}

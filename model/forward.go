@@ -30,7 +30,10 @@ type Attention struct {
 }
 
 // Output is the result of a forward step. Its slices belong to the Runner
-// and are valid until its next Forward call.
+// and are valid until its next Forward call, but for the rows of Logits:
+// those stay valid one call longer, until the second successful Forward
+// after the one that returned them (a search keeps the row that chose a
+// token, for taking the token back at the next step, without a copy).
 type Output struct {
 	Pos []int // the position each row was written at
 
@@ -100,6 +103,9 @@ type Runner struct {
 	rows    rowTask        // per-row work for the thread pool
 	scratch sync.Pool      // *attnScratch, one per attention work item
 	out     Output
+	// lastLogits is the logits buffer of the Forward before the last:
+	// the next one writes there (see Output).
+	lastLogits []float32
 }
 
 // attnChunk is a range of batch rows whose attention is computed together
@@ -355,6 +361,9 @@ func (r *Runner) prepareOutput(rows []Row, attnLayers []int) {
 		out.logitIndex = append(out.logitIndex, nl)
 		nl++
 	}
+	// The last step's logits stay as they are; this step writes over the
+	// step's before (prepareOutput runs once the step cannot fail).
+	out.logits, r.lastLogits = r.lastLogits, out.logits
 	out.logits = grow(out.logits, nl*c.Vocab)
 
 	// Attention is kept only for rows with logits: a prefill's other rows
