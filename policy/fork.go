@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/entropix-search/entropix-search/model/kernels"
 )
@@ -94,39 +95,14 @@ func (f Fork) selectStats(dst []Candidate, logits []float32, st *rowStats, v flo
 		return top
 	}
 	cut := st.max + math.Log(f.MinP(v))
-	// The best `width` tokens in a small sorted list (LogProb holds the
-	// logit until the end); once it is full, a vectorized scan skips to
-	// the next logit above its least (ties keep the earlier token). Those
-	// of them at or above the cut are the fork: if `width` tokens or more
-	// pass the cut, the best `width` all do.
-	insert := func(i int, x float64) {
-		n := len(top)
-		if n < width {
-			top = append(top, Candidate{})
-			n++
-		}
-		j := n - 1
-		for ; j > 0 && x > top[j-1].LogProb; j-- {
-			top[j] = top[j-1]
-		}
-		top[j] = Candidate{Token: i, LogProb: x}
-	}
-	i := 0
-	for ; i < len(logits) && len(top) < width; i++ {
-		if i != ban {
-			insert(i, float64(logits[i]))
-		}
-	}
-	for i < len(logits) {
-		i += kernels.FirstAbove(logits[i:], float32(top[width-1].LogProb))
-		if i >= len(logits) {
-			break
-		}
-		if i != ban {
-			insert(i, float64(logits[i]))
-		}
-		i++
-	}
+	// The best `width` tokens (LogProb holds the logit until the end);
+	// once the list is full, a vectorized scan skips to the next logit
+	// above its least (ties keep the earlier token). Those of them at or
+	// above the cut are the fork: if `width` tokens or more pass the cut,
+	// the best `width` all do. Up to 8 wide the list is kept sorted; wider,
+	// it is a heap whose root is the least (the latest token among equal
+	// logits), sorted at the end.
+	top = topLogits(top, logits, width, ban)
 	count := 0
 	for _, c := range top {
 		if c.LogProb >= cut {
@@ -155,4 +131,107 @@ func ForcedForks(c Config) Config {
 	c.Fork.MinPHigh, c.Fork.MinPLow = 1e-9, 1e-9
 	c.Fork.MaxWidth = MaxForkWidth
 	return c
+}
+
+// topLogits appends to top[:0] the width largest logits other than ban's
+// (-1: none) as candidates holding the logit in LogProb, best first, ties
+// in token order.
+func topLogits(top []Candidate, logits []float32, width, ban int) []Candidate {
+	top = top[:0]
+	if width > 8 {
+		return topLogitsHeap(top, logits, width, ban)
+	}
+	insert := func(i int, x float64) {
+		n := len(top)
+		if n < width {
+			top = append(top, Candidate{})
+			n++
+		}
+		j := n - 1
+		for ; j > 0 && x > top[j-1].LogProb; j-- {
+			top[j] = top[j-1]
+		}
+		top[j] = Candidate{Token: i, LogProb: x}
+	}
+	i := 0
+	for ; i < len(logits) && len(top) < width; i++ {
+		if i != ban {
+			insert(i, float64(logits[i]))
+		}
+	}
+	for i < len(logits) {
+		i += kernels.FirstAbove(logits[i:], float32(top[width-1].LogProb))
+		if i >= len(logits) {
+			break
+		}
+		if i != ban {
+			insert(i, float64(logits[i]))
+		}
+		i++
+	}
+	return top
+}
+
+// worse orders candidates for topLogitsHeap's heap: a smaller logit, or
+// the later token of equal ones, is worse.
+func worse(a, b Candidate) bool {
+	return a.LogProb < b.LogProb || a.LogProb == b.LogProb && a.Token > b.Token
+}
+
+// topLogitsHeap is topLogits for wide forks: a heap of the best so far
+// whose root is the worst, replaced by each logit above it.
+func topLogitsHeap(top []Candidate, logits []float32, width, ban int) []Candidate {
+	down := func(j int) {
+		n := len(top)
+		for {
+			c := 2*j + 1
+			if c >= n {
+				return
+			}
+			if c+1 < n && worse(top[c+1], top[c]) {
+				c++
+			}
+			if !worse(top[c], top[j]) {
+				return
+			}
+			top[j], top[c] = top[c], top[j]
+			j = c
+		}
+	}
+	i := 0
+	for ; i < len(logits) && len(top) < width; i++ {
+		if i == ban {
+			continue
+		}
+		top = append(top, Candidate{Token: i, LogProb: float64(logits[i])})
+		for j := len(top) - 1; j > 0; { // up
+			p := (j - 1) / 2
+			if !worse(top[j], top[p]) {
+				break
+			}
+			top[j], top[p] = top[p], top[j]
+			j = p
+		}
+	}
+	for i < len(logits) && len(top) > 0 {
+		i += kernels.FirstAbove(logits[i:], float32(top[0].LogProb))
+		if i >= len(logits) {
+			break
+		}
+		if i != ban {
+			top[0] = Candidate{Token: i, LogProb: float64(logits[i])}
+			down(0)
+		}
+		i++
+	}
+	slices.SortFunc(top, func(a, b Candidate) int {
+		switch {
+		case worse(b, a):
+			return -1
+		case worse(a, b):
+			return 1
+		}
+		return 0
+	})
+	return top
 }

@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -118,4 +120,42 @@ func TestForkValidate(t *testing.T) {
 			t.Errorf("%+v validated", f)
 		}
 	}
+}
+
+// Both selections (the sorted list, the wide forks' heap) take what a
+// full sort takes: the same tokens in the same order, ties at the boundary
+// to the earlier token, the banned token never.
+func TestTopLogits(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for c := range 400 {
+		n := 1 + r.IntN(3000)
+		logits := make([]float32, n)
+		levels := 2 + r.IntN(50) // few levels: many ties
+		for i := range logits {
+			logits[i] = float32(r.IntN(levels))
+			if c%3 == 0 {
+				logits[i] = float32(r.NormFloat64())
+			}
+		}
+		width := 1 + r.IntN(64) // the sorted list up to 8, the heap beyond
+		ban := r.IntN(n+1) - 1
+		want := topLogitsSorted(logits, width, ban)
+		got := topLogits(nil, logits, width, ban)
+		if !slices.Equal(got, want) {
+			t.Fatalf("case %d (n=%d width=%d ban=%d): %v, want %v", c, n, width, ban, got, want)
+		}
+	}
+}
+
+// topLogitsSorted is the reference: every token but ban, by logit then
+// token, the first width.
+func topLogitsSorted(logits []float32, width, ban int) []Candidate {
+	var all []Candidate
+	for i, l := range logits {
+		if i != ban {
+			all = append(all, Candidate{Token: i, LogProb: float64(l)})
+		}
+	}
+	slices.SortStableFunc(all, func(a, b Candidate) int { return cmp.Compare(b.LogProb, a.LogProb) })
+	return all[:min(width, len(all))]
 }
