@@ -676,57 +676,5 @@ func logSumExp(logits []float32) (lz float64, arg int) {
 }
 
 // topK writes the indices of the k largest logits, largest first, to dst
-// (ties: the lower index first). It keeps a min-heap of the best k seen:
-// O(V log k), the scan for the next logit above the heap's least
-// vectorized.
-func topK(logits []float32, k int, dst []int) []int {
-	dst = dst[:0]
-	k = min(k, len(logits))
-	less := func(a, b int) bool { // a ranks below b
-		return logits[a] < logits[b] || (logits[a] == logits[b] && a > b)
-	}
-	down := func(h []int, i int) {
-		for {
-			l := 2*i + 1
-			if l >= len(h) {
-				return
-			}
-			if r := l + 1; r < len(h) && less(h[r], h[l]) {
-				l = r
-			}
-			if !less(h[l], h[i]) {
-				return
-			}
-			h[i], h[l] = h[l], h[i]
-			i = l
-		}
-	}
-	for i := range k {
-		dst = append(dst, i)
-		for j := len(dst) - 1; j > 0; { // sift up
-			p := (j - 1) / 2
-			if !less(dst[j], dst[p]) {
-				break
-			}
-			dst[j], dst[p] = dst[p], dst[j]
-			j = p
-		}
-	}
-	// The rest: only a logit above the heap's least ranks above it (an
-	// equal one has the higher index), and most are not: a vectorized
-	// scan skips to the next one that is.
-	for i := k; k > 0; i++ {
-		i += kernels.FirstAbove(logits[i:], logits[dst[0]])
-		if i >= len(logits) {
-			break
-		}
-		dst[0] = i
-		down(dst, 0)
-	}
-	// Pop the heap into descending order.
-	for n := len(dst) - 1; n > 0; n-- {
-		dst[0], dst[n] = dst[n], dst[0]
-		down(dst[:n], 0)
-	}
-	return dst
-}
+// (ties: the lower index first).
+func topK(logits []float32, k int, dst []int) []int { return policy.TopTokens(logits, k, -1, dst) }

@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/entropix-search/entropix-search/model/kernels"
 )
@@ -100,8 +99,7 @@ func (f Fork) selectStats(dst []Candidate, logits []float32, st *rowStats, v flo
 	// above its least (ties keep the earlier token). Those of them at or
 	// above the cut are the fork: if `width` tokens or more pass the cut,
 	// the best `width` all do. Up to 8 wide the list is kept sorted; wider,
-	// it is a heap whose root is the least (the latest token among equal
-	// logits), sorted at the end.
+	// TopTokens keeps a heap.
 	top = topLogits(top, logits, width, ban)
 	count := 0
 	for _, c := range top {
@@ -139,7 +137,11 @@ func ForcedForks(c Config) Config {
 func topLogits(top []Candidate, logits []float32, width, ban int) []Candidate {
 	top = top[:0]
 	if width > 8 {
-		return topLogitsHeap(top, logits, width, ban)
+		var idx [MaxForkWidth]int
+		for _, t := range TopTokens(logits, width, ban, idx[:0]) {
+			top = append(top, Candidate{Token: t, LogProb: float64(logits[t])})
+		}
+		return top
 	}
 	insert := func(i int, x float64) {
 		n := len(top)
@@ -172,66 +174,63 @@ func topLogits(top []Candidate, logits []float32, width, ban int) []Candidate {
 	return top
 }
 
-// worse orders candidates for topLogitsHeap's heap: a smaller logit, or
-// the later token of equal ones, is worse.
-func worse(a, b Candidate) bool {
-	return a.LogProb < b.LogProb || a.LogProb == b.LogProb && a.Token > b.Token
-}
-
-// topLogitsHeap is topLogits for wide forks: a heap of the best so far
-// whose root is the worst, replaced by each logit above it.
-func topLogitsHeap(top []Candidate, logits []float32, width, ban int) []Candidate {
-	down := func(j int) {
-		n := len(top)
+// TopTokens writes the indices of the k largest logits but ban's (-1:
+// none), largest first, to dst (ties: the lower index first). It keeps a
+// heap of the best k seen whose root is the least: O(V log k), the scan
+// for the next logit above the least vectorized.
+func TopTokens(logits []float32, k, ban int, dst []int) []int {
+	dst = dst[:0]
+	less := func(a, b int) bool { // a ranks below b
+		return logits[a] < logits[b] || (logits[a] == logits[b] && a > b)
+	}
+	down := func(h []int, i int) {
 		for {
-			c := 2*j + 1
-			if c >= n {
+			l := 2*i + 1
+			if l >= len(h) {
 				return
 			}
-			if c+1 < n && worse(top[c+1], top[c]) {
-				c++
+			if r := l + 1; r < len(h) && less(h[r], h[l]) {
+				l = r
 			}
-			if !worse(top[c], top[j]) {
+			if !less(h[l], h[i]) {
 				return
 			}
-			top[j], top[c] = top[c], top[j]
-			j = c
+			h[i], h[l] = h[l], h[i]
+			i = l
 		}
 	}
 	i := 0
-	for ; i < len(logits) && len(top) < width; i++ {
+	for ; i < len(logits) && len(dst) < k; i++ {
 		if i == ban {
 			continue
 		}
-		top = append(top, Candidate{Token: i, LogProb: float64(logits[i])})
-		for j := len(top) - 1; j > 0; { // up
+		dst = append(dst, i)
+		for j := len(dst) - 1; j > 0; { // sift up
 			p := (j - 1) / 2
-			if !worse(top[j], top[p]) {
+			if !less(dst[j], dst[p]) {
 				break
 			}
-			top[j], top[p] = top[p], top[j]
+			dst[j], dst[p] = dst[p], dst[j]
 			j = p
 		}
 	}
-	for i < len(logits) && len(top) > 0 {
-		i += kernels.FirstAbove(logits[i:], float32(top[0].LogProb))
+	// The rest: only a logit above the heap's least ranks above it (an
+	// equal one has the higher index), and most are not: a vectorized
+	// scan skips to the next one that is.
+	for ; i < len(logits) && len(dst) > 0; i++ {
+		i += kernels.FirstAbove(logits[i:], logits[dst[0]])
 		if i >= len(logits) {
 			break
 		}
 		if i != ban {
-			top[0] = Candidate{Token: i, LogProb: float64(logits[i])}
-			down(0)
+			dst[0] = i
+			down(dst, 0)
 		}
-		i++
 	}
-	slices.SortFunc(top, func(a, b Candidate) int {
-		switch {
-		case worse(b, a):
-			return -1
-		case worse(a, b):
-			return 1
-		}
-		return 0
-	})
-	return top
+	// Pop the heap into descending order.
+	for n := len(dst) - 1; n > 0; n-- {
+		dst[0], dst[n] = dst[n], dst[0]
+		down(dst[:n], 0)
+	}
+	return dst
 }
