@@ -269,7 +269,7 @@ func (t *TaskReport) markdown(b *strings.Builder, o MarkdownOptions) {
 			fmt.Fprintf(b, "- %s\n", f)
 		}
 	} else {
-		b.WriteString("Nowhere: at every budget, on every metric, beam-adaptive beat every other mode and some branching mode beat every single-path mode.\n")
+		b.WriteString(t.noLossSentence() + "\n")
 	}
 	b.WriteString("\n")
 }
@@ -440,6 +440,34 @@ func (t *TaskReport) NoGain() []string {
 		}
 	}
 	return out
+}
+
+// noLossSentence is the section's text when NoGain found nothing: it
+// claims only the comparisons the modes that ran allow.
+func (t *TaskReport) noLossSentence() string {
+	var ba, other, branch, single bool
+	var modes []string
+	for _, r := range t.Results {
+		if slices.Contains(modes, r.Mode.String()) {
+			continue
+		}
+		modes = append(modes, r.Mode.String())
+		ba = ba || r.Mode == engine.BeamAdaptive
+		other = other || r.Mode != engine.BeamAdaptive
+		branch = branch || branching(r.Mode)
+		single = single || !branching(r.Mode)
+	}
+	var claims []string
+	if ba && other {
+		claims = append(claims, "beam-adaptive beat every other mode")
+	}
+	if branch && single {
+		claims = append(claims, "some branching mode beat every single-path mode")
+	}
+	if len(claims) == 0 {
+		return fmt.Sprintf("Nothing to compare: the modes run (%s) hold neither beam-adaptive and another mode nor a branching and a single-path mode.", strings.Join(modes, ", "))
+	}
+	return fmt.Sprintf("Nowhere among the modes run (%s): at every budget, on every metric, %s.", strings.Join(modes, ", "), strings.Join(claims, " and "))
 }
 
 // lostSentence writes "At B rows, <worse> on ...; <tied> on ...".

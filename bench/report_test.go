@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,8 +92,40 @@ func TestNoGain(t *testing.T) {
 	if err := (&Report{Tasks: []*TaskReport{win}, Config: DefaultEvalConfig()}).Markdown(&b, MarkdownOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "Nowhere:") {
+	if !strings.Contains(b.String(), "Nowhere among the modes run (greedy, sample, entropix, beam, cot-decoding, beam-adaptive): at every budget, on every metric, beam-adaptive beat every other mode and some branching mode beat every single-path mode.") {
 		t.Errorf("no 'Nowhere' when branching always helped:\n%s", b.String())
+	}
+}
+
+// TestNoGainClaimsOnlyWhatRan: a report of modes without beam-adaptive
+// (here self-consistency and best-of) claims nothing of beam-adaptive, and
+// one of a single mode claims nothing at all.
+func TestNoGainClaimsOnlyWhatRan(t *testing.T) {
+	for _, c := range []struct {
+		modes map[engine.Mode][4]float64
+		want  string
+	}{
+		{map[engine.Mode][4]float64{
+			engine.SelfConsistency: {-0.5, 0.0, 0.5, 0.6},
+			engine.BestOfN:         {-0.6, 0.1, 0.4, 0.5},
+		}, "Nothing to compare: the modes run (self-consistency, best-of) hold neither beam-adaptive and another mode nor a branching and a single-path mode."},
+		{map[engine.Mode][4]float64{
+			engine.Greedy:          {-0.7, 0.1, 0.4, 0.3},
+			engine.SelfConsistency: {-0.5, 0.0, 0.5, 0.6},
+		}, "Nowhere among the modes run (greedy, self-consistency): at every budget, on every metric, some branching mode beat every single-path mode."},
+		{map[engine.Mode][4]float64{
+			engine.BeamAdaptive: {-0.5, 0.0, 0.5, 0.6},
+		}, "Nothing to compare: the modes run (beam-adaptive)"},
+	} {
+		tr := fakeTask(true, c.modes)
+		tr.Results = slices.DeleteFunc(tr.Results, func(r ModeResult) bool { return r.Budget == 64 })
+		var b bytes.Buffer
+		if err := (&Report{Tasks: []*TaskReport{tr}, Config: DefaultEvalConfig()}).Markdown(&b, MarkdownOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if out := b.String(); !strings.Contains(out, c.want) || strings.Contains(out, "beam-adaptive beat") {
+			t.Errorf("want %q in:\n%s", c.want, out)
+		}
 	}
 }
 
