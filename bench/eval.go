@@ -167,8 +167,11 @@ func (c EvalConfig) withDefaults() (EvalConfig, error) {
 			return c, fmt.Errorf("bench: eval: %w", err)
 		}
 	}
-	if err := c.Loop.validate(); err != nil {
-		return c, err
+	if c.Loop == (LoopRule{}) {
+		return c, fmt.Errorf("bench: loop rule %+v: want max period >= 1, min repeats >= 2, spans >= 0", c.Loop)
+	}
+	if err := c.Loop.Validate(); err != nil {
+		return c, fmt.Errorf("bench: %w", err)
 	}
 	if c.Policy != nil {
 		if err := c.Policy.Validate(); err != nil {
@@ -718,59 +721,13 @@ func logProb(logits []float32, tok int) float64 {
 	return float64(logits[tok]-mx) - math.Log(z)
 }
 
-// LoopRule defines when an output is caught in a repetition loop. A
-// "unit" is a run of P consecutive tokens, 1 <= P <= MaxPeriod; the output
-// loops when
-//
-//   - some unit occurs at least MinRepeats times in a row, the
-//     occurrences covering at least MinSpan tokens, or
-//   - the output ends in at least two occurrences in a row of a unit that
-//     cover at least TailSpan tokens (a loop cut short by the token limit).
-//
-// Occurrences in a row means tokens[j] == tokens[j-P] throughout: a final
-// partial occurrence counts toward the span, not toward the repeats.
-type LoopRule struct {
-	MaxPeriod  int `json:"max_period"`
-	MinRepeats int `json:"min_repeats"`
-	MinSpan    int `json:"min_span"`
-	TailSpan   int `json:"tail_span"`
-}
+// LoopRule defines when an output is caught in a repetition loop (the
+// search's own rule, policy.LoopRule).
+type LoopRule = policy.LoopRule
 
 // DefaultLoopRule: units of up to 32 tokens, 3 repeats covering at least
 // 8 tokens anywhere, or 2 covering at least 16 tokens at the end.
-func DefaultLoopRule() LoopRule {
-	return LoopRule{MaxPeriod: 32, MinRepeats: 3, MinSpan: 8, TailSpan: 16}
-}
-
-func (r LoopRule) validate() error {
-	if r.MaxPeriod < 1 || r.MinRepeats < 2 || r.MinSpan < 0 || r.TailSpan < 0 {
-		return fmt.Errorf("bench: loop rule %+v: want max period >= 1, min repeats >= 2, spans >= 0", r)
-	}
-	return nil
-}
-
-// Loops reports whether toks is caught in a repetition loop.
-func (r LoopRule) Loops(toks []int) bool {
-	n := len(toks)
-	for p := 1; p <= r.MaxPeriod && 2*p <= n; p++ {
-		run := 0 // j's with toks[j] == toks[j-p], ending at the current j
-		for j := p; j < n; j++ {
-			if toks[j] != toks[j-p] {
-				run = 0
-				continue
-			}
-			run++
-			// The run covers p+run tokens: 1+run/p whole occurrences.
-			if span := p + run; 1+run/p >= r.MinRepeats && span >= r.MinSpan {
-				return true
-			}
-		}
-		if run >= p && p+run >= r.TailSpan {
-			return true
-		}
-	}
-	return false
-}
+func DefaultLoopRule() LoopRule { return policy.DefaultLoopRule() }
 
 // Distinct2 returns the number of distinct token bigrams over the number
 // of bigrams in all outputs (bigrams do not cross outputs); 0 when there

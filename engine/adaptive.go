@@ -116,6 +116,7 @@ func (s *adaptive) advance() error {
 	}
 	clear(s.stepLive)
 	clear(s.stepDec) // their candidates are the trunks' scratch
+	s.cutLoops()
 	s.streamTrunk()
 	if len(s.leaves) > 0 && s.voteSettled() {
 		s.finish("settled", false)
@@ -130,6 +131,24 @@ func (s *adaptive) advance() error {
 		s.finish(reason, reason == "budget")
 	}
 	return nil
+}
+
+// cutLoops prunes the live branches caught in a repetition loop
+// (policy.Config.Loop) while another path remains, finished, live or
+// waiting: a loop's answer is no answer, and its rows are better spent on
+// the others. A path left alone goes on, its policy steering it out of the
+// loop.
+func (s *adaptive) cutLoops() {
+	for i := len(s.live) - 1; i >= 0; i-- {
+		br := s.live[i]
+		if br.trunk.Looping() == 0 {
+			continue
+		}
+		if len(s.leaves) == 0 && len(s.live) == 1 && s.frontier.Len() == 0 {
+			return
+		}
+		s.prune(br, "loop")
+	}
 }
 
 // streamTrunk commits, and so streams, the text every path shares: until

@@ -119,6 +119,17 @@ type Config struct {
 	// ClarifyCooldown is how many tokens must be accepted after a Clarify
 	// decision (its own tokens included) before another.
 	ClarifyCooldown int `json:"clarify_cooldown"`
+	// ClarifyMinP is the least probability the model must give the
+	// clarify text's first token where it would be inserted (0: no test).
+	// A model that cannot read the text there (a task model that never
+	// saw it, a model of another language) is not made to: the row is
+	// decided as if there were no clarify text.
+	ClarifyMinP float64 `json:"clarify_min_p"`
+	// MaxClarifies bounds the insertions on one path (0: none). An
+	// insertion that did not leave the model surer (the entropy of the row
+	// after it not below the row's that called for it) also ends them on
+	// that path.
+	MaxClarifies int `json:"max_clarifies"`
 	// AdaptiveSamples is the number of draws of the adaptive quadrant.
 	AdaptiveSamples int  `json:"adaptive_samples"`
 	Fork            Fork `json:"fork"`
@@ -131,6 +142,12 @@ type Config struct {
 	BackspaceBelow float64 `json:"backspace_below"`
 	// Penalties on recently accepted tokens; zero value: off.
 	Penalties Penalties `json:"penalties"`
+	// Loop is when a path's own tokens are caught in a repetition loop
+	// (the first clause of LoopRule; zero value: never). The next decision
+	// then may not choose the token that goes on with the loop (as
+	// llama.cpp's DRY sampler does), and a search cuts such a path while
+	// another remains.
+	Loop LoopRule `json:"loop"`
 	// NoiseFloor drops tokens below this probability from the logit
 	// entropy and varentropy (0: none); see NoiseFloor.
 	NoiseFloor float64 `json:"noise_floor"`
@@ -148,13 +165,22 @@ func DefaultConfig() Config {
 		Thresholds:      EntropixV1,
 		Base:            DefaultParams(),
 		ClarifyCooldown: 32,
+		ClarifyMinP:     DefaultClarifyMinP,
+		MaxClarifies:    3,
 		AdaptiveSamples: 5,
 		Fork:            DefaultFork(),
 		Backspace:       true,
 		MaxBackspaces:   4,
 		BackspaceBelow:  0.5,
+		Loop:            DefaultLoopRule(),
 	}
 }
+
+// DefaultClarifyMinP is Config.ClarifyMinP's default: the clarify text's
+// first token must have p >= 1e-4 where it goes. On the arith models
+// trained here " Wait," starts with p 1e-10 to 1e-8 at every HELV row (it
+// is byte-fallback text they never saw), and inserting it wrecked them.
+const DefaultClarifyMinP = 1e-4
 
 // MaxAdaptiveSamples bounds Config.AdaptiveSamples.
 const MaxAdaptiveSamples = 64
@@ -178,6 +204,12 @@ func (c *Config) Validate() error {
 	if c.ClarifyCooldown < 0 {
 		return fmt.Errorf("config: clarify_cooldown %d, want >= 0", c.ClarifyCooldown)
 	}
+	if !(c.ClarifyMinP >= 0 && c.ClarifyMinP <= 1) {
+		return fmt.Errorf("config: clarify_min_p %v, want [0, 1]", c.ClarifyMinP)
+	}
+	if c.MaxClarifies < 0 {
+		return fmt.Errorf("config: max_clarifies %d, want >= 0", c.MaxClarifies)
+	}
 	if c.AdaptiveSamples < 1 || c.AdaptiveSamples > MaxAdaptiveSamples {
 		return fmt.Errorf("config: adaptive_samples %d outside [1, %d]", c.AdaptiveSamples, MaxAdaptiveSamples)
 	}
@@ -197,6 +229,9 @@ func (c *Config) Validate() error {
 			p.Window, p.Repeat, p.Frequency, p.Presence)
 	}
 	if err := c.Scales.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := c.Loop.Validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if !(c.NoiseFloor >= 0 && c.NoiseFloor < 1) {
@@ -307,9 +342,20 @@ type Trunk struct {
 	rng          RNG
 	pen          Penalties
 	sinceClarify int // tokens accepted since the last Clarify decision
-	generated    int // tokens accepted since Reset/Prime (prompt excluded)
-	backspaces   int
-	ban          int // token the next Decide may not choose (after Rewind), -1 none
+	clarifies    int // Clarify decisions on this path
+	// clarifyH is the entropy of the row that called for the last
+	// insertion, until the row after it is compared with it (NaN: none
+	// pending); clarifyOff ends insertions on the path (one did not help).
+	clarifyH   float64
+	clarifyOff bool
+	generated  int // tokens accepted since Reset/Prime (prompt excluded)
+	// recent are the last tokens accepted (prompt excluded), as far back
+	// as a loop reaches; loop is the period of the loop the last one
+	// completed (0: none).
+	recent     []int
+	loop       int
+	backspaces int
+	ban        int // token the next Decide may not choose (after Rewind), -1 none
 
 	cand Candidates
 	fork []Candidate
@@ -337,7 +383,12 @@ func (t *Trunk) Reset() {
 	t.rng.Reset()
 	t.pen.Reset()
 	t.sinceClarify = t.cfg.ClarifyCooldown
+	t.clarifies = 0
+	t.clarifyH = math.NaN()
+	t.clarifyOff = false
 	t.generated = 0
+	t.recent = t.recent[:0]
+	t.loop = 0
 	t.backspaces = 0
 	t.ban = -1
 }
@@ -358,7 +409,19 @@ func (t *Trunk) Accept(token int) {
 		t.sinceClarify++
 	}
 	t.generated++
+	if r := &t.cfg.Loop; r.MaxPeriod > 0 {
+		// Keep twice the reach, shifting half of it out when full.
+		if reach := max(r.MaxPeriod*r.MinRepeats, r.MinSpan); len(t.recent) >= 2*reach {
+			t.recent = append(t.recent[:0], t.recent[len(t.recent)-reach:]...)
+		}
+		t.recent = append(t.recent, token)
+		t.loop = r.LoopingAt(t.recent)
+	}
 }
+
+// Looping returns the period of the repetition loop (Config.Loop) the
+// path's last token completed, or 0.
+func (t *Trunk) Looping() int { return t.loop }
 
 // Rewind undoes the Accept of the last token after a Backspace decision: the
 // engine drops token from the branch and calls Decide again with the logits
@@ -374,6 +437,10 @@ func (t *Trunk) Rewind(token int) {
 	}
 	t.backspaces++
 	t.ban = token
+	if n := len(t.recent); n > 0 {
+		t.recent = t.recent[:n-1]
+		t.loop = t.cfg.Loop.LoopingAt(t.recent)
+	}
 }
 
 // Clone returns an independent copy whose generator continues from the same
@@ -384,7 +451,12 @@ func (t *Trunk) Clone() *Trunk {
 		rng:          t.rng,
 		pen:          *t.pen.clone(),
 		sinceClarify: t.sinceClarify,
+		clarifies:    t.clarifies,
+		clarifyH:     t.clarifyH,
+		clarifyOff:   t.clarifyOff,
 		generated:    t.generated,
+		recent:       slices.Clone(t.recent),
+		loop:         t.loop,
 		backspaces:   t.backspaces,
 		ban:          t.ban,
 	}
@@ -429,8 +501,19 @@ func (t *Trunk) Decide(s Step) (Decision, error) {
 		}
 		m.Attention = am
 	}
+	if !math.IsNaN(t.clarifyH) && t.sinceClarify >= len(cfg.Clarify) {
+		// The row after an insertion: it helped if the model is surer.
+		if !(m.Entropy < t.clarifyH) {
+			t.clarifyOff = true
+		}
+		t.clarifyH = math.NaN()
+	}
 	ban := t.ban
 	t.ban = -1
+	if ban < 0 && t.loop > 0 {
+		// Break the loop: not the token that repeats the unit again.
+		ban = t.recent[len(t.recent)-t.loop]
+	}
 	if ban >= len(logits) {
 		ban = -1
 	}
@@ -519,17 +602,8 @@ func (t *Trunk) decideSingle(d *Decision, s *Step, st *rowStats, ban int) error 
 		d.Action = Greedy
 		d.Token = t.greedy(logits, st, ban)
 	case HELV:
-		if len(cfg.Clarify) > 0 && t.sinceClarify >= cfg.ClarifyCooldown {
-			for _, tok := range cfg.Clarify {
-				if tok >= len(logits) {
-					return fmt.Errorf("policy: clarify token %d outside the vocabulary of %d", tok, len(logits))
-				}
-			}
-			d.Action = Clarify
-			d.Tokens = cfg.Clarify
-			d.Token = cfg.Clarify[0]
-			t.sinceClarify = 0
-			break
+		if ok, err := t.clarify(d, logits); ok || err != nil {
+			return err
 		}
 		d.Action = Sample
 		d.Params = UnsureParams(d.Metrics, cfg.Base)
@@ -550,6 +624,30 @@ func (t *Trunk) decideSingle(d *Decision, s *Step, st *rowStats, ban int) error 
 	return nil
 }
 
+// clarify makes d a Clarify decision when the clarify text may be
+// inserted here: there is one, its cooldown has passed, the path has
+// insertions left and none failed, and the model gives its first token p
+// >= ClarifyMinP in this row. It reports whether it did.
+func (t *Trunk) clarify(d *Decision, logits []float32) (bool, error) {
+	cfg := t.cfg
+	if len(cfg.Clarify) == 0 || t.sinceClarify < cfg.ClarifyCooldown || t.clarifyOff || t.clarifies >= cfg.MaxClarifies {
+		return false, nil
+	}
+	if i := slices.IndexFunc(cfg.Clarify, func(tok int) bool { return tok >= len(logits) }); i >= 0 {
+		return false, fmt.Errorf("policy: clarify token %d outside the vocabulary of %d", cfg.Clarify[i], len(logits))
+	}
+	if cfg.ClarifyMinP > 0 && float64(logits[cfg.Clarify[0]])-d.LogZ < math.Log(cfg.ClarifyMinP) {
+		return false, nil
+	}
+	d.Action = Clarify
+	d.Tokens = cfg.Clarify
+	d.Token = cfg.Clarify[0]
+	t.sinceClarify = 0
+	t.clarifies++
+	t.clarifyH = d.Metrics.Entropy
+	return true, nil
+}
+
 // decideSearch is Decide in search mode: forks where the min-p set holds
 // two tokens or more, argmax elsewhere; HELV may clarify, HEHV may take an
 // uncertain token back.
@@ -561,16 +659,15 @@ func (t *Trunk) decideSearch(d *Decision, s *Step, st *rowStats, ban int) error 
 		d.Token = t.greedy(s.Logits, st, ban)
 		return nil
 	case HELV:
-		if len(cfg.Clarify) > 0 && t.sinceClarify >= cfg.ClarifyCooldown {
-			if i := slices.IndexFunc(cfg.Clarify, func(tok int) bool { return tok >= len(s.Logits) }); i >= 0 {
-				return fmt.Errorf("policy: clarify token %d outside the vocabulary of %d", cfg.Clarify[i], len(s.Logits))
-			}
-			d.Action = Clarify
-			d.Tokens = cfg.Clarify
-			d.Token = cfg.Clarify[0]
-			t.sinceClarify = 0
-			return nil
+		if ok, err := t.clarify(d, s.Logits); ok || err != nil {
+			return err
 		}
+		// Uniformly unsure is not a choice between a few options: a
+		// fork here would explore interchangeable tokens (on the arith
+		// models, the item words, 16 of them about equally likely).
+		d.Action = Greedy
+		d.Token = t.greedy(s.Logits, st, ban)
+		return nil
 	case HEHV:
 		if cfg.Backspace && t.generated > 0 && t.backspaces < cfg.MaxBackspaces && ban < 0 &&
 			math.Exp(s.PrevLogProb) < cfg.BackspaceBelow {

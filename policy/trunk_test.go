@@ -104,8 +104,9 @@ func TestTrunkClarifyCooldown(t *testing.T) {
 	for _, tok := range d.Tokens {
 		tr.Accept(tok)
 	}
-	// Cooling down: sample hotter.
-	d = decide(t, tr, Step{Logits: rowHELV})
+	// Cooling down: sample hotter. (The row after the insertion is surer,
+	// H = 5 bits against 6: the insertion helped, more may follow.)
+	d = decide(t, tr, Step{Logits: uniformOver(64, 32)})
 	if d.Action != Sample || d.Params.Temperature <= cfg.Base.Temperature {
 		t.Fatalf("during cooldown: %v", d)
 	}
@@ -125,6 +126,83 @@ func TestTrunkClarifyCooldown(t *testing.T) {
 	tr = newTrunk(t, cfg)
 	if _, err := tr.Decide(Step{Logits: rowHELV}); err == nil {
 		t.Error("clarify id outside the vocabulary accepted")
+	}
+}
+
+// uniformOver is a row of n logits whose first k tokens are equally likely
+// and the others masked: H = log2(k) bits, V = 0 (HELV for k >= 16).
+func uniformOver(n, k int) []float32 {
+	row := make([]float32, n)
+	for i := k; i < n; i++ {
+		row[i] = float32(math.Inf(-1))
+	}
+	return row
+}
+
+// TestClarifyGuard: the clarify text goes in only where the model gives
+// its first token p >= ClarifyMinP, never again on a path after an
+// insertion that left the model as unsure, and at most MaxClarifies times
+// a path; in both modes.
+func TestClarifyGuard(t *testing.T) {
+	for _, mode := range []Mode{SinglePath, Search} {
+		t.Run(mode.String(), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Mode = mode
+			cfg.Clarify = []int{40, 41} // outside the 32 likely tokens of a row
+			cfg.ClarifyCooldown = 2
+			noClarify := Sample
+			if mode == Search {
+				noClarify = Greedy // uniformly unsure is no fork
+			}
+			// Unreadable: p(40) = e^-30 relative to the likely tokens.
+			row := uniformOver(64, 32)
+			row[40] = -30
+			tr := newTrunk(t, cfg)
+			if d := decide(t, tr, Step{Logits: row}); d.Action != noClarify {
+				t.Fatalf("clarify text of p %.2g inserted: %v", math.Exp(-30)/32, d)
+			}
+			// Readable: the clarify token as likely as the others.
+			readable := uniformOver(64, 32)
+			readable[40] = 0
+			if d := decide(t, tr, Step{Logits: readable}); d.Action != Clarify {
+				t.Fatalf("a likely clarify text not inserted: %v", d)
+			}
+			tr.Accept(40)
+			tr.Accept(41)
+			// The row after it is as unsure (H 5.04 bits, then 5): it did
+			// not help, so no more on this path, cooldown or not.
+			if d := decide(t, tr, Step{Logits: readable}); d.Action != noClarify {
+				t.Fatalf("row after the insertion: %v", d)
+			}
+			for range 5 {
+				tr.Accept(1)
+				if d := decide(t, tr, Step{Logits: readable}); d.Action == Clarify {
+					t.Fatalf("clarify again after an insertion that did not help: %v", d)
+				}
+			}
+			// Helping insertions go on up to MaxClarifies.
+			cfg.MaxClarifies = 2
+			tr = newTrunk(t, cfg)
+			n := 0
+			for range 12 {
+				d := decide(t, tr, Step{Logits: readable})
+				if d.Action == Clarify {
+					n++
+					tr.Accept(40)
+					tr.Accept(41)
+					// Surer afterwards: 16 likely tokens instead of 33.
+					decide(t, tr, Step{Logits: uniformOver(64, 16)})
+				}
+				tr.Accept(1)
+			}
+			if n != cfg.MaxClarifies {
+				t.Errorf("%d insertions on a path, want %d", n, cfg.MaxClarifies)
+			}
+			// A clone carries the path's count.
+			if d := decide(t, tr.Clone(), Step{Logits: readable}); d.Action == Clarify {
+				t.Errorf("a clone of a path past MaxClarifies inserted: %v", d)
+			}
+		})
 	}
 }
 
