@@ -134,21 +134,39 @@ func (s *adaptive) advance() error {
 }
 
 // cutLoops prunes the live branches caught in a repetition loop
-// (policy.Config.Loop) while another path remains, finished, live or
-// waiting: a loop's answer is no answer, and its rows are better spent on
-// the others. A path left alone goes on, its policy steering it out of the
-// loop.
+// (policy.Config.Loop) while another path can take their place: a loop's
+// answer is no answer, and its rows are better spent on the others. A path
+// that cannot be replaced goes on, its policy steering it out of the loop.
 func (s *adaptive) cutLoops() {
 	for i := len(s.live) - 1; i >= 0; i-- {
-		br := s.live[i]
-		if br.trunk.Looping() == 0 {
-			continue
+		if br := s.live[i]; br.trunk.Looping() > 0 && s.replaceable(br) {
+			s.prune(br, "loop")
 		}
-		if len(s.leaves) == 0 && len(s.live) == 1 && s.frontier.Len() == 0 {
-			return
-		}
-		s.prune(br, "loop")
 	}
+}
+
+// replaceable reports whether another path can stand in for br: a
+// finished one, another live one not looping, or the most probable waiting
+// alternative when the rows left can pay for it to reach the token limit
+// beside the other live paths.
+func (s *adaptive) replaceable(br *branch) bool {
+	if len(s.leaves) > 0 {
+		return true
+	}
+	need := 0
+	for _, o := range s.live {
+		if o != br {
+			if o.trunk.Looping() == 0 {
+				return true
+			}
+			need += s.rowsToFinish(o.leaf)
+		}
+	}
+	id, _, ok := s.frontier.Peek()
+	if !ok {
+		return false
+	}
+	return s.b.MaxRows == 0 || s.res.Stats.Rows+need+s.rowsToFinish(id) <= s.b.MaxRows
 }
 
 // streamTrunk commits, and so streams, the text every path shares: until
@@ -405,8 +423,12 @@ func (s *adaptive) dropWaiting(reason string) bool {
 }
 
 // rowsToFinish estimates the rows a path at node id needs to end: as long
-// as the longest finished path, and at least one.
+// as the longest finished path, and at least one; to the token limit while
+// none has finished (the first path was cut).
 func (s *adaptive) rowsToFinish(id tree.ID) int {
+	if len(s.leaves) == 0 {
+		return max(s.b.MaxTokens-s.t.Node(id).Depth, 1)
+	}
 	return max(s.pathLen-s.t.Node(id).Depth+1, 1)
 }
 
