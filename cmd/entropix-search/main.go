@@ -17,7 +17,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/entropix-search/entropix-search/bench"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -213,10 +212,10 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		opts = append(opts, engine.WithWidth(c.cot))
 	}
 	if n := max(c.selfConsistency, c.bestOf); n > 0 {
-		opts = append(opts, engine.WithWidth(n), engine.WithAnswer(bench.ExtractAnswer))
+		opts = append(opts, engine.WithWidth(n), engine.WithAnswer(policy.ExtractAnswer))
 	}
 	if c.mode == engine.BeamAdaptive {
-		opts = append(opts, engine.WithAnswer(bench.MarkedAnswer))
+		opts = append(opts, engine.WithAnswer(policy.MarkedAnswer))
 	}
 	var prog *progress
 	// The progress line redraws itself with a carriage return: on the

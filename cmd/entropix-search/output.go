@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/entropix-search/entropix-search/bench"
 	"github.com/entropix-search/entropix-search/cmd/internal/outfile"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
@@ -194,7 +193,7 @@ func calibrate(ctx context.Context, c *config, m *model.Model, pf policy.File, s
 	}
 	var obs []policy.Observation
 	eng, err := engine.New(m, engine.WithMode(engine.BeamAdaptive), engine.WithSeed(c.seed), engine.WithPolicy(pf.Config),
-		engine.WithScore(pf.Score), engine.WithClarifyText(pf.ClarifyText), engine.WithAnswer(bench.MarkedAnswer),
+		engine.WithScore(pf.Score), engine.WithClarifyText(pf.ClarifyText), engine.WithAnswer(policy.MarkedAnswer),
 		engine.WithObserver(func(o policy.Observation) { obs = append(obs, o) }))
 	if err != nil {
 		return err

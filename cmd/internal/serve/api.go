@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/entropix-search/entropix-search/bench"
 	"github.com/entropix-search/entropix-search/cmd/internal/stopstr"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
@@ -141,7 +140,7 @@ func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
 	}
 	j.stops = stops
 	pf := s.cfg.Policy
-	answer := bench.MarkedAnswer
+	answer := policy.MarkedAnswer
 	if x := c.Entropix; x != nil {
 		if x.Mode != "" {
 			if j.mode, err = engine.ParseMode(x.Mode); err != nil {
@@ -166,7 +165,7 @@ func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
 		switch x.Answer {
 		case "", "marked":
 		case "last-number":
-			answer = bench.ExtractAnswer
+			answer = policy.ExtractAnswer
 		default:
 			return nil, badRequest("entropix.answer", "answer %q: want marked or last-number", x.Answer)
 		}
