@@ -27,6 +27,25 @@ type beamSearch struct {
 	scores   []policy.PathScore
 }
 
+// budgetDefaults: Options.Width beams.
+func (s *beamSearch) budgetDefaults(b *Budget) {
+	if b.MaxWidth == 0 {
+		b.MaxWidth = s.opts.Width
+	}
+}
+
+func (s *beamSearch) attentionLayers(int) []int { return nil }
+
+// noiseFloor: none (beam shows every token's quadrant as measured).
+func (s *beamSearch) noiseFloor() float64 { return 0 }
+
+func (s *beamSearch) initRoot(*branch) error { return nil }
+
+func (s *beamSearch) mayBackspace() bool { return false }
+
+// rank is the beam's length-normalised log-probability.
+func (s *beamSearch) rank(br *branch) float64 { return meanLogProb(br.score) }
+
 func (s *beamSearch) advance() error {
 	s.stepBeam()
 	return nil

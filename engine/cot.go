@@ -13,6 +13,24 @@ type cotDecoding struct {
 	paths []*branch
 }
 
+// budgetDefaults: Options.Width first tokens.
+func (s *cotDecoding) budgetDefaults(b *Budget) {
+	if b.MaxWidth == 0 {
+		b.MaxWidth = s.opts.Width
+	}
+}
+
+func (s *cotDecoding) attentionLayers(int) []int { return nil }
+
+func (s *cotDecoding) noiseFloor() float64 { return 0 }
+
+func (s *cotDecoding) initRoot(*branch) error { return nil }
+
+func (s *cotDecoding) mayBackspace() bool { return false }
+
+// rank is the path's mean margin (CoT-decoding's Δ over all its tokens).
+func (s *cotDecoding) rank(br *branch) float64 { return br.score.CoTMargin() }
+
 func (s *cotDecoding) advance() error {
 	s.stepCoT()
 	return nil
@@ -70,18 +88,6 @@ func (s *cotDecoding) stepCoT() {
 	}
 	s.live = live
 	s.checkEnd()
-}
-
-// checkEnd ends a search whose branches all advance together (CoT-decoding,
-// self-consistency, best-of): at end of text of every branch, or at the
-// token limit.
-func (s *search) checkEnd() {
-	switch {
-	case len(s.live) == 0:
-		s.finish("eos", false)
-	case s.t.Node(s.live[0].leaf).Depth >= s.b.MaxTokens:
-		s.finish("max-tokens", false)
-	}
 }
 
 // finalize commits the path of highest Δ of the answer whose paths sum

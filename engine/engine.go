@@ -395,28 +395,14 @@ func (e *Engine) end(s *search) {
 	close(s.done)
 }
 
-// checkBudget validates b and fills its defaults for o's mode.
+// checkBudget validates b (the mode fills its defaults: see
+// decoder.budgetDefaults).
 func (o *Options) checkBudget(b *Budget) error {
 	switch {
 	case b.MaxTokens <= 0:
 		return fmt.Errorf("engine: budget of %d tokens: must be positive", b.MaxTokens)
 	case b.MaxRows < 0 || b.MaxWidth < 0 || b.Timeout < 0:
 		return fmt.Errorf("engine: negative budget %+v", *b)
-	}
-	if b.MaxWidth == 0 {
-		switch o.Mode {
-		case Beam, CoTDecoding, SelfConsistency, BestOfN:
-			b.MaxWidth = o.Width
-		case BeamAdaptive:
-			b.MaxWidth = 4
-		default:
-			b.MaxWidth = 1
-		}
-	}
-	if o.Mode == BeamAdaptive && b.MaxRows == 0 {
-		// A tree search without a row budget would explore every fork:
-		// by default it may spend four paths' worth.
-		b.MaxRows = 4 * b.MaxTokens
 	}
 	return nil
 }
