@@ -94,6 +94,9 @@ func (s *adaptive) mayBackspace() bool {
 	return s.b.MaxWidth >= 2 && s.opts.Policy.Backspace && s.opts.Policy.MaxBackspaces > 0
 }
 
+// defaultAnswer: a path that does not mark its answer does not vote.
+func (s *adaptive) defaultAnswer() string { return "marked" }
+
 // rank is the path's probability.
 func (s *adaptive) rank(br *branch) float64 { return s.t.Node(br.leaf).CumLogProb }
 
@@ -356,7 +359,7 @@ func (s *adaptive) branchOut(br *branch, d *policy.Decision, logits []float32, l
 		}
 		n := s.t.Node(kid.leaf)
 		n.Score = kid.score.Value(s.opts.Score)
-		if i > 0 && !s.isStop(c.Token) && n.Depth < s.b.MaxTokens {
+		if i > 0 && !s.pathEnds(kid.leaf) && n.Depth < s.b.MaxTokens {
 			if s.frontier.Len() >= maxWaiting {
 				s.dropWaiting("frontier-full")
 			}
@@ -374,6 +377,7 @@ func (s *adaptive) endIfDone(br *branch) {
 	switch {
 	case s.isStop(n.Token):
 		n.Status, n.Reason = tree.Finished, "eos"
+	case n.Reason == "stop": // a stop string, finished by extend
 	case n.Depth >= s.b.MaxTokens:
 		n.Status, n.Reason = tree.Finished, "max-tokens"
 	default:

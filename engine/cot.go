@@ -28,6 +28,9 @@ func (s *cotDecoding) initRoot(*branch) error { return nil }
 
 func (s *cotDecoding) mayBackspace() bool { return false }
 
+// defaultAnswer: the paths aggregate by their whole text.
+func (s *cotDecoding) defaultAnswer() string { return "none" }
+
 // rank is the path's mean margin (CoT-decoding's Δ over all its tokens).
 func (s *cotDecoding) rank(br *branch) float64 { return br.score.CoTMargin() }
 
@@ -65,7 +68,7 @@ func (s *cotDecoding) stepCoT() {
 			s.extend(br, t, float64(logits[t])-lz, m, q.Quadrant(m), policy.Branch)
 			br.margins = append(br.margins[:0], row.Margin)
 			s.paths = append(s.paths, br)
-			if s.isStop(t) {
+			if s.pathEnds(br.leaf) {
 				continue
 			}
 			s.live = append(s.live, br)
@@ -82,7 +85,7 @@ func (s *cotDecoding) stepCoT() {
 		br.margins = append(br.margins, mg)
 		s.extend(br, arg, float64(logits[arg])-lz, m, q.Quadrant(m), policy.Greedy)
 		s.t.Node(br.leaf).Score = br.score.CoTMargin()
-		if !s.isStop(arg) {
+		if !s.pathEnds(br.leaf) {
 			live = append(live, br)
 		}
 	}
@@ -161,7 +164,11 @@ func (s *cotDecoding) answerMargin(br *branch) float64 {
 		}
 		ends[i] = n
 	}
-	text = append(text, d.Flush()...)
+	if cut, ok := s.cutAtStop(br.leaf, len(text)); ok {
+		text = text[:cut] // the answer is before the stop string
+	} else {
+		text = append(text, d.Flush()...)
+	}
 	a, ok := s.opts.Answer(string(text))
 	if !ok || a == "" {
 		return mean(margins)

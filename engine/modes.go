@@ -23,6 +23,10 @@ type decoder interface {
 	mayBackspace() bool
 	// rank orders the live branches for pruning (higher is better).
 	rank(br *branch) float64
+	// defaultAnswer names the answer reader of Settings.Answer the mode
+	// uses when the settings name none (Settings.AnswerFunc; asked of a
+	// decoder bound to no search).
+	defaultAnswer() string
 	// advance applies the mode's decisions to the logits of the last
 	// forward pass.
 	advance() error

@@ -35,7 +35,7 @@ func (s *search) applyTokens(br *branch, d *policy.Decision, logits []float32, l
 			st.TokenConf = s.tokenConf(logits, lz)
 			br.score.Add(st)
 		}
-		if s.isStop(t) {
+		if s.pathEnds(br.leaf) {
 			break
 		}
 	}
@@ -49,6 +49,8 @@ func (s *search) commitTrunk(br *branch, keep int) {
 	switch {
 	case s.isStop(s.t.Node(br.leaf).Token):
 		s.finish("eos", false)
+	case s.pathEnds(br.leaf):
+		s.finish("stop", false)
 	case s.committedLen() >= s.b.MaxTokens:
 		n := s.t.Node(br.leaf)
 		n.Status, n.Reason = tree.Finished, "max-tokens"
@@ -130,7 +132,7 @@ func (s *search) answer(id tree.ID) string {
 			toks = append(toks, t)
 		}
 	}
-	text := decodeAfter(s.tok, s.prompt[len(s.prompt)-1], toks)
+	text := s.pathText(id, toks)
 	if s.opts.Answer != nil {
 		if a, ok := s.opts.Answer(text); ok {
 			return "answer:" + a
@@ -152,4 +154,20 @@ func (s *search) initTrunk(root *branch, m policy.Mode) error {
 	tr.Prime(s.prompt)
 	root.trunk = tr
 	return nil
+}
+
+// pathText is the text of toks, the tokens of path id but its stop
+// tokens: all of it, or what comes before the stop string that ended the
+// path.
+func (s *search) pathText(id tree.ID, toks []int) string {
+	if len(s.opts.StopStrings) == 0 || s.t.Node(id).Reason != "stop" {
+		return decodeAfter(s.tok, s.prompt[len(s.prompt)-1], toks)
+	}
+	d := s.tok.NewDecoder(s.prompt[len(s.prompt)-1])
+	var b []byte
+	for _, t := range toks {
+		b = append(b, d.Next(t)...)
+	}
+	cut, _ := s.cutAtStop(id, len(b))
+	return string(b[:cut])
 }

@@ -51,6 +51,10 @@ func (s *samples) initRoot(root *branch) error {
 
 func (s *samples) mayBackspace() bool { return false }
 
+// defaultAnswer: every sample votes with its marked answer, else its last
+// number.
+func (s *samples) defaultAnswer() string { return "last-number" }
+
 // rank is the sample's mean log-probability.
 func (s *samples) rank(br *branch) float64 { return meanLogProb(br.score) }
 
@@ -108,7 +112,7 @@ func (s *samples) stepSamples() {
 		br.score.Add(policy.StepScore{LogProb: lp})
 		id := s.extend(br, tok, lp, m, q.Quadrant(m), policy.Sample)
 		s.t.Node(id).Score = meanLogProb(br.score)
-		if !s.isStop(tok) {
+		if !s.pathEnds(id) {
 			live = append(live, br)
 		}
 	}

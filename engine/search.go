@@ -87,6 +87,11 @@ type search struct {
 	cand     policy.Candidates
 	top      []int
 	topProbs []int // extend's, for Options.TopProbs
+	// Stop strings (stopstr.go): each node's place in the scan of its
+	// path's text, and the stream's held-back text.
+	stopScans []stopScan
+	held      string
+	streamCut bool // the stream reached a stop string
 }
 
 // waitDropper is a decoder that keeps branches waiting outside the live
@@ -415,6 +420,7 @@ func (s *search) extend(br *branch, tok int, logProb float64, m policy.Metrics, 
 		Metrics: m, Quadrant: q, Action: a,
 	})
 	s.t.Node(br.leaf).Seq = nil
+	parent := br.leaf
 	br.leaf = id
 	n := s.t.Node(id)
 	if k := s.opts.TopProbs; k > 0 && s.out != nil {
@@ -429,6 +435,11 @@ func (s *search) extend(br *branch, tok int, logProb float64, m policy.Metrics, 
 	if s.isStop(tok) {
 		n.Status, n.Reason = tree.Finished, "eos"
 		n.Seq = br.seq // released with the branch
+		return id
+	}
+	if s.scanStop(parent, id, tok) {
+		n.Status, n.Reason = tree.Finished, "stop"
+		n.Seq = br.seq
 		return id
 	}
 	n.Seq = br.seq
@@ -451,6 +462,13 @@ func stopTokens(tok *tokenizer.Tokenizer, o *Options) []int {
 
 // isStop reports whether tok ends a branch (end of text, end of turn).
 func (s *search) isStop(tok int) bool { return slices.Contains(s.stops, tok) }
+
+// pathEnds reports whether node id ends its path: a stop token, or a
+// token that completed a stop string.
+func (s *search) pathEnds(id tree.ID) bool {
+	n := s.t.Node(id)
+	return s.isStop(n.Token) || n.Reason == "stop"
+}
 
 // fork returns a child branch sharing br's cache (copy on write).
 func (s *search) fork(br *branch) *branch {
@@ -528,8 +546,8 @@ func (s *search) flush(keep int) {
 		return
 	}
 	for _, t := range s.unsent[:n] {
-		if txt := s.dec.Next(t); txt != "" && s.opts.Stream != nil {
-			s.opts.Stream(txt)
+		if txt := s.dec.Next(t); txt != "" {
+			s.send(txt)
 		}
 	}
 	s.unsent = append(s.unsent[:0], s.unsent[n:]...)
@@ -553,10 +571,18 @@ func (s *search) result() *Result {
 	s.flush(0)
 	if s.opts.Stream != nil {
 		if txt := s.dec.Flush(); txt != "" {
-			s.opts.Stream(txt)
+			s.send(txt)
 		}
+		s.endStream()
 	}
-	s.res.Text = decodeAfter(s.tok, s.prompt[len(s.prompt)-1], s.res.Tokens)
+	if text, ok := s.stopCut(); ok {
+		s.res.Text = text
+		if s.res.Stopped != "deadline" && s.res.Stopped != "canceled" {
+			s.res.Stopped = "stop" // the result's path ended at a stop string, whatever ended the other paths
+		}
+	} else {
+		s.res.Text = decodeAfter(s.tok, s.prompt[len(s.prompt)-1], s.res.Tokens)
+	}
 	if !utf8.ValidString(s.res.Text) {
 		s.res.TextBytes = []byte(s.res.Text)
 	}

@@ -26,6 +26,9 @@ func (s *singlePath) initRoot(*branch) error { return nil }
 
 func (s *singlePath) mayBackspace() bool { return false }
 
+// defaultAnswer: a single path votes on nothing.
+func (s *singlePath) defaultAnswer() string { return "none" }
+
 // rank is the path's score (Options.Score); one branch is never pruned
 // for another.
 func (s *singlePath) rank(br *branch) float64 { return br.score.Value(s.opts.Score) }

@@ -26,7 +26,6 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
-	"github.com/entropix-search/entropix-search/cmd/internal/stopstr"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/kernels"
@@ -186,7 +185,6 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	}
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
-	filter := &stopstr.Filter{Stops: c.stops, OnStop: func() { stopRun(stopstr.ErrStop) }}
 	emit := func(s string) {
 		_, err := out.WriteString(s)
 		if err == nil {
@@ -203,7 +201,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP,
 			RepeatPenalty: c.repeatPenalty, RepeatWindow: c.repeatLastN, PresencePenalty: c.presence, FrequencyPenalty: c.frequency}),
 		engine.WithIgnoreEOS(c.ignoreEOS), engine.WithTopProbs(topProbs(c)),
-		engine.WithStream(filter.Write),
+		engine.WithStopStrings(c.stops...), engine.WithStream(emit),
 	}
 	if c.beam > 0 {
 		opts = append(opts, engine.WithWidth(c.beam))
@@ -228,23 +226,13 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return usageError{err}
 	}
-	filter.Emit = emit
 	if !c.chat {
 		emit(prompt)
 	}
 	res, err := eng.SearchTokens(ctx, prompt, ids, engine.Budget{
 		MaxTokens: c.maxTokens, MaxRows: c.budgetRows, MaxWidth: c.maxWidth, Timeout: c.timeout,
 	})
-	filter.Flush()
 	emit("\n")
-	if filter.Cut() && res != nil {
-		// The text ends before the stop string; the tokens are what was
-		// generated.
-		res.Text, res.TextBytes, res.Stopped, res.BudgetExhausted = filter.Text(), nil, "stop", false
-		if errors.Is(context.Cause(ctx), stopstr.ErrStop) {
-			err = nil
-		}
-	}
 	if prog != nil {
 		prog.clear()
 	}

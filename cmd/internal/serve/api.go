@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/entropix-search/entropix-search/cmd/internal/stopstr"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/policy"
@@ -221,25 +220,20 @@ func (s *Server) run(ctx context.Context, j *job, emit func(string)) ([]outcome,
 	var wg sync.WaitGroup
 	for i := range j.n {
 		wg.Go(func() {
-			sctx, cancel := context.WithCancelCause(ctx)
-			defer cancel(nil)
-			filter := &stopstr.Filter{Stops: j.stops, OnStop: func() { cancel(stopstr.ErrStop) }, Emit: func(string) {}}
+			opts := append(append([]engine.Option(nil), j.opts...), engine.WithSeed(j.seed+uint64(i)), engine.WithStopStrings(j.stops...))
 			if i == 0 && emit != nil {
-				filter.Emit = emit
+				opts = append(opts, engine.WithStream(emit))
 			}
-			opts := append(append([]engine.Option(nil), j.opts...), engine.WithSeed(j.seed+uint64(i)), engine.WithStream(filter.Write))
-			res, err := s.eng.SearchTokensWith(sctx, j.prompt, j.ids, j.budget, opts...)
-			filter.Flush()
-			stopped := errors.Is(context.Cause(sctx), stopstr.ErrStop)
-			if err != nil && !(stopped && res != nil) {
+			res, err := s.eng.SearchTokensWith(ctx, j.prompt, j.ids, j.budget, opts...)
+			if err != nil {
 				errs[i] = err
 				return
 			}
+			// finish_reason "stop": the text ended (end of text, a stop
+			// string, beam-adaptive's settled vote); "length" otherwise.
 			o := outcome{text: res.Text, res: res, reason: "length"}
-			switch {
-			case stopped || filter.Cut():
-				o.text, o.reason = filter.Text(), "stop"
-			case res.Stopped == "eos" || res.Stopped == "settled":
+			switch res.Stopped {
+			case "eos", "stop", "settled":
 				o.reason = "stop"
 			}
 			if j.returnTree {
