@@ -100,3 +100,27 @@ func TestSettingsDefaultAnswer(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadSettings: any input is read or refused without a panic, and
+// what is read writes and reads back the same.
+func FuzzReadSettings(f *testing.F) {
+	var b bytes.Buffer
+	nonDefaultSettings().Write(&b)
+	for _, s := range []string{b.String(), `{}`, `{"mode": "beam"}`, `{"policy": {"score": "margin"}}`, `{"stop": ["a"], "answer": "none"}`, `[`, `{"sampling": {"top_p": 2}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		st, err := ReadSettings(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		if err := st.Write(&out); err != nil {
+			t.Fatalf("read %q, but writing it: %v", s, err)
+		}
+		back, err := ReadSettings(&out)
+		if err != nil || !reflect.DeepEqual(back, st) {
+			t.Fatalf("%q: read back %+v, %v; want %+v", s, back, err, st)
+		}
+	})
+}
