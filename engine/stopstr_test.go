@@ -173,3 +173,45 @@ func TestEmptyStopString(t *testing.T) {
 		t.Error("an empty stop string was accepted per search")
 	}
 }
+
+// FuzzStopStream: however the committed text arrives in pieces, the
+// stream passes exactly the text before the stop string that ends it (all
+// of it when none appears). As in a search, the text ends where the
+// first stop string to be completed ends.
+func FuzzStopStream(f *testing.F) {
+	f.Add("Once upon a time\n\nQuestion: x", "\n\nQuestion:", "ime", uint8(3))
+	f.Add("aaab", "aab", "b", uint8(1))
+	f.Add("héllo wörld", "ö", "lo w", uint8(2))
+	f.Fuzz(func(t *testing.T, text, stop1, stop2 string, step uint8) {
+		var stops []string
+		for _, st := range []string{stop1, stop2} {
+			if st != "" {
+				stops = append(stops, st)
+			}
+		}
+		if len(stops) == 0 {
+			return
+		}
+		end := len(text) // where the first stop string to be completed ends
+		for _, st := range stops {
+			if i := strings.Index(text, st); i >= 0 {
+				end = min(end, i+len(st))
+			}
+		}
+		text = text[:end]
+		var got strings.Builder
+		s := &search{opts: &Options{StopStrings: stops, Stream: func(p string) { got.WriteString(p) }}}
+		n := int(step%8) + 1
+		for i := 0; i < len(text); i += n {
+			s.send(text[i:min(i+n, len(text))])
+		}
+		s.endStream()
+		want := text
+		if at := firstStop(text, stops); at >= 0 {
+			want = text[:at]
+		}
+		if got.String() != want {
+			t.Fatalf("text %q, stops %q, pieces of %d: streamed %q, want %q", text, stops, n, got.String(), want)
+		}
+	})
+}
