@@ -527,7 +527,7 @@ func (ev *evaluator) searchAll(ctx context.Context, mode engine.Mode, budget int
 func (ev *evaluator) search(ctx context.Context, it *evalItem, mode engine.Mode, budget int) (*engine.Result, error) {
 	k := ev.cfg.modeWidth(mode, budget)
 	opts := []engine.Option{engine.WithMode(mode), engine.WithSeed(it.seed), engine.WithWidth(k), engine.WithStopTokens(it.stops...), engine.WithKVType(ev.cfg.KVType),
-		engine.WithAnswer(ExtractAnswer)}
+		engine.WithAnswer(policy.ExtractAnswer)}
 	if p := ev.cfg.Policy; p != nil {
 		opts = append(opts, engine.WithPolicy(p.Config), engine.WithScore(p.Score), engine.WithClarifyText(p.ClarifyText))
 	}

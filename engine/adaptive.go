@@ -61,6 +61,45 @@ func newAdaptive(s *search) *adaptive {
 		scores: map[tree.ID]policy.PathScore{}, answers: map[tree.ID]string{}}
 }
 
+// budgetDefaults: 4 live branches and, since a tree search without a row
+// budget would explore every fork, four paths' worth of rows.
+func (s *adaptive) budgetDefaults(b *Budget) {
+	if b.MaxWidth == 0 {
+		b.MaxWidth = 4
+	}
+	if b.MaxRows == 0 {
+		b.MaxRows = 4 * b.MaxTokens
+	}
+}
+
+// attentionLayers: the policy reads the last layer's attention.
+func (s *adaptive) attentionLayers(n int) []int { return []int{n - 1} }
+
+// noiseFloor is the policy's.
+func (s *adaptive) noiseFloor() float64 { return s.opts.Policy.NoiseFloor }
+
+// initRoot gives the root the policy's trunk: in search mode when the
+// width allows forks, else single-path.
+func (s *adaptive) initRoot(root *branch) error {
+	m := policy.SinglePath
+	if s.b.MaxWidth >= 2 {
+		m = policy.Search
+	}
+	return s.initTrunk(root, m)
+}
+
+// mayBackspace: when the width allows more than one path and the policy
+// allows backspaces.
+func (s *adaptive) mayBackspace() bool {
+	return s.b.MaxWidth >= 2 && s.opts.Policy.Backspace && s.opts.Policy.MaxBackspaces > 0
+}
+
+// defaultAnswer: a path that does not mark its answer does not vote.
+func (s *adaptive) defaultAnswer() string { return "marked" }
+
+// rank is the path's probability.
+func (s *adaptive) rank(br *branch) float64 { return s.t.Node(br.leaf).CumLogProb }
+
 // wait puts br, a fork's alternative, on the frontier.
 func (a *adaptive) wait(br *branch, logProb float64) {
 	a.waiting[br.leaf] = br
@@ -338,7 +377,7 @@ func (s *adaptive) branchOut(br *branch, d *policy.Decision, logits []float32, l
 		}
 		n := s.t.Node(kid.leaf)
 		n.Score = kid.score.Value(s.opts.Score)
-		if i > 0 && !s.isStop(c.Token) && n.Depth < s.b.MaxTokens {
+		if i > 0 && !s.pathEnds(kid.leaf) && n.Depth < s.b.MaxTokens {
 			if s.frontier.Len() >= maxWaiting {
 				s.dropWaiting("frontier-full")
 			}
@@ -356,6 +395,7 @@ func (s *adaptive) endIfDone(br *branch) {
 	switch {
 	case s.isStop(n.Token):
 		n.Status, n.Reason = tree.Finished, "eos"
+	case n.Reason == "stop": // a stop string, finished by extend
 	case n.Depth >= s.b.MaxTokens:
 		n.Status, n.Reason = tree.Finished, "max-tokens"
 	default:

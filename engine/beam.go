@@ -27,6 +27,28 @@ type beamSearch struct {
 	scores   []policy.PathScore
 }
 
+// budgetDefaults: Options.Width beams.
+func (s *beamSearch) budgetDefaults(b *Budget) {
+	if b.MaxWidth == 0 {
+		b.MaxWidth = s.opts.Width
+	}
+}
+
+func (s *beamSearch) attentionLayers(int) []int { return nil }
+
+// noiseFloor: none (beam shows every token's quadrant as measured).
+func (s *beamSearch) noiseFloor() float64 { return 0 }
+
+func (s *beamSearch) initRoot(*branch) error { return nil }
+
+func (s *beamSearch) mayBackspace() bool { return false }
+
+// defaultAnswer: beam search chooses by probability, not by answer.
+func (s *beamSearch) defaultAnswer() string { return "none" }
+
+// rank is the beam's length-normalised log-probability.
+func (s *beamSearch) rank(br *branch) float64 { return meanLogProb(br.score) }
+
 func (s *beamSearch) advance() error {
 	s.stepBeam()
 	return nil
@@ -101,6 +123,10 @@ func (s *beamSearch) stepBeam() {
 		br.score.Add(policy.StepScore{LogProb: c.logProb})
 		s.extend(br, tok, c.logProb, m, q.Quadrant(m), policy.Greedy)
 		s.t.Node(br.leaf).Score = c.norm
+		if s.pathEnds(br.leaf) { // a stop string: a finished hypothesis
+			s.finished = append(s.finished, br.leaf)
+			continue
+		}
 		next = append(next, br)
 	}
 	for i, br := range s.live {

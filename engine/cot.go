@@ -13,6 +13,27 @@ type cotDecoding struct {
 	paths []*branch
 }
 
+// budgetDefaults: Options.Width first tokens.
+func (s *cotDecoding) budgetDefaults(b *Budget) {
+	if b.MaxWidth == 0 {
+		b.MaxWidth = s.opts.Width
+	}
+}
+
+func (s *cotDecoding) attentionLayers(int) []int { return nil }
+
+func (s *cotDecoding) noiseFloor() float64 { return 0 }
+
+func (s *cotDecoding) initRoot(*branch) error { return nil }
+
+func (s *cotDecoding) mayBackspace() bool { return false }
+
+// defaultAnswer: the paths aggregate by their whole text.
+func (s *cotDecoding) defaultAnswer() string { return "none" }
+
+// rank is the path's mean margin (CoT-decoding's Δ over all its tokens).
+func (s *cotDecoding) rank(br *branch) float64 { return br.score.CoTMargin() }
+
 func (s *cotDecoding) advance() error {
 	s.stepCoT()
 	return nil
@@ -47,7 +68,7 @@ func (s *cotDecoding) stepCoT() {
 			s.extend(br, t, float64(logits[t])-lz, m, q.Quadrant(m), policy.Branch)
 			br.margins = append(br.margins[:0], row.Margin)
 			s.paths = append(s.paths, br)
-			if s.isStop(t) {
+			if s.pathEnds(br.leaf) {
 				continue
 			}
 			s.live = append(s.live, br)
@@ -64,24 +85,12 @@ func (s *cotDecoding) stepCoT() {
 		br.margins = append(br.margins, mg)
 		s.extend(br, arg, float64(logits[arg])-lz, m, q.Quadrant(m), policy.Greedy)
 		s.t.Node(br.leaf).Score = br.score.CoTMargin()
-		if !s.isStop(arg) {
+		if !s.pathEnds(br.leaf) {
 			live = append(live, br)
 		}
 	}
 	s.live = live
 	s.checkEnd()
-}
-
-// checkEnd ends a search whose branches all advance together (CoT-decoding,
-// self-consistency, best-of): at end of text of every branch, or at the
-// token limit.
-func (s *search) checkEnd() {
-	switch {
-	case len(s.live) == 0:
-		s.finish("eos", false)
-	case s.t.Node(s.live[0].leaf).Depth >= s.b.MaxTokens:
-		s.finish("max-tokens", false)
-	}
 }
 
 // finalize commits the path of highest Δ of the answer whose paths sum
@@ -155,7 +164,11 @@ func (s *cotDecoding) answerMargin(br *branch) float64 {
 		}
 		ends[i] = n
 	}
-	text = append(text, d.Flush()...)
+	if cut, ok := s.cutAtStop(br.leaf, len(text)); ok {
+		text = text[:cut] // the answer is before the stop string
+	} else {
+		text = append(text, d.Flush()...)
+	}
 	a, ok := s.opts.Answer(string(text))
 	if !ok || a == "" {
 		return mean(margins)

@@ -11,4 +11,15 @@
 // adaptive.go): the branches share a copy-on-write paged KV cache and
 // advance together, alternatives wait on a frontier ordered by their path
 // probability, and the finished paths vote on the answer.
+//
+// Each mode is a type behind the decoder interface (modes.go) that answers
+// every choice in which modes differ: its budget defaults, the attention
+// its policy reads, its noise floor, its root's policy state, whether it
+// may backspace, how it ranks branches for pruning, its default answer
+// reader. Adding a mode is a Mode with its name, a type and its line in
+// the registry (and the command line's and the server's flag). Stop
+// strings end branches inside the search, in every mode (stopstr.go).
+// Settings are a search's settings as data (the policy file and the
+// search's own), from which the command line, the server and calibration
+// take their engine options.
 package engine

@@ -59,6 +59,11 @@ func (o *Options) resolve(m *model.Model) error {
 	if err := o.Policy.Validate(); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
+	for _, st := range o.StopStrings {
+		if st == "" {
+			return errors.New("engine: an empty stop string")
+		}
+	}
 	if o.TopProbs < 0 || o.TopProbs > 1000 {
 		return fmt.Errorf("engine: %d top probabilities per token: want 0..1000", o.TopProbs)
 	}
@@ -154,6 +159,9 @@ type Result struct {
 	// Stopped says why the search ended: "eos", "max-tokens", "budget",
 	// "deadline", "canceled", "context-full" or "kv-full"; beam-adaptive
 	// also "settled" (the vote on the answer could no longer change).
+	// It is "stop" when the committed path ended at a stop string
+	// (Options.StopStrings), unless a deadline or a cancellation ended
+	// the search.
 	Stopped string `json:"stopped"`
 	// BudgetExhausted is set when a budget (rows, time) cut the search
 	// short: the result is the best found so far.
@@ -227,6 +235,7 @@ func (e *Engine) SearchWith(ctx context.Context, prompt string, b Budget, opts .
 func (e *Engine) SearchTokensWith(ctx context.Context, promptText string, ids []int, b Budget, opts ...Option) (*Result, error) {
 	o := e.opts
 	o.StopTokens = slices.Clone(e.opts.StopTokens)
+	o.StopStrings = slices.Clone(e.opts.StopStrings)
 	for _, f := range opts {
 		if f != nil {
 			f(&o)
@@ -395,28 +404,14 @@ func (e *Engine) end(s *search) {
 	close(s.done)
 }
 
-// checkBudget validates b and fills its defaults for o's mode.
+// checkBudget validates b (the mode fills its defaults: see
+// decoder.budgetDefaults).
 func (o *Options) checkBudget(b *Budget) error {
 	switch {
 	case b.MaxTokens <= 0:
 		return fmt.Errorf("engine: budget of %d tokens: must be positive", b.MaxTokens)
 	case b.MaxRows < 0 || b.MaxWidth < 0 || b.Timeout < 0:
 		return fmt.Errorf("engine: negative budget %+v", *b)
-	}
-	if b.MaxWidth == 0 {
-		switch o.Mode {
-		case Beam, CoTDecoding, SelfConsistency, BestOfN:
-			b.MaxWidth = o.Width
-		case BeamAdaptive:
-			b.MaxWidth = 4
-		default:
-			b.MaxWidth = 1
-		}
-	}
-	if o.Mode == BeamAdaptive && b.MaxRows == 0 {
-		// A tree search without a row budget would explore every fork:
-		// by default it may spend four paths' worth.
-		b.MaxRows = 4 * b.MaxTokens
 	}
 	return nil
 }

@@ -81,18 +81,18 @@ type Budget struct {
 
 // Sampling configures the Sample mode's chain.
 type Sampling struct {
-	Temperature float64 // default 0.8
-	TopK        int     // 0: off
-	TopP        float64 // 0 or 1: off
-	MinP        float64 // 0: off
+	Temperature float64 `json:"temperature"` // default 0.8
+	TopK        int     `json:"top_k"`       // 0: off
+	TopP        float64 `json:"top_p"`       // 0 or 1: off
+	MinP        float64 `json:"min_p"`       // 0: off
 	// RepeatPenalty divides (or multiplies, when negative) the logits of
 	// the last RepeatWindow tokens; 0 or 1: off. PresencePenalty subtracts
 	// from the logit of every token among them, FrequencyPenalty that
 	// much per occurrence (OpenAI's and llama.cpp's penalties; 0: off).
-	RepeatPenalty    float64
-	RepeatWindow     int
-	PresencePenalty  float64
-	FrequencyPenalty float64
+	RepeatPenalty    float64 `json:"repeat_penalty"`
+	RepeatWindow     int     `json:"repeat_window"`
+	PresencePenalty  float64 `json:"presence_penalty"`
+	FrequencyPenalty float64 `json:"frequency_penalty"`
 }
 
 // DefaultSampling returns llama.cpp-like defaults.
@@ -130,6 +130,10 @@ type Options struct {
 	// StopTokens end a branch like end of text (e.g. a chat template's
 	// end-of-turn token); they are not part of the result.
 	StopTokens []int
+	// StopStrings end a branch at the token whose text completes one of
+	// them, in every mode; the result's text ends before it (see
+	// stopstr.go for Text, Tokens, the tree and the stream).
+	StopStrings []string
 	// Stream, if set, receives committed text as soon as it is decided.
 	Stream func(text string)
 	// Log receives debug decisions (zerolog; default: disabled, at no cost).
@@ -209,6 +213,9 @@ func WithStream(f func(text string)) Option { return func(o *Options) { o.Stream
 
 // WithStopTokens ends branches at these tokens as at end of text.
 func WithStopTokens(ids ...int) Option { return func(o *Options) { o.StopTokens = ids } }
+
+// WithStopStrings ends branches at these strings of text (Options.StopStrings).
+func WithStopStrings(s ...string) Option { return func(o *Options) { o.StopStrings = s } }
 
 // WithProgress calls f after every step.
 func WithProgress(f func(Progress)) Option { return func(o *Options) { o.Progress = f } }

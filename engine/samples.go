@@ -2,7 +2,6 @@ package engine
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/policy"
@@ -17,33 +16,6 @@ import (
 // the samples behind it); best-of-N with the sample of highest mean
 // log-probability. Both spend the same rows as K independent samples.
 
-// sampleChain returns the Sample mode's chain (Options.Sampling) drawing
-// from random stream `stream` of the seed, primed with the prompt.
-func (s *search) sampleChain(stream uint64) *policy.Chain {
-	sp := s.opts.Sampling
-	var stages []policy.Sampler
-	if pen := (policy.Penalties{Window: max(sp.RepeatWindow, 64), Repeat: sp.RepeatPenalty,
-		Presence: sp.PresencePenalty, Frequency: sp.FrequencyPenalty}); pen.Active() {
-		stages = append(stages, &pen)
-	}
-	stages = append(stages, policy.Temperature(sp.Temperature))
-	if sp.MinP > 0 {
-		stages = append(stages, policy.MinP(sp.MinP))
-	}
-	if sp.TopK > 0 {
-		stages = append(stages, policy.TopK(sp.TopK))
-	}
-	if sp.TopP > 0 && sp.TopP < 1 {
-		stages = append(stages, policy.TopP(sp.TopP))
-	}
-	stages = append(stages, policy.NewDist(s.opts.Seed, stream))
-	ch := policy.NewChain(stages...)
-	for _, t := range s.prompt {
-		ch.Accept(t)
-	}
-	return ch
-}
-
 // samples is self-consistency's and best-of-N's decoder: their state is
 // the K branches themselves.
 type samples struct {
@@ -52,6 +24,39 @@ type samples struct {
 	// (each branch has its own chain and candidates).
 	drawn []int
 }
+
+// selfConsistency answers with the answer most samples reach.
+type selfConsistency struct{ samples }
+
+// bestOf answers with the sample of highest mean log-probability.
+type bestOf struct{ samples }
+
+// budgetDefaults: Options.Width samples.
+func (s *samples) budgetDefaults(b *Budget) {
+	if b.MaxWidth == 0 {
+		b.MaxWidth = s.opts.Width
+	}
+}
+
+func (s *samples) attentionLayers(int) []int { return nil }
+
+func (s *samples) noiseFloor() float64 { return 0 }
+
+// initRoot gives the root the sampler chain of random stream 0 (the
+// other samples get theirs when they fork from it).
+func (s *samples) initRoot(root *branch) error {
+	root.chain = s.sampleChain(0)
+	return nil
+}
+
+func (s *samples) mayBackspace() bool { return false }
+
+// defaultAnswer: every sample votes with its marked answer, else its last
+// number.
+func (s *samples) defaultAnswer() string { return "last-number" }
+
+// rank is the sample's mean log-probability.
+func (s *samples) rank(br *branch) float64 { return meanLogProb(br.score) }
 
 // Run draws the tokens of live branches [lo, hi): the kernel threads'
 // share of a step.
@@ -107,7 +112,7 @@ func (s *samples) stepSamples() {
 		br.score.Add(policy.StepScore{LogProb: lp})
 		id := s.extend(br, tok, lp, m, q.Quadrant(m), policy.Sample)
 		s.t.Node(id).Score = meanLogProb(br.score)
-		if !s.isStop(tok) {
+		if !s.pathEnds(id) {
 			live = append(live, br)
 		}
 	}
@@ -115,26 +120,36 @@ func (s *samples) stepSamples() {
 	s.checkEnd()
 }
 
-// finalize commits the answer of the samples: best-of-N's most
-// probable one, or self-consistency's most voted answer (its most
-// probable sample).
-func (s *samples) finalize() {
+// sampleLeaves are the samples' last nodes, finished or not.
+func (s *samples) sampleLeaves() []tree.ID {
 	leaves := append(s.t.Leaves(tree.Finished), s.t.Leaves(tree.Live)...)
-	leaves = slices.DeleteFunc(leaves, func(id tree.ID) bool { return id == tree.Root })
-	if len(leaves) == 0 {
-		return
-	}
-	best := func(ids []tree.ID) tree.ID {
-		b := ids[0]
-		for _, id := range ids[1:] {
-			if sc, bs := s.t.Node(id).Score, s.t.Node(b).Score; sc > bs || (sc == bs && id < b) {
-				b = id
-			}
+	return slices.DeleteFunc(leaves, func(id tree.ID) bool { return id == tree.Root })
+}
+
+// best returns the sample of highest score among ids (the first made on
+// ties).
+func (s *samples) best(ids []tree.ID) tree.ID {
+	b := ids[0]
+	for _, id := range ids[1:] {
+		if sc, bs := s.t.Node(id).Score, s.t.Node(b).Score; sc > bs || (sc == bs && id < b) {
+			b = id
 		}
-		return b
 	}
-	if s.opts.Mode == BestOfN {
-		s.commit(best(leaves), 0)
+	return b
+}
+
+// finalize commits the most probable sample.
+func (s *bestOf) finalize() {
+	if leaves := s.sampleLeaves(); len(leaves) > 0 {
+		s.commit(s.best(leaves), 0)
+	}
+}
+
+// finalize commits self-consistency's most voted answer (its most
+// probable sample).
+func (s *selfConsistency) finalize() {
+	leaves := s.sampleLeaves()
+	if len(leaves) == 0 {
 		return
 	}
 	// Votes: each sample's answer; ties between answers go to the one
@@ -168,43 +183,5 @@ func (s *samples) finalize() {
 			win = a
 		}
 	}
-	s.commit(best(votes[win].ids), 0)
-}
-
-// heaviest returns the answer of largest weight in mass, the first of
-// order on ties; an answer-less vote (noAnswer) wins only when no answer
-// has any vote. order lists the answers as they first appeared.
-func heaviest(order []string, mass map[string]float64) string {
-	if len(order) > 1 {
-		order = slices.DeleteFunc(slices.Clone(order), func(a string) bool { return a == noAnswer })
-	}
-	win := order[0]
-	for _, a := range order[1:] {
-		if mass[a] > mass[win] {
-			win = a
-		}
-	}
-	return win
-}
-
-// noAnswer is the vote of a sample whose text has no answer.
-const noAnswer = "none"
-
-// answer is what a sample votes for: Options.Answer of its text, or the
-// whole text (spaces trimmed) when there is no extractor or no answer.
-func (s *search) answer(id tree.ID) string {
-	var toks []int
-	for _, n := range s.t.Path(id)[1:] {
-		if t := s.t.Node(n).Token; !s.isStop(t) {
-			toks = append(toks, t)
-		}
-	}
-	text := decodeAfter(s.tok, s.prompt[len(s.prompt)-1], toks)
-	if s.opts.Answer != nil {
-		if a, ok := s.opts.Answer(text); ok {
-			return "answer:" + a
-		}
-		return noAnswer
-	}
-	return "text:" + strings.TrimSpace(text)
+	s.commit(s.best(votes[win].ids), 0)
 }

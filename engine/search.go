@@ -87,33 +87,11 @@ type search struct {
 	cand     policy.Candidates
 	top      []int
 	topProbs []int // extend's, for Options.TopProbs
-}
-
-// decoder is one decoding mode: one type per mode, each holding its own
-// state next to the search it runs in.
-type decoder interface {
-	// advance applies the mode's decisions to the logits of the last
-	// forward pass.
-	advance() error
-	// finalize commits the result when the search ends (a multi-branch
-	// mode chooses among its branches; single-path modes have committed
-	// as they went).
-	finalize()
-}
-
-// newDecoder returns the decoder of s's mode.
-func newDecoder(s *search) decoder {
-	switch s.opts.Mode {
-	case Beam:
-		return &beamSearch{search: s}
-	case CoTDecoding:
-		return &cotDecoding{search: s}
-	case BeamAdaptive:
-		return newAdaptive(s)
-	case SelfConsistency, BestOfN:
-		return &samples{search: s}
-	}
-	return &singlePath{search: s}
+	// Stop strings (stopstr.go): each node's place in the scan of its
+	// path's text, and the stream's held-back text.
+	stopScans []stopScan
+	held      string
+	streamCut bool // the stream reached a stop string
 }
 
 // waitDropper is a decoder that keeps branches waiting outside the live
@@ -139,10 +117,9 @@ func newSearch(e *Engine, o *Options, ctx context.Context, text string, ids []in
 		committed: tree.Root, done: make(chan struct{}),
 		dec: e.m.Tokenizer.NewDecoder(ids[len(ids)-1]),
 	}
-	if o.Mode == Entropix || o.Mode == BeamAdaptive {
-		s.attn = []int{e.m.Config.Layers - 1}
-	}
 	s.mode = newDecoder(s)
+	s.mode.budgetDefaults(&s.b)
+	s.attn = s.mode.attentionLayers(e.m.Config.Layers)
 	return s
 }
 
@@ -155,7 +132,7 @@ func (s *search) begin() error {
 	root := &branch{leaf: tree.Root, seq: s.e.kv.NewSeq(), feed: slices.Clone(s.prompt)}
 	s.t.Node(tree.Root).Seq = root.seq
 	s.live = []*branch{root}
-	return s.init(root)
+	return s.mode.initRoot(root)
 }
 
 // ended reports whether the search is over (its result is decided, or it
@@ -266,28 +243,6 @@ func (s *search) consume(out *model.Output, base int, took time.Duration) {
 	}
 }
 
-// init sets up the mode's policy state on the root branch.
-func (s *search) init(root *branch) error {
-	o := s.opts
-	switch o.Mode {
-	case Sample, SelfConsistency, BestOfN:
-		root.chain = s.sampleChain(0)
-	case Entropix, BeamAdaptive:
-		cfg := o.Policy
-		cfg.Mode = policy.SinglePath
-		if o.Mode == BeamAdaptive && s.b.MaxWidth >= 2 {
-			cfg.Mode = policy.Search
-		}
-		tr, err := policy.NewTrunk(cfg, o.Seed, 0)
-		if err != nil {
-			return err
-		}
-		tr.Prime(s.prompt)
-		root.trunk = tr
-	}
-	return nil
-}
-
 // rowsNeeded is the number of forward rows the next step costs.
 func (s *search) rowsNeeded() int {
 	n := 0
@@ -389,11 +344,7 @@ func (s *search) afterForward(out *model.Output, took time.Duration) error {
 // branches may share one) across the kernel threads, and fails on a row
 // holding NaN or +Inf.
 func (s *search) measureRows() error {
-	floor := 0.0
-	switch s.opts.Mode {
-	case Greedy, Sample, Entropix, BeamAdaptive:
-		floor = s.opts.Policy.NoiseFloor
-	}
+	floor := s.mode.noiseFloor()
 	n := len(s.rows)
 	s.measAt = slices.Grow(s.measAt[:0], n)[:n]
 	for i := range s.measAt {
@@ -432,7 +383,7 @@ func (s *search) measured(br *branch) (policy.Metrics, policy.Row) {
 
 // backspaceOn reports whether the policy may hand Backspace to the engine.
 func (s *search) backspaceOn() bool {
-	return s.opts.Mode == BeamAdaptive && s.b.MaxWidth >= 2 && s.opts.Policy.Backspace && s.opts.Policy.MaxBackspaces > 0
+	return s.mode.mayBackspace()
 }
 
 // tokenConf is DeepConf's token confidence of a row, for the group score;
@@ -469,6 +420,7 @@ func (s *search) extend(br *branch, tok int, logProb float64, m policy.Metrics, 
 		Metrics: m, Quadrant: q, Action: a,
 	})
 	s.t.Node(br.leaf).Seq = nil
+	parent := br.leaf
 	br.leaf = id
 	n := s.t.Node(id)
 	if k := s.opts.TopProbs; k > 0 && s.out != nil {
@@ -483,6 +435,11 @@ func (s *search) extend(br *branch, tok int, logProb float64, m policy.Metrics, 
 	if s.isStop(tok) {
 		n.Status, n.Reason = tree.Finished, "eos"
 		n.Seq = br.seq // released with the branch
+		return id
+	}
+	if s.scanStop(parent, id, tok) {
+		n.Status, n.Reason = tree.Finished, "stop"
+		n.Seq = br.seq
 		return id
 	}
 	n.Seq = br.seq
@@ -505,6 +462,13 @@ func stopTokens(tok *tokenizer.Tokenizer, o *Options) []int {
 
 // isStop reports whether tok ends a branch (end of text, end of turn).
 func (s *search) isStop(tok int) bool { return slices.Contains(s.stops, tok) }
+
+// pathEnds reports whether node id ends its path: a stop token, or a
+// token that completed a stop string.
+func (s *search) pathEnds(id tree.ID) bool {
+	n := s.t.Node(id)
+	return s.isStop(n.Token) || n.Reason == "stop"
+}
 
 // fork returns a child branch sharing br's cache (copy on write).
 func (s *search) fork(br *branch) *branch {
@@ -545,24 +509,11 @@ func (s *search) branchTop(br *branch) tree.ID {
 func (s *search) worst() *branch {
 	w := s.live[len(s.live)-1]
 	for _, br := range slices.Backward(s.live) {
-		if s.rank(br) < s.rank(w) {
+		if s.mode.rank(br) < s.mode.rank(w) {
 			w = br
 		}
 	}
 	return w
-}
-
-// rank orders branches for pruning (higher is better).
-func (s *search) rank(br *branch) float64 {
-	switch s.opts.Mode {
-	case Beam, SelfConsistency, BestOfN:
-		return meanLogProb(br.score)
-	case CoTDecoding:
-		return br.score.CoTMargin()
-	case BeamAdaptive:
-		return s.t.Node(br.leaf).CumLogProb
-	}
-	return br.score.Value(s.opts.Score)
 }
 
 func meanLogProb(p policy.PathScore) float64 {
@@ -595,8 +546,8 @@ func (s *search) flush(keep int) {
 		return
 	}
 	for _, t := range s.unsent[:n] {
-		if txt := s.dec.Next(t); txt != "" && s.opts.Stream != nil {
-			s.opts.Stream(txt)
+		if txt := s.dec.Next(t); txt != "" {
+			s.send(txt)
 		}
 	}
 	s.unsent = append(s.unsent[:0], s.unsent[n:]...)
@@ -620,10 +571,18 @@ func (s *search) result() *Result {
 	s.flush(0)
 	if s.opts.Stream != nil {
 		if txt := s.dec.Flush(); txt != "" {
-			s.opts.Stream(txt)
+			s.send(txt)
 		}
+		s.endStream()
 	}
-	s.res.Text = decodeAfter(s.tok, s.prompt[len(s.prompt)-1], s.res.Tokens)
+	if text, ok := s.stopCut(); ok {
+		s.res.Text = text
+		if s.res.Stopped != "deadline" && s.res.Stopped != "canceled" {
+			s.res.Stopped = "stop" // the result's path ended at a stop string, whatever ended the other paths
+		}
+	} else {
+		s.res.Text = decodeAfter(s.tok, s.prompt[len(s.prompt)-1], s.res.Tokens)
+	}
 	if !utf8.ValidString(s.res.Text) {
 		s.res.TextBytes = []byte(s.res.Text)
 	}

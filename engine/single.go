@@ -2,73 +2,39 @@ package engine
 
 import (
 	"github.com/entropix-search/entropix-search/policy"
-	"github.com/entropix-search/entropix-search/tree"
 )
 
-// singlePath is the decoder of the single-path modes (greedy, sample,
-// entropix): one branch, no state of its own.
+// singlePath is what the single-path modes (greedy, sample, entropix)
+// share: one branch, every token committed as soon as it is chosen.
 type singlePath struct{ *search }
+
+// budgetDefaults: one branch.
+func (s *singlePath) budgetDefaults(b *Budget) {
+	if b.MaxWidth == 0 {
+		b.MaxWidth = 1
+	}
+}
+
+// attentionLayers: greedy and sample read no attention.
+func (s *singlePath) attentionLayers(int) []int { return nil }
+
+// noiseFloor is the policy's: the quadrant of every token is shown.
+func (s *singlePath) noiseFloor() float64 { return s.opts.Policy.NoiseFloor }
+
+// initRoot: greedy keeps no policy state.
+func (s *singlePath) initRoot(*branch) error { return nil }
+
+func (s *singlePath) mayBackspace() bool { return false }
+
+// defaultAnswer: a single path votes on nothing.
+func (s *singlePath) defaultAnswer() string { return "none" }
+
+// rank is the path's score (Options.Score); one branch is never pruned
+// for another.
+func (s *singlePath) rank(br *branch) float64 { return br.score.Value(s.opts.Score) }
 
 // finalize has nothing to choose: every token was committed when chosen.
 func (s *singlePath) finalize() {}
-
-// advance advances the one branch of the single-path modes (greedy,
-// sample, entropix): every token is committed as soon as it is chosen.
-func (s *singlePath) advance() error {
-	br := s.live[0]
-	logits := s.logits(br)
-	m, row := s.measured(br)
-	lz, arg := row.LogZ, row.Arg
-	switch s.opts.Mode {
-	case Greedy:
-		s.extend(br, arg, float64(logits[arg])-lz, m, s.opts.Policy.Thresholds.Quadrant(m), policy.Greedy)
-	case Sample:
-		tok := br.chain.Sample(&s.cand, logits)
-		if tok < 0 {
-			tok = arg
-		}
-		br.chain.Accept(tok)
-		s.extend(br, tok, float64(logits[tok])-lz, m, s.opts.Policy.Thresholds.Quadrant(m), policy.Sample)
-	case Entropix:
-		d, err := br.trunk.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Measure: s.measure(br)})
-		if err != nil {
-			return err
-		}
-		s.logDecision(br, &d)
-		s.applyTokens(br, &d, logits, lz)
-	}
-	return s.afterSingle(br)
-}
-
-// applyTokens appends a decision's token(s) to br: the clarify text, or
-// one chosen token.
-func (s *search) applyTokens(br *branch, d *policy.Decision, logits []float32, lz float64) {
-	toks := []int{d.Token}
-	if d.Action == policy.Clarify {
-		toks = d.Tokens
-		if room := s.b.MaxTokens - s.t.Node(br.leaf).Depth; len(toks) > room {
-			toks = toks[:max(room, 1)]
-		}
-	}
-	br.before = br.score
-	for i, t := range toks {
-		lp := float64(logits[t]) - lz
-		if i > 0 {
-			lp = 0 // inserted, not predicted from these logits
-		}
-		s.extend(br, t, lp, d.Metrics, d.Quadrant, d.Action)
-		br.trunk.Accept(t)
-		if i == 0 {
-			st := d.StepScore()
-			st.TokenConf = s.tokenConf(logits, lz)
-			br.score.Add(st)
-		}
-		if s.isStop(t) {
-			break
-		}
-	}
-	s.t.Node(br.leaf).Score = br.score.Value(s.opts.Score)
-}
 
 // afterSingle commits the branch's new tokens and checks for the end.
 func (s *search) afterSingle(br *branch) error {
@@ -76,23 +42,62 @@ func (s *search) afterSingle(br *branch) error {
 	return nil
 }
 
-// commitTrunk commits the trunk up to its leaf (holding back keep tokens
-// from the stream) and ends the search at a stop token or the token limit.
-func (s *search) commitTrunk(br *branch, keep int) {
-	s.commit(br.leaf, keep)
-	switch {
-	case s.isStop(s.t.Node(br.leaf).Token):
-		s.finish("eos", false)
-	case s.committedLen() >= s.b.MaxTokens:
-		n := s.t.Node(br.leaf)
-		n.Status, n.Reason = tree.Finished, "max-tokens"
-		s.finish("max-tokens", false)
-	}
+// greedy is the argmax at every step.
+type greedy struct{ singlePath }
+
+func (s *greedy) advance() error {
+	br := s.live[0]
+	logits := s.logits(br)
+	m, row := s.measured(br)
+	lz, arg := row.LogZ, row.Arg
+	s.extend(br, arg, float64(logits[arg])-lz, m, s.opts.Policy.Thresholds.Quadrant(m), policy.Greedy)
+	return s.afterSingle(br)
 }
 
-// logDecision logs a policy decision at debug level (free when disabled).
-func (s *search) logDecision(br *branch, d *policy.Decision) {
-	if ev := s.log.Debug(); ev.Enabled() {
-		ev.Int("step", s.step).Int32("leaf", int32(br.leaf)).Str("decision", d.String()).Msg("decide")
+// sampling is the Sample mode: the sampler chain (Options.Sampling).
+type sampling struct{ singlePath }
+
+// initRoot gives the branch the sampler chain, primed with the prompt.
+func (s *sampling) initRoot(root *branch) error {
+	root.chain = s.sampleChain(0)
+	return nil
+}
+
+func (s *sampling) advance() error {
+	br := s.live[0]
+	logits := s.logits(br)
+	m, row := s.measured(br)
+	lz, arg := row.LogZ, row.Arg
+	tok := br.chain.Sample(&s.cand, logits)
+	if tok < 0 {
+		tok = arg
 	}
+	br.chain.Accept(tok)
+	s.extend(br, tok, float64(logits[tok])-lz, m, s.opts.Policy.Thresholds.Quadrant(m), policy.Sample)
+	return s.afterSingle(br)
+}
+
+// entropix is the single-path entropix sampler: the policy's trunk in
+// single-path mode, reading the last layer's attention.
+type entropix struct{ singlePath }
+
+func (s *entropix) attentionLayers(n int) []int { return []int{n - 1} }
+
+// initRoot gives the branch the policy's trunk in single-path mode,
+// primed with the prompt.
+func (s *entropix) initRoot(root *branch) error {
+	return s.initTrunk(root, policy.SinglePath)
+}
+
+func (s *entropix) advance() error {
+	br := s.live[0]
+	logits := s.logits(br)
+	_, row := s.measured(br)
+	d, err := br.trunk.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Measure: s.measure(br)})
+	if err != nil {
+		return err
+	}
+	s.logDecision(br, &d)
+	s.applyTokens(br, &d, logits, row.LogZ)
+	return s.afterSingle(br)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/entropix-search/entropix-search/model/synth"
 	"github.com/entropix-search/entropix-search/model/tokenizer"
 	"github.com/entropix-search/entropix-search/model/train"
+	"github.com/entropix-search/entropix-search/policy"
 )
 
 func init() {
@@ -299,7 +300,7 @@ func greedyAccuracy(ctx context.Context, m *train.Model, tok *tokenizer.Tokenize
 	right := 0
 	for i, p := range problems {
 		gold, _ := p.Gold()
-		got, ok := bench.ExtractAnswer(tok.Decode(outs[i]))
+		got, ok := policy.ExtractAnswer(tok.Decode(outs[i]))
 		if ok && bench.SameNumber(got, gold) {
 			right++
 		}

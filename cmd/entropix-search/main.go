@@ -17,7 +17,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/entropix-search/entropix-search/bench"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -27,7 +26,6 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
-	"github.com/entropix-search/entropix-search/cmd/internal/stopstr"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/kernels"
@@ -146,7 +144,10 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		c.seed = rand.Uint64()
 		fmt.Fprintf(stderr, "entropix-search: seed %d\n", c.seed)
 	}
-	pf.Penalties = policy.Penalties{Window: c.repeatLastN, Repeat: c.repeatPenalty, Presence: c.presence, Frequency: c.frequency}
+	st := c.settings(pf)
+	if err := st.Validate(); err != nil {
+		return usageError{err}
+	}
 	if c.set["temp"] || c.set["top-k"] || c.set["top-p"] || c.set["min-p"] {
 		switch c.mode {
 		case engine.Sample, engine.SelfConsistency, engine.BestOfN:
@@ -156,7 +157,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	}
 
 	if c.calibrate != "" {
-		return calibrate(ctx, c, m, pf, stdout, stderr)
+		return calibrate(ctx, c, m, st, stdout, stderr)
 	}
 
 	var prompt string
@@ -187,7 +188,6 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	}
 	out := bufio.NewWriter(stdout)
 	defer out.Flush()
-	filter := &stopstr.Filter{Stops: c.stops, OnStop: func() { stopRun(stopstr.ErrStop) }}
 	emit := func(s string) {
 		_, err := out.WriteString(s)
 		if err == nil {
@@ -197,27 +197,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 			stopRun(interrupt{syscall.SIGPIPE})
 		}
 	}
-	opts := []engine.Option{
-		engine.WithMode(c.mode), engine.WithSeed(c.seed), engine.WithPolicy(pf.Config), engine.WithScore(pf.Score),
-		engine.WithClarifyText(pf.ClarifyText), engine.WithLogger(log),
-		engine.WithStopTokens(stops...), engine.WithKVType(kv),
-		engine.WithSampling(engine.Sampling{Temperature: c.temp, TopK: c.topK, TopP: c.topP, MinP: c.minP,
-			RepeatPenalty: c.repeatPenalty, RepeatWindow: c.repeatLastN, PresencePenalty: c.presence, FrequencyPenalty: c.frequency}),
-		engine.WithIgnoreEOS(c.ignoreEOS), engine.WithTopProbs(topProbs(c)),
-		engine.WithStream(filter.Write),
-	}
-	if c.beam > 0 {
-		opts = append(opts, engine.WithWidth(c.beam))
-	}
-	if c.cot > 0 {
-		opts = append(opts, engine.WithWidth(c.cot))
-	}
-	if n := max(c.selfConsistency, c.bestOf); n > 0 {
-		opts = append(opts, engine.WithWidth(n), engine.WithAnswer(bench.ExtractAnswer))
-	}
-	if c.mode == engine.BeamAdaptive {
-		opts = append(opts, engine.WithAnswer(bench.MarkedAnswer))
-	}
+	opts := append(st.Options(), engine.WithLogger(log), engine.WithStopTokens(stops...), engine.WithKVType(kv), engine.WithStream(emit))
 	var prog *progress
 	// The progress line redraws itself with a carriage return: on the
 	// terminal the text streams to, it would erase that text.
@@ -229,23 +209,13 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return usageError{err}
 	}
-	filter.Emit = emit
 	if !c.chat {
 		emit(prompt)
 	}
-	res, err := eng.SearchTokens(ctx, prompt, ids, engine.Budget{
-		MaxTokens: c.maxTokens, MaxRows: c.budgetRows, MaxWidth: c.maxWidth, Timeout: c.timeout,
-	})
-	filter.Flush()
+	budget := st.Budget()
+	budget.Timeout = c.timeout
+	res, err := eng.SearchTokens(ctx, prompt, ids, budget)
 	emit("\n")
-	if filter.Cut() && res != nil {
-		// The text ends before the stop string; the tokens are what was
-		// generated.
-		res.Text, res.TextBytes, res.Stopped, res.BudgetExhausted = filter.Text(), nil, "stop", false
-		if errors.Is(context.Cause(ctx), stopstr.ErrStop) {
-			err = nil
-		}
-	}
 	if prog != nil {
 		prog.clear()
 	}
@@ -284,6 +254,33 @@ func topProbs(c *config) int {
 		return 5
 	}
 	return c.nProbs
+}
+
+// settings are the search settings the flags give, on the policy pf
+// (effectivePolicy): the same engine.Settings as the server's entropix
+// object and --calibrate fill. The penalty flags, when any is given, set
+// both the sampler's penalties and the policy's.
+func (c *config) settings(pf policy.File) engine.Settings {
+	st := engine.DefaultSettings()
+	sp := &st.Sampling
+	if c.set["repeat-penalty"] || c.set["repeat-last-n"] || c.set["presence-penalty"] || c.set["frequency-penalty"] {
+		pf.Penalties = policy.Penalties{Window: c.repeatLastN, Repeat: c.repeatPenalty, Presence: c.presence, Frequency: c.frequency}
+		sp.RepeatPenalty, sp.RepeatWindow, sp.PresencePenalty, sp.FrequencyPenalty = c.repeatPenalty, c.repeatLastN, c.presence, c.frequency
+	}
+	sp.Temperature, sp.TopK, sp.TopP, sp.MinP = c.temp, c.topK, c.topP, c.minP
+	st.File = pf
+	st.Mode = c.mode
+	st.MaxTokens, st.BudgetRows, st.MaxWidth = c.maxTokens, c.budgetRows, c.maxWidth
+	st.Seed = c.seed
+	for _, k := range []int{c.beam, c.cot, c.selfConsistency, c.bestOf} {
+		if k > 0 {
+			st.Width = k // --beam K and the like: the width K
+		}
+	}
+	st.Stop = c.stops
+	st.TopProbs = topProbs(c)
+	st.IgnoreEOS = c.ignoreEOS
+	return st
 }
 
 // effectivePolicy is the policy the flags give: the defaults, then the

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/entropix-search/entropix-search/bench"
 	"github.com/entropix-search/entropix-search/cmd/internal/outfile"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
@@ -175,7 +174,7 @@ func (p *progress) clear() {
 // calibrate prints thresholds calibrated for the model: the single-path
 // entropix sampler continues each prompt of the file, and the percentiles
 // of the (entropy, varentropy) it met give the quadrant cuts.
-func calibrate(ctx context.Context, c *config, m *model.Model, pf policy.File, stdout, stderr io.Writer) error {
+func calibrate(ctx context.Context, c *config, m *model.Model, st engine.Settings, stdout, stderr io.Writer) error {
 	data, err := readSmallFile(c.calibrate, maxPromptBytes)
 	if err != nil {
 		return usageError{fmt.Errorf("--calibrate: %w", err)}
@@ -193,14 +192,16 @@ func calibrate(ctx context.Context, c *config, m *model.Model, pf policy.File, s
 		return usageError{fmt.Errorf("--calibrate: %s holds no prompts (one a line)", c.calibrate)}
 	}
 	var obs []policy.Observation
-	eng, err := engine.New(m, engine.WithMode(engine.BeamAdaptive), engine.WithSeed(c.seed), engine.WithPolicy(pf.Config),
-		engine.WithScore(pf.Score), engine.WithClarifyText(pf.ClarifyText), engine.WithAnswer(bench.MarkedAnswer),
-		engine.WithObserver(func(o policy.Observation) { obs = append(obs, o) }))
+	// Calibration fits beam-adaptive's own rows: the flags' settings in
+	// that mode, reading marked answers.
+	st.Mode, st.Answer = engine.BeamAdaptive, "marked"
+	eng, err := engine.New(m, append(st.Options(), engine.WithObserver(func(o policy.Observation) { obs = append(obs, o) }))...)
 	if err != nil {
 		return err
 	}
+	pf := st.File
 	for _, p := range prompts {
-		if _, err := eng.Search(ctx, p, engine.Budget{MaxTokens: c.maxTokens, MaxRows: c.budgetRows, MaxWidth: c.maxWidth}); err != nil {
+		if _, err := eng.Search(ctx, p, st.Budget()); err != nil {
 			return err
 		}
 	}

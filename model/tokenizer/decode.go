@@ -97,6 +97,12 @@ func (d *Decoder) Next(id int) string {
 	return string(d.buf[:cut])
 }
 
+// Clone returns a Decoder in d's state that goes on independently (a text
+// that branches: each branch continues its own copy).
+func (d *Decoder) Clone() *Decoder {
+	return &Decoder{t: d.t, atStart: d.atStart, pending: append([]byte(nil), d.pending...)}
+}
+
 // Flush returns the bytes held back (a UTF-8 sequence that was never
 // completed) and empties the Decoder's buffer.
 func (d *Decoder) Flush() string {

@@ -542,3 +542,23 @@ func TestEncodeContinuation(t *testing.T) {
 		}
 	}
 }
+
+// TestDecoderClone checks that a clone goes on from its original's state
+// (a held-back half character included) and independently of it.
+func TestDecoderClone(t *testing.T) {
+	tok := llamaTok(t, "llama2-32000")
+	d := tok.NewDecoder(tok.BOS())
+	c0 := d.Clone() // at the start: the first piece loses its space
+	d.Next(9038)
+	d.Next(243) // half of 😀
+	c := d.Clone()
+	if got := c.Next(162) + c.Next(155) + c.Next(131); got != "😀" {
+		t.Errorf("clone completed %q, want 😀", got)
+	}
+	if got := d.Flush(); got != "\xf0" {
+		t.Errorf("the original's held bytes after its clone went on: %q", got)
+	}
+	if got := c0.Next(9038); got != "Once" {
+		t.Errorf("a clone at the start: %q, want \"Once\"", got)
+	}
+}

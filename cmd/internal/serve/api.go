@@ -13,26 +13,30 @@ import (
 	"sync"
 	"time"
 
-	"github.com/entropix-search/entropix-search/bench"
-	"github.com/entropix-search/entropix-search/cmd/internal/stopstr"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/policy"
 )
 
-// extension is the "entropix" object of a request: the search settings,
-// named as the command line's flags and the policy file.
+// extension is the "entropix" object of a request: the search settings
+// (engine.Settings), named as the command line's flags and the policy
+// file.
 type extension struct {
-	Mode       string          `json:"mode"`
-	BudgetRows int             `json:"budget_rows"`
+	Mode       string `json:"mode"`
+	BudgetRows int    `json:"budget_rows"`
+	// MaxWidth is the most live branches at once: the width K of beam,
+	// cot-decoding, self-consistency and best-of, and beam-adaptive's
+	// (0: the mode's default: 4, 1 for the single-path modes), as the
+	// command line's --max-width (engine.Settings.MaxWidth).
 	MaxWidth   int             `json:"max_width"`
 	Score      string          `json:"score"`
 	ReturnTree bool            `json:"return_tree"`
 	Policy     json.RawMessage `json:"policy"`
 	// Answer says how the finished paths' answers are read for their
-	// vote: "marked" (the number after "####" or "answer is", the
-	// default) or "last-number" (that, else the last number: what
-	// entropix-bench eval scores).
+	// vote: "marked" (the number after "####" or "answer is"),
+	// "last-number" (that, else the last number: what entropix-bench
+	// eval scores) or "none" (the whole text); by default the mode's own
+	// (engine.Settings.Answer), as on the command line.
 	Answer string `json:"answer"`
 }
 
@@ -92,7 +96,6 @@ type job struct {
 	prompt     string
 	budget     engine.Budget
 	opts       []engine.Option
-	stops      []string
 	n          int
 	seed       uint64
 	mode       engine.Mode
@@ -103,13 +106,11 @@ type job struct {
 // plan turns the common fields into a job (the prompt's tokens are set by
 // the caller).
 func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
-	j := &job{n: 1, mode: engine.BeamAdaptive, budget: engine.Budget{MaxTokens: 256}, topProbs: topProbs}
-	if maxTokens != nil {
-		if *maxTokens <= 0 || *maxTokens > s.cfg.MaxTokens {
-			return nil, badRequest("max_tokens", "max_tokens %d: want 1..%d", *maxTokens, s.cfg.MaxTokens)
-		}
-		j.budget.MaxTokens = *maxTokens
+	st, err := settings(c, maxTokens, topProbs, s.cfg.Policy, s.cfg.MaxTokens)
+	if err != nil {
+		return nil, err
 	}
+	j := &job{n: 1, mode: st.Mode, budget: st.Budget(), opts: st.Options(), seed: st.Seed, topProbs: topProbs}
 	if c.N != nil {
 		if *c.N < 1 || *c.N > maxN {
 			return nil, badRequest("n", "n %d: want 1..%d", *c.N, maxN)
@@ -119,68 +120,90 @@ func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
 	if c.Stream && j.n > 1 {
 		return nil, badRequest("n", "streaming returns one choice: n must be 1")
 	}
-	if c.Seed != nil {
-		j.seed = uint64(*c.Seed)
+	if c.Entropix != nil {
+		j.returnTree = c.Entropix.ReturnTree
 	}
-	sampling := engine.DefaultSampling()
+	return j, nil
+}
+
+// CompletionSettings returns the search settings a /v1/completions
+// request body asks for, on the server's policy base: what the server
+// runs (for tests that compare them with the command line's).
+func CompletionSettings(body []byte, base policy.File) (engine.Settings, error) {
+	var req completionRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return engine.Settings{}, err
+	}
+	top := 0
+	if req.Logprobs != nil {
+		top = *req.Logprobs
+	}
+	return settings(&req.common, req.MaxTokens, top, base, math.MaxInt32) // the server bounds max_tokens by its model's context
+}
+
+// settings are the search settings of a request's fields on the policy
+// base; maxTokens is at most limit.
+func settings(c *common, maxTokens *int, topProbs int, base policy.File, limit int) (engine.Settings, error) {
+	st := engine.DefaultSettings()
+	st.File = base
+	st.TopProbs = topProbs
+	if maxTokens != nil {
+		if *maxTokens <= 0 || *maxTokens > limit {
+			return st, badRequest("max_tokens", "max_tokens %d: want 1..%d", *maxTokens, limit)
+		}
+		st.MaxTokens = *maxTokens
+	}
+	if c.Seed != nil {
+		st.Seed = uint64(*c.Seed)
+	}
 	if c.Temperature != nil {
 		if t := *c.Temperature; !(t >= 0 && t <= 2) {
-			return nil, badRequest("temperature", "temperature %v: want 0..2", t)
+			return st, badRequest("temperature", "temperature %v: want 0..2", t)
 		}
-		sampling.Temperature = *c.Temperature
+		st.Sampling.Temperature = *c.Temperature
 	}
 	if c.TopP != nil {
 		if p := *c.TopP; !(p > 0 && p <= 1) {
-			return nil, badRequest("top_p", "top_p %v: want (0, 1]", p)
+			return st, badRequest("top_p", "top_p %v: want (0, 1]", p)
 		}
-		sampling.TopP = *c.TopP
+		st.Sampling.TopP = *c.TopP
 	}
 	stops, err := parseStop(c.Stop)
 	if err != nil {
-		return nil, err
+		return st, err
 	}
-	j.stops = stops
-	pf := s.cfg.Policy
-	answer := bench.MarkedAnswer
+	st.Stop = stops
 	if x := c.Entropix; x != nil {
 		if x.Mode != "" {
-			if j.mode, err = engine.ParseMode(x.Mode); err != nil {
-				return nil, badRequest("entropix.mode", "%v", err)
+			if st.Mode, err = engine.ParseMode(x.Mode); err != nil {
+				return st, badRequest("entropix.mode", "%v", err)
 			}
 		}
 		if x.BudgetRows < 0 || x.MaxWidth < 0 || x.MaxWidth > policy.MaxForkWidth {
-			return nil, badRequest("entropix", "budget_rows must be >= 0 and max_width in 0..%d", policy.MaxForkWidth)
+			return st, badRequest("entropix", "budget_rows must be >= 0 and max_width in 0..%d", policy.MaxForkWidth)
 		}
-		j.budget.MaxRows, j.budget.MaxWidth = x.BudgetRows, x.MaxWidth
+		st.BudgetRows, st.MaxWidth = x.BudgetRows, x.MaxWidth
 		if len(x.Policy) > 0 && string(x.Policy) != "null" {
-			if pf, err = policy.ReadFile(bytes.NewReader(x.Policy)); err != nil {
-				return nil, badRequest("entropix.policy", "%v", err)
+			if st.File, err = policy.ReadFile(bytes.NewReader(x.Policy)); err != nil {
+				return st, badRequest("entropix.policy", "%v", err)
 			}
 		}
 		if x.Score != "" {
-			if err := pf.Score.UnmarshalText([]byte(x.Score)); err != nil {
-				return nil, badRequest("entropix.score", "%v", err)
+			if err := st.Score.UnmarshalText([]byte(x.Score)); err != nil {
+				return st, badRequest("entropix.score", "%v", err)
 			}
 		}
-		j.returnTree = x.ReturnTree
 		switch x.Answer {
-		case "", "marked":
-		case "last-number":
-			answer = bench.ExtractAnswer
+		case "", "marked", "last-number", "none":
+			st.Answer = x.Answer
 		default:
-			return nil, badRequest("entropix.answer", "answer %q: want marked or last-number", x.Answer)
+			return st, badRequest("entropix.answer", "answer %q: want marked, last-number or none", x.Answer)
 		}
 	}
-	// The width K of beam, CoT-decoding, self-consistency and best-of-N
-	// is max_width, 4 when it is not given.
-	width := 4
-	if j.budget.MaxWidth > 0 {
-		width = j.budget.MaxWidth
+	if err := st.Validate(); err != nil {
+		return st, badRequest("entropix", "%v", err)
 	}
-	j.opts = []engine.Option{engine.WithMode(j.mode), engine.WithPolicy(pf.Config), engine.WithScore(pf.Score),
-		engine.WithClarifyText(pf.ClarifyText), engine.WithSampling(sampling), engine.WithTopProbs(topProbs),
-		engine.WithAnswer(answer), engine.WithWidth(width)}
-	return j, nil
+	return st, nil
 }
 
 func parseStop(raw json.RawMessage) ([]string, error) {
@@ -222,25 +245,20 @@ func (s *Server) run(ctx context.Context, j *job, emit func(string)) ([]outcome,
 	var wg sync.WaitGroup
 	for i := range j.n {
 		wg.Go(func() {
-			sctx, cancel := context.WithCancelCause(ctx)
-			defer cancel(nil)
-			filter := &stopstr.Filter{Stops: j.stops, OnStop: func() { cancel(stopstr.ErrStop) }, Emit: func(string) {}}
+			opts := append(append([]engine.Option(nil), j.opts...), engine.WithSeed(j.seed+uint64(i)))
 			if i == 0 && emit != nil {
-				filter.Emit = emit
+				opts = append(opts, engine.WithStream(emit))
 			}
-			opts := append(append([]engine.Option(nil), j.opts...), engine.WithSeed(j.seed+uint64(i)), engine.WithStream(filter.Write))
-			res, err := s.eng.SearchTokensWith(sctx, j.prompt, j.ids, j.budget, opts...)
-			filter.Flush()
-			stopped := errors.Is(context.Cause(sctx), stopstr.ErrStop)
-			if err != nil && !(stopped && res != nil) {
+			res, err := s.eng.SearchTokensWith(ctx, j.prompt, j.ids, j.budget, opts...)
+			if err != nil {
 				errs[i] = err
 				return
 			}
+			// finish_reason "stop": the text ended (end of text, a stop
+			// string, beam-adaptive's settled vote); "length" otherwise.
 			o := outcome{text: res.Text, res: res, reason: "length"}
-			switch {
-			case stopped || filter.Cut():
-				o.text, o.reason = filter.Text(), "stop"
-			case res.Stopped == "eos" || res.Stopped == "settled":
+			switch res.Stopped {
+			case "eos", "stop", "settled":
 				o.reason = "stop"
 			}
 			if j.returnTree {

@@ -286,3 +286,50 @@ func TestClientGoesAway(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A stop string ends the search inside the engine, in every mode: the
+// text ends before it, finish_reason is "stop", the tokens agree and the
+// stream never shows it.
+func TestStopStrings(t *testing.T) {
+	arith := filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf")
+	_, url := start(t, arith, Config{ModelName: "arith"})
+	client := openai.NewClient(option.WithBaseURL(url+"/v1"), option.WithAPIKey("none"))
+	ctx := context.Background()
+	for _, mode := range []string{"greedy", "beam-adaptive", "self-consistency"} {
+		params := openai.CompletionNewParams{Model: "arith", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(fay)},
+			MaxTokens: openai.Int(120), Stop: openai.CompletionNewParamsStopUnion{OfStringArray: []string{"####", "no such text"}}}
+		ext := option.WithJSONSet("entropix", map[string]any{"mode": mode})
+		c, err := client.Completions.New(ctx, params, ext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var x struct {
+			Entropix []struct {
+				Stopped string `json:"stopped"`
+				Tokens  []int  `json:"tokens"`
+			} `json:"entropix"`
+		}
+		json.Unmarshal([]byte(c.RawJSON()), &x)
+		text := c.Choices[0].Text
+		if strings.Contains(text, "#") || c.Choices[0].FinishReason != "stop" || len(x.Entropix) != 1 || x.Entropix[0].Stopped != "stop" {
+			t.Errorf("%s: %q, finish %q, %+v", mode, text, c.Choices[0].FinishReason, x.Entropix)
+			continue
+		}
+		if len(x.Entropix[0].Tokens) == 0 || len(text) < 10 {
+			t.Errorf("%s: %q, tokens %v", mode, text, x.Entropix[0].Tokens)
+		}
+		if mode != "greedy" {
+			continue
+		}
+		stream := client.Completions.NewStreaming(ctx, params, ext)
+		var streamed strings.Builder
+		for stream.Next() {
+			if ch := stream.Current(); len(ch.Choices) > 0 {
+				streamed.WriteString(ch.Choices[0].Text)
+			}
+		}
+		if err := stream.Err(); err != nil || streamed.String() != text {
+			t.Errorf("streamed %q (%v), want %q", streamed.String(), err, text)
+		}
+	}
+}
