@@ -291,16 +291,17 @@ func (p *Pool) Truncate(s *Seq, n int) error {
 
 // Append reserves position s.Len() for writing and returns it. When the last
 // block of s is full (or s has none) it takes a fresh block; when the last
-// block is partial and shared with another sequence it first copies that block
-// (copy on write), so that the block holding the new position is owned by s
+// block is partial and shared with another sequence it takes a fresh block
+// in its place, to be filled with a copy of it (copy on write), so that the block holding the new position is owned by s
 // alone. When no block can be had, Append returns an error wrapping
 // [ErrCacheFull] and leaves s unchanged.
 //
-// The new position's K and V are unspecified until written
-// ([Pool.WriteKV]): the slot holds whatever the block's earlier owner,
-// or a position a [Pool.Truncate] gave back, left there, possibly NaN.
-// Readers must not use a position before it is written, and attention
-// reads only the written slots of a block (see [Pool.KeyBlock]).
+// A copy on write is queued for the backend ([Pool.TakeCopies]). The new
+// position's K and V are unspecified until the backend writes them: the
+// slot holds whatever the block's earlier owner, or a position a
+// [Pool.Truncate] gave back, left there, possibly NaN. Readers must not
+// use a position before it is written, and attention reads only the
+// written slots of a block.
 func (p *Pool) Append(s *Seq) (pos int, err error) {
 	p.check(s)
 	if s.freed {

@@ -35,7 +35,7 @@
 //
 // # Attention
 //
-// The KV cache (package kvcache) keeps each full block's keys transposed,
+// The CPU backend's KV cache (model/cpu) keeps each full block's keys transposed,
 // one head's as HeadDim rows of BlockSize slots. ScoresT computes a query's
 // scores against such a block as BlockSize-wide vector multiply-adds, one
 // per dimension, with no horizontal sum per key; ScoresRows computes the
