@@ -646,12 +646,12 @@ const scoreChunk = 64
 
 // A Scorer computes the log-likelihood of a continuation under the model
 // with a fresh forward pass, independent of how the continuation was
-// chosen. It owns a KV cache pool and a Runner, so it is not safe for
+// chosen. It owns a KV cache and a backend, so it is not safe for
 // concurrent use.
 type Scorer struct {
 	m    *model.Model
 	kv   *kvcache.Pool
-	r    *model.Runner
+	r    model.Backend
 	rows []model.Row
 	all  []int
 }
@@ -682,11 +682,11 @@ func (s *Scorer) LogLik(prompt, cont []int) (float64, error) {
 	if s.kv == nil {
 		// Blocks are taken as needed, so a pool the size of the context
 		// costs nothing up front.
-		kv, err := s.m.NewCache(s.m.Config.ContextLen, kvcache.DefaultBlockSize, kvcache.F32)
+		be, err := model.NewBackend("cpu", s.m, model.CacheConfig{Tokens: s.m.Config.ContextLen, BlockSize: kvcache.DefaultBlockSize, DType: kvcache.F32})
 		if err != nil {
 			return 0, fmt.Errorf("bench: score: %w", err)
 		}
-		s.kv, s.r = kv, s.m.NewRunner(kv)
+		s.kv, s.r = be.Cache(), be
 	}
 	s.all = append(append(s.all[:0], prompt...), cont...)
 	seq := s.kv.NewSeq()

@@ -161,11 +161,11 @@ func tokens(rng *rand.Rand, n, vocab int) []int {
 func MeasureDecode(m *model.Model, c SpeedConfig) (DecodeResult, error) {
 	c = c.withDefaults()
 	n := min(c.DecodeTokens, m.Config.ContextLen)
-	kv, err := m.NewCache(n, c.BlockSize, c.KVType)
+	be, err := model.NewBackend("cpu", m, model.CacheConfig{Tokens: n, BlockSize: c.BlockSize, DType: c.KVType})
 	if err != nil {
 		return DecodeResult{}, err
 	}
-	r := m.NewRunner(kv)
+	r, kv := be, be.Cache()
 	toks := tokens(rand.New(rand.NewPCG(1, 1)), n, m.Config.Vocab)
 	row := []model.Row{{}}
 	run := func(k int) (time.Duration, error) {
@@ -214,11 +214,11 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 		return nil, fmt.Errorf("bench: prefix %d + %d steps exceeds the context of %d", c.Prefix, c.Steps, m.Config.ContextLen)
 	}
 	// The prefix, plus each branch's steps and a copied partial block.
-	kv, err := m.NewCache(c.Prefix+c.BlockSize+maxB*(c.Steps+c.BlockSize), c.BlockSize, c.KVType)
+	be, err := model.NewBackend("cpu", m, model.CacheConfig{Tokens: c.Prefix + c.BlockSize + maxB*(c.Steps+c.BlockSize), BlockSize: c.BlockSize, DType: c.KVType})
 	if err != nil {
 		return nil, err
 	}
-	r := m.NewRunner(kv)
+	r, kv := be, be.Cache()
 	rng := rand.New(rand.NewPCG(2, 2))
 	root := kv.NewSeq()
 	rows := make([]model.Row, 0, max(c.Prefix, maxB))
@@ -294,11 +294,11 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 func MeasurePrefill(m *model.Model, c SpeedConfig) (PrefillResult, error) {
 	c = c.withDefaults()
 	n := min(c.PromptTokens, m.Config.ContextLen)
-	kv, err := m.NewCache(n, c.BlockSize, c.KVType)
+	be, err := model.NewBackend("cpu", m, model.CacheConfig{Tokens: n, BlockSize: c.BlockSize, DType: c.KVType})
 	if err != nil {
 		return PrefillResult{}, err
 	}
-	r := m.NewRunner(kv)
+	r, kv := be, be.Cache()
 	toks := tokens(rand.New(rand.NewPCG(3, 3)), n, m.Config.Vocab)
 	rows := make([]model.Row, n)
 	run := func() (time.Duration, error) {

@@ -196,11 +196,11 @@ func BenchmarkBranchStep(b *testing.B) {
 func benchSteps(b *testing.B, m *model.Model, n, prefix int) {
 	const span = 64
 	bs := kvcache.DefaultBlockSize
-	kv, err := m.NewCache(prefix+bs+n*(span+bs), bs, benchKVType(b))
+	be, err := model.NewBackend("cpu", m, model.CacheConfig{Tokens: prefix + bs + n*(span+bs), BlockSize: bs, DType: benchKVType(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := m.NewRunner(kv)
+	r, kv := be, be.Cache()
 	root := kv.NewSeq()
 	rows := make([]model.Row, 0, max(n, prefix))
 	for i := range prefix {
@@ -248,11 +248,11 @@ func BenchmarkPrefill(b *testing.B) {
 		b.Run(dt.String(), func(b *testing.B) {
 			m := benchModel(b, dt)
 			const n = 128
-			kv, err := m.NewCache(n, kvcache.DefaultBlockSize, benchKVType(b))
+			be, err := model.NewBackend("cpu", m, model.CacheConfig{Tokens: n, BlockSize: kvcache.DefaultBlockSize, DType: benchKVType(b)})
 			if err != nil {
 				b.Fatal(err)
 			}
-			r := m.NewRunner(kv)
+			r, kv := be, be.Cache()
 			rows := make([]model.Row, n)
 			for b.Loop() {
 				seq := kv.NewSeq()

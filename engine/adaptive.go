@@ -4,7 +4,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/model/kernels/workers"
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
 )
@@ -144,7 +144,7 @@ func (s *adaptive) advance() error {
 	n := len(s.stepLive)
 	s.stepDec = slices.Grow(s.stepDec[:0], n)[:n]
 	if n > 1 {
-		kernels.ParallelTask(n, s)
+		workers.ParallelTask(n, s)
 	} else {
 		s.Run(0, n)
 	}

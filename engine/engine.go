@@ -32,8 +32,8 @@ type Engine struct {
 	inUse atomic.Int64
 	m     *model.Model
 	opts  Options
-	kv    *kvcache.Pool
-	run   *model.Runner
+	kv    *kvcache.Pool // the backend's block manager
+	be    model.Backend
 
 	// stepHook, when set (by tests), runs before every step and may fail it.
 	stepHook func(step int) error
@@ -93,11 +93,14 @@ func New(m *model.Model, opts ...Option) (*Engine, error) {
 	if o.CacheTokens == 0 {
 		o.CacheTokens = min(4*m.Config.ContextLen, 65536)
 	}
-	kv, err := m.NewCache(o.CacheTokens, 16, o.KVType)
-	if err != nil {
-		return nil, err
+	if o.Backend == "" {
+		o.Backend = "cpu"
 	}
-	return &Engine{m: m, opts: o, kv: kv, run: m.NewRunner(kv)}, nil
+	be, err := model.NewBackend(o.Backend, m, model.CacheConfig{Tokens: o.CacheTokens, BlockSize: 16, DType: o.KVType})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return &Engine{m: m, opts: o, kv: be.Cache(), be: be}, nil
 }
 
 // Options returns the engine's options (with Policy.Clarify tokenized).
@@ -354,7 +357,7 @@ func (e *Engine) drive() {
 			continue
 		}
 		t0 := time.Now()
-		out, err := e.run.Forward(rows, attn...)
+		out, err := e.be.Forward(rows, attn...)
 		took := time.Since(t0)
 		e.passes.Add(1)
 		e.rows.Add(int64(len(rows)))

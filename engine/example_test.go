@@ -7,6 +7,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
+	_ "github.com/entropix-search/entropix-search/model/cpu" // the CPU backend
 	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 

@@ -127,6 +127,10 @@ type Options struct {
 	// half the memory and attention reads half the bytes, rounding each to
 	// about 3 significant digits (llama.cpp's default).
 	KVType kvcache.DType
+	// Backend names the model.Backend that runs the forward pass (default
+	// "cpu"): a program imports its package for its side effect (the
+	// CPU's: import _ "github.com/entropix-search/entropix-search/model/cpu").
+	Backend string
 	// StopTokens end a branch like end of text (e.g. a chat template's
 	// end-of-turn token); they are not part of the result.
 	StopTokens []int
@@ -226,6 +230,10 @@ func WithLogger(l zerolog.Logger) Option { return func(o *Options) { o.Log = l }
 // WithKVType sets the element type of the KV cache (kvcache.F32 exactly,
 // the default, or kvcache.F16 in half the memory).
 func WithKVType(t kvcache.DType) Option { return func(o *Options) { o.KVType = t } }
+
+// WithBackend sets the model.Backend that runs the forward pass, by the
+// name it is registered under (model.RegisterBackend); "cpu" by default.
+func WithBackend(name string) Option { return func(o *Options) { o.Backend = name } }
 
 // WithCacheTokens sets the KV cache capacity in token positions.
 func WithCacheTokens(n int) Option { return func(o *Options) { o.CacheTokens = n } }

@@ -3,7 +3,7 @@ package engine
 import (
 	"slices"
 
-	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/model/kernels/workers"
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
 )
@@ -94,7 +94,7 @@ func (s *samples) stepSamples() {
 	q := s.opts.Policy.Thresholds
 	s.drawn = slices.Grow(s.drawn[:0], len(s.live))[:len(s.live)]
 	if len(s.live) >= sampleParallel {
-		kernels.ParallelTask(len(s.live), s)
+		workers.ParallelTask(len(s.live), s)
 	} else {
 		s.Run(0, len(s.live))
 	}

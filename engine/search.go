@@ -254,19 +254,9 @@ func (s *search) rowsNeeded() int {
 
 // blocksNeeded is an upper bound on the KV blocks the next step takes.
 func (s *search) blocksNeeded() int {
-	kv, bs, n := s.e.kv, s.e.kv.BlockSize(), 0
+	n := 0
 	for _, br := range s.live {
-		if len(br.feed) == 0 {
-			continue
-		}
-		if kv.AppendNeedsBlock(br.seq) {
-			n++
-		}
-		for p := br.seq.Len() + 1; p < br.seq.Len()+len(br.feed); p++ {
-			if p%bs == 0 {
-				n++
-			}
-		}
+		n += s.e.kv.BlocksToAppend(br.seq, len(br.feed))
 	}
 	return n
 }

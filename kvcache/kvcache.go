@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
-
-	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
 // DefaultBlockSize is the number of token positions per block used when
@@ -81,7 +78,9 @@ func (t DType) size() int64 {
 	return 4
 }
 
-// Config describes the shape of the cached tensors and the memory cap.
+// Config describes the shape of the cached tensors (what a backend's
+// storage holds per block, and what the pool counts its bytes by) and the
+// memory cap.
 type Config struct {
 	Layers    int // transformer layers
 	KVDim     int // kv heads * head dim: floats per position per layer for K, and as many for V
@@ -89,9 +88,8 @@ type Config struct {
 	DType     DType
 
 	// HeadDim is the size of one kv head; it must divide KVDim. When 0 it
-	// is KVDim (the keys are then laid out as if there were one head). The
-	// keys of a block are stored head by head, and each head's keys are
-	// sealed (transposed) on their own; see [Pool.KeyBlock].
+	// is KVDim (the keys are then laid out as if there were one head). A
+	// backend may store a block head by head (the CPU's does).
 	HeadDim int
 
 	// The pool holds at most MaxBlocks blocks. When MaxBlocks is 0 the cap is
@@ -101,7 +99,9 @@ type Config struct {
 	MaxBytes  int64
 }
 
-// Pool owns the blocks of K/V storage and their reference counts. See the
+// Pool owns the blocks' ids and their reference counts, not their
+// storage: a backend keeps the keys and values of block id i, and performs
+// the copies on write the pool decides ([Pool.TakeCopies]). See the
 // package documentation for the concurrency contract.
 type Pool struct {
 	layers, kvDim, blockSize int
@@ -110,18 +110,12 @@ type Pool struct {
 	capBlocks                int
 	dtype                    DType
 
-	// Block storage by id, allocated lazily: f32 in an F32 pool, f16 in an
-	// F16 pool.
 	// A released block goes straight back on the free list with whatever
 	// its last owner wrote: nothing reads a slot before it is written (see
-	// Append), so the pool never zeroes storage.
-	f32  [][]float32
-	f16  [][]uint16
-	ref  []int32 // reference count by id; len(ref) blocks have storage
-	free []int32 // ids with ref == 0, reused LIFO
-	// sealed[(id*Layers+l)*heads+h] tells whether kv head h's keys of
-	// layer l in block id are transposed.
-	sealed []bool
+	// Append), so no backend needs to clear storage.
+	ref    []int32 // reference count by id; len(ref) blocks have been handed out
+	free   []int32 // ids with ref == 0, reused LIFO
+	copies []Copy  // copies on write decided and not yet taken
 
 	shared  int // blocks with ref > 1
 	logical int // sum of ref over all blocks = sum of live block-table lengths
@@ -155,7 +149,7 @@ type Stats struct {
 	BytesAllocated int64 // AllocatedBlocks * BytesPerBlock
 	LogicalBytes   int64 // LogicalBlocks * BytesPerBlock: the unshared footprint
 
-	CopyOnWrites uint64 // blocks copied by Append because they were shared
+	CopyOnWrites uint64 // copies on write Append decided because a block was shared
 	Forks        uint64
 	Appends      uint64 // successful Appends
 }
@@ -297,16 +291,17 @@ func (p *Pool) Truncate(s *Seq, n int) error {
 
 // Append reserves position s.Len() for writing and returns it. When the last
 // block of s is full (or s has none) it takes a fresh block; when the last
-// block is partial and shared with another sequence it first copies that block
-// (copy on write), so that the block holding the new position is owned by s
+// block is partial and shared with another sequence it takes a fresh block
+// in its place, to be filled with a copy of it (copy on write), so that the block holding the new position is owned by s
 // alone. When no block can be had, Append returns an error wrapping
 // [ErrCacheFull] and leaves s unchanged.
 //
-// The new position's K and V are unspecified until written
-// ([Pool.WriteKV]): the slot holds whatever the block's earlier owner,
-// or a position a [Pool.Truncate] gave back, left there, possibly NaN.
-// Readers must not use a position before it is written, and attention
-// reads only the written slots of a block (see [Pool.KeyBlock]).
+// A copy on write is queued for the backend ([Pool.TakeCopies]). The new
+// position's K and V are unspecified until the backend writes them: the
+// slot holds whatever the block's earlier owner, or a position a
+// [Pool.Truncate] gave back, left there, possibly NaN. Readers must not
+// use a position before it is written, and attention reads only the
+// written slots of a block.
 func (p *Pool) Append(s *Seq) (pos int, err error) {
 	p.check(s)
 	if s.freed {
@@ -326,7 +321,7 @@ func (p *Pool) Append(s *Seq) (pos int, err error) {
 		if err != nil {
 			return 0, err
 		}
-		p.copyBlock(id, old, slot)
+		p.copies = append(p.copies, Copy{Src: old, Dst: id, Used: slot})
 		p.decRef(old)
 		s.table[len(s.table)-1] = id
 		p.cows++
@@ -343,43 +338,47 @@ func (p *Pool) Append(s *Seq) (pos int, err error) {
 	return s.n - 1, nil
 }
 
-// elem is the element type of block storage.
-type elem interface{ float32 | uint16 }
-
-// copyBlock copies into block dst what the first used slots of block src
-// hold, with src's sealing: for each layer and kv head a sealed run whole
-// (its used slots are spread over every row) or the used rows of a staged
-// one, and each head's used value rows. dst's other slots keep their stale
-// data.
-func (p *Pool) copyBlock(dst, src int32, used int) {
-	if p.dtype == F16 {
-		copyUsed(p, p.f16[dst], p.f16[src], dst, src, used)
-	} else {
-		copyUsed(p, p.f32[dst], p.f32[src], dst, src, used)
-	}
+// Copy is a copy on write to perform: the first Used slots of block Src
+// (every layer's keys and values) into block Dst, which a sequence took in
+// place of Src when it appended into Src while Src was shared. The
+// backend's storage performs it before the forward pass writes Dst.
+type Copy struct {
+	Src, Dst int32
+	Used     int
 }
 
-func copyUsed[E elem](p *Pool, d, sb []E, dst, src int32, used int) {
-	run := p.headDim * p.blockSize
-	for l := range p.layers {
-		base := 2 * l * p.blockSize * p.kvDim
-		for h := range p.heads {
-			i := p.sealIndex(src, l, h)
-			off, n := base+h*run, used*p.headDim
-			if p.sealed[i] {
-				n = run
-			}
-			copy(d[off:off+n], sb[off:off+n])
-			p.sealed[p.sealIndex(dst, l, h)] = p.sealed[i]
-		}
-		for h := range p.heads {
-			v := base + p.blockSize*p.kvDim + h*run
-			copy(d[v:v+used*p.headDim], sb[v:v+used*p.headDim])
-		}
-	}
+// TakeCopies appends to dst the copies on write decided since the last
+// call, in the order [Pool.Append] decided them, and forgets them. A
+// backend applies them in that order before a forward step writes (a later
+// copy may read a block an earlier one wrote, or reuse a block an earlier
+// one read), including after an Append that failed, or one the caller
+// truncated away: the sequence keeps the copied block.
+func (p *Pool) TakeCopies(dst []Copy) []Copy {
+	dst = append(dst, p.copies...)
+	p.copies = p.copies[:0]
+	return dst
 }
 
-func (p *Pool) sealIndex(id int32, l, h int) int { return (int(id)*p.layers+l)*p.heads + h }
+// BlocksToAppend is an upper bound on the blocks that n Appends to s take
+// (fresh blocks and copies of a shared last block). Summed over several
+// sequences it is an upper bound on the blocks their Appends need:
+// siblings sharing a partial block need one copy fewer than their number
+// when all of them append.
+func (p *Pool) BlocksToAppend(s *Seq, n int) int {
+	if n <= 0 {
+		return 0
+	}
+	k := 0
+	if p.AppendNeedsBlock(s) {
+		k++
+	}
+	for q := s.Len() + 1; q < s.Len()+n; q++ {
+		if q%p.blockSize == 0 {
+			k++
+		}
+	}
+	return k
+}
 
 // AppendNeedsBlock reports whether the next Append to s will take a block
 // (a fresh one, or a copy of a shared last block). Summed over several
@@ -393,6 +392,10 @@ func (p *Pool) AppendNeedsBlock(s *Seq) bool {
 	}
 	return s.n%p.blockSize == 0 || p.ref[s.table[len(s.table)-1]] > 1
 }
+
+// Referenced reports whether block id is held by a live sequence; a block
+// that is not holds stale data only.
+func (p *Pool) Referenced(id int) bool { return uint(id) < uint(len(p.ref)) && p.ref[id] > 0 }
 
 // Blocks returns the length of s's block table.
 func (p *Pool) Blocks(s *Seq) int { return len(s.table) }
@@ -416,255 +419,6 @@ func (p *Pool) Owned(s *Seq, pos int) bool {
 		return false
 	}
 	return p.ref[s.table[pos/p.blockSize]] == 1
-}
-
-// WriteKV stores the key k and the value v (KVDim floats each) of layer l
-// at position pos of s, which must satisfy 0 <= l < Layers and
-// 0 <= pos < s.Len(), and [Pool.Owned](s, pos): it panics on a position of
-// a shared block. Each head's key goes into its run of the block in that
-// run's layout (see [Pool.KeyBlock]): one contiguous row while staged,
-// scattered over the rows once sealed. An F16 pool rounds both to the
-// nearest binary16.
-func (p *Pool) WriteKV(s *Seq, l, pos int, k, v []float32) {
-	if len(k) != p.kvDim || len(v) != p.kvDim {
-		panic(fmt.Sprintf("kvcache: WriteKV of %d keys and %d values, want KVDim = %d", len(k), len(v), p.kvDim))
-	}
-	off, slot := p.slotOf(s, l, pos)
-	id := s.table[pos/p.blockSize]
-	if p.ref[id] != 1 {
-		panic(fmt.Sprintf("kvcache: WriteKV at position %d of a shared block", pos))
-	}
-	if p.dtype == F16 {
-		writeKV(p, p.f16[id][off:off+2*p.blockSize*p.kvDim], id, l, slot, k, v, kernels.ToHalf, kernels.FloatToHalf)
-	} else {
-		writeKV(p, p.f32[id][off:off+2*p.blockSize*p.kvDim], id, l, slot, k, v, copyF32, identity)
-	}
-}
-
-func copyF32(dst, src []float32)           { copy(dst, src) }
-func identity(f float32) float32           { return f }
-func widenF32(dst, src []float32)          { copy(dst, src) }
-func fromF32(f float32) float32            { return f }
-func widenF16(dst []float32, src []uint16) { kernels.FromHalf(dst, src) }
-
-// writeKV is WriteKV on layer l of a block, b: conv stores a run, one
-// converts an element.
-func writeKV[E elem](p *Pool, b []E, id int32, l, slot int, k, v []float32, conv func([]E, []float32), one func(float32) E) {
-	hd, bs := p.headDim, p.blockSize
-	for h := range p.heads {
-		src, run := k[h*hd:(h+1)*hd], b[h*hd*bs:(h+1)*hd*bs]
-		if !p.sealed[p.sealIndex(id, l, h)] {
-			conv(run[slot*hd:][:hd], src)
-			continue
-		}
-		col := run[slot:]
-		for i, f := range src {
-			col[i*bs] = one(f)
-		}
-	}
-	vals := b[bs*p.kvDim:]
-	for h := range p.heads {
-		conv(vals[h*hd*bs+slot*hd:][:hd], v[h*hd:(h+1)*hd])
-	}
-}
-
-// ReadK copies the key (KVDim floats) of layer l at position pos of s into
-// dst, which must hold at least KVDim floats; the indices must satisfy
-// 0 <= l < Layers and 0 <= pos < s.Len(). A key is not one contiguous
-// vector in the cache (see [Pool.KeyBlock]); ReadK is for tests and
-// inspection, attention reads whole blocks. A position not yet written
-// since its Append reads unspecified (stale) data.
-func (p *Pool) ReadK(s *Seq, l, pos int, dst []float32) {
-	if len(dst) < p.kvDim {
-		panic(fmt.Sprintf("kvcache: ReadK into %d floats, want KVDim = %d", len(dst), p.kvDim))
-	}
-	off, slot := p.slotOf(s, l, pos)
-	id := s.table[pos/p.blockSize]
-	if p.dtype == F16 {
-		readK(p, p.f16[id][off:], id, l, slot, dst, widenF16, kernels.HalfToFloat)
-	} else {
-		readK(p, p.f32[id][off:], id, l, slot, dst, widenF32, fromF32)
-	}
-}
-
-func readK[E elem](p *Pool, b []E, id int32, l, slot int, dst []float32, conv func([]float32, []E), one func(E) float32) {
-	hd, bs := p.headDim, p.blockSize
-	for h := range p.heads {
-		run, out := b[h*hd*bs:(h+1)*hd*bs], dst[h*hd:(h+1)*hd]
-		if !p.sealed[p.sealIndex(id, l, h)] {
-			conv(out, run[slot*hd:][:hd])
-			continue
-		}
-		for i := range out {
-			out[i] = one(run[slot+i*bs])
-		}
-	}
-}
-
-// ReadV copies the value (KVDim floats) of layer l at position pos of s
-// into dst, which must hold at least KVDim floats; the indices must
-// satisfy 0 <= l < Layers and 0 <= pos < s.Len(). As with ReadK, a
-// position not yet written reads unspecified data.
-func (p *Pool) ReadV(s *Seq, l, pos int, dst []float32) {
-	if len(dst) < p.kvDim {
-		panic(fmt.Sprintf("kvcache: ReadV into %d floats, want KVDim = %d", len(dst), p.kvDim))
-	}
-	off, slot := p.slotOf(s, l, pos)
-	id := s.table[pos/p.blockSize]
-	hd, run := p.headDim, p.headDim*p.blockSize
-	for h := range p.heads {
-		o := off + p.blockSize*p.kvDim + h*run + slot*hd
-		if p.dtype == F16 {
-			kernels.FromHalf(dst[h*hd:(h+1)*hd], p.f16[id][o:o+hd])
-		} else {
-			copy(dst[h*hd:(h+1)*hd], p.f32[id][o:o+hd])
-		}
-	}
-}
-
-// want panics unless the pool stores t.
-func (p *Pool) want(t DType, what string) {
-	if p.dtype != t {
-		panic(fmt.Sprintf("kvcache: %s on a %v pool, want %v", what, p.dtype, t))
-	}
-}
-
-// slotOf returns the offset of layer l in the block holding position pos
-// of s (K then V, 2*BlockSize*KVDim elements from there) and the
-// position's slot in the block.
-func (p *Pool) slotOf(s *Seq, l, pos int) (int, int) {
-	if s.p != p || uint(l) >= uint(p.layers) || uint(pos) >= uint(s.n) {
-		p.badIndex(s, l, pos, "position")
-	}
-	return 2 * l * p.blockSize * p.kvDim, pos % p.blockSize
-}
-
-// KeyBlock returns the keys of layer l in block i of s (0 <= i <
-// Blocks(s)): BlockSize*KVDim floats, one run of HeadDim*BlockSize floats
-// per kv head. A head's run is staged, [slot][HeadDim] (position-major, as
-// keys are written), or, once sealed ([Pool.Seal], [Pool.KeySealed]),
-// transposed, [HeadDim][slot]: dimension d of the key in slot j is then at
-// d*BlockSize+j, and a query's scores against the block are vector
-// multiply-adds across slots. The block holds positions i*BlockSize+j for
-// j < min(BlockSize, s.Len()-i*BlockSize), each of them unspecified until
-// written ([Pool.Append]); slots past that count hold stale data (whatever
-// an earlier owner of the block, or a truncated position, left there,
-// possibly NaN or Inf), which callers must ignore (mask): attention may
-// read them only in lanes it discards, never multiply them into a sum.
-// KeyBlock is for F32 pools (it panics in an F16 one); [Pool.KeyBlockF16]
-// is the same for F16.
-func (p *Pool) KeyBlock(s *Seq, l, i int) []float32 {
-	off, end := p.keyRange(s, l, i)
-	p.want(F32, "KeyBlock")
-	return p.f32[s.table[i]][off:end:end]
-}
-
-// KeyBlockF16 is [Pool.KeyBlock] for an F16 pool (it panics in an F32
-// one): the same layout, in binary16.
-func (p *Pool) KeyBlockF16(s *Seq, l, i int) []uint16 {
-	off, end := p.keyRange(s, l, i)
-	p.want(F16, "KeyBlockF16")
-	return p.f16[s.table[i]][off:end:end]
-}
-
-func (p *Pool) keyRange(s *Seq, l, i int) (off, end int) {
-	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) {
-		p.badIndex(s, l, i, "block")
-	}
-	half := p.blockSize * p.kvDim
-	return 2 * l * half, (2*l + 1) * half
-}
-
-// KeySealed reports whether kv head h's keys of layer l in block i of s are
-// sealed (transposed); see [Pool.KeyBlock].
-func (p *Pool) KeySealed(s *Seq, l, i, h int) bool {
-	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) || uint(h) >= uint(p.heads) {
-		p.badHead(s, l, i, h)
-	}
-	return p.sealed[p.sealIndex(s.table[i], l, h)]
-}
-
-// Seal transposes kv head h's keys of layer l in block i of s, once every
-// slot of the block holds a written position: the block must be full
-// (s.Len() >= (i+1)*BlockSize) and owned by s alone ([Pool.Owned]). Sealing
-// a sealed head does nothing. Keys are written position-major (one
-// contiguous run per head and position) and read transposed; sealing a
-// block when it fills, rather than writing every key transposed, keeps the
-// writes and the reads of a partly filled block to a few cache lines per
-// position.
-//
-// Seal writes the head's keys: it must not run concurrently with readers of
-// them, but may for other heads, layers or blocks.
-func (p *Pool) Seal(s *Seq, l, i, h int) {
-	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) || uint(h) >= uint(p.heads) {
-		p.badHead(s, l, i, h)
-	}
-	id := s.table[i]
-	if s.n < (i+1)*p.blockSize || p.ref[id] != 1 {
-		panic(fmt.Sprintf("kvcache: Seal of block %d: %d of its %d slots used, %d references, want full and owned",
-			i, min(p.blockSize, max(0, s.n-i*p.blockSize)), p.blockSize, p.ref[id]))
-	}
-	si := p.sealIndex(id, l, h)
-	if p.sealed[si] {
-		return
-	}
-	hd, bs := p.headDim, p.blockSize
-	base := (2*l*p.kvDim + h*hd) * bs
-	if p.dtype == F16 {
-		transposeInPlace(p.f16[id][base:base+hd*bs], bs, hd, &scratch16)
-	} else {
-		transposeInPlace(p.f32[id][base:base+hd*bs], bs, hd, &scratch32)
-	}
-	p.sealed[si] = true
-}
-
-// transposeInPlace turns x, rows x cols row-major, into its transpose,
-// cols x rows row-major, through a scratch copy from scratch.
-func transposeInPlace[E elem](x []E, rows, cols int, scratch *sync.Pool) {
-	bp, _ := scratch.Get().(*[]E)
-	if bp == nil {
-		bp = new([]E)
-	}
-	if cap(*bp) < len(x) {
-		*bp = make([]E, len(x))
-	}
-	t := (*bp)[:len(x)]
-	copy(t, x)
-	kernels.Transpose(x, t, rows, cols) // a gather per column: 16x64 halves in 0.1 µs, not 0.9
-	scratch.Put(bp)
-}
-
-// Scratch buffers of Seal's transposition, by element type.
-var scratch32, scratch16 sync.Pool
-
-// ValueBlock returns the values of layer l in block i of s: BlockSize*KVDim
-// floats, head by head, kv head h's a run of BlockSize rows of HeadDim
-// floats at h*BlockSize*HeadDim (as the keys' staged layout); the slots
-// of positions [i*BlockSize, min((i+1)*BlockSize, s.Len())) are the
-// sequence's (each unspecified until written), the others hold stale data
-// that callers must mask, as [Pool.KeyBlock]'s. 0 <= i < Blocks(s) is
-// required. ValueBlock is for F32 pools (it panics in an F16 one);
-// [Pool.ValueBlockF16] is the same for F16.
-func (p *Pool) ValueBlock(s *Seq, l, i int) []float32 {
-	off, end := p.valueRange(s, l, i)
-	p.want(F32, "ValueBlock")
-	return p.f32[s.table[i]][off:end:end]
-}
-
-// ValueBlockF16 is [Pool.ValueBlock] for an F16 pool (it panics in an F32
-// one): the same layout, in binary16.
-func (p *Pool) ValueBlockF16(s *Seq, l, i int) []uint16 {
-	off, end := p.valueRange(s, l, i)
-	p.want(F16, "ValueBlockF16")
-	return p.f16[s.table[i]][off:end:end]
-}
-
-func (p *Pool) valueRange(s *Seq, l, i int) (off, end int) {
-	if s.p != p || uint(l) >= uint(p.layers) || uint(i) >= uint(len(s.table)) {
-		p.badIndex(s, l, i, "block")
-	}
-	off = (2*l + 1) * p.blockSize * p.kvDim
-	return off, off + p.blockSize*p.kvDim
 }
 
 // Stats returns a snapshot of the pool's counters.
@@ -695,16 +449,9 @@ func (p *Pool) alloc() (int32, error) {
 	if n := len(p.free); n > 0 {
 		id = p.free[n-1]
 		p.free = p.free[:n-1]
-		clear(p.sealed[p.sealIndex(id, 0, 0):p.sealIndex(id+1, 0, 0)])
 	} else if len(p.ref) < p.capBlocks {
 		id = int32(len(p.ref))
-		if p.dtype == F16 {
-			p.f16 = append(p.f16, make([]uint16, p.blockFloats))
-		} else {
-			p.f32 = append(p.f32, make([]float32, p.blockFloats))
-		}
 		p.ref = append(p.ref, 0)
-		p.sealed = append(p.sealed, make([]bool, p.layers*p.heads)...)
 	} else {
 		return 0, fmt.Errorf("%w: all %d blocks (%d bytes each) in use", ErrCacheFull, p.capBlocks, p.bytesPerBlock())
 	}
@@ -738,14 +485,6 @@ func (p *Pool) check(s *Seq) {
 	if s == nil || s.p != p {
 		panic("kvcache: Seq is nil or belongs to a different Pool")
 	}
-}
-
-//go:noinline
-func (p *Pool) badHead(s *Seq, l, i, h int) {
-	if uint(h) >= uint(p.heads) {
-		panic(fmt.Sprintf("kvcache: kv head %d out of range [0, %d)", h, p.heads))
-	}
-	p.badIndex(s, l, i, "block")
 }
 
 //go:noinline

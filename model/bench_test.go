@@ -5,6 +5,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
@@ -24,7 +25,7 @@ func BenchmarkStories260KGreedy256(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := m.NewRunner(kv)
+	r := cpu.NewRunner(m, cpu.NewCache(kv))
 	for b.Loop() {
 		seq := kv.NewSeq()
 		rows := make([]model.Row, len(prompt))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 	"github.com/entropix-search/entropix-search/model/synth"
@@ -30,7 +31,7 @@ func forkAlone(t *testing.T, m *model.Model, toks []int, dt kvcache.DType) [][]f
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := m.NewRunner(kv)
+	r := cpu.NewRunner(m, cpu.NewCache(kv))
 	seq := kv.NewSeq()
 	out := make([][]float32, len(toks))
 	for i, tok := range toks {
@@ -91,7 +92,7 @@ func forkTree(t *testing.T, m *model.Model, dt kvcache.DType, blockSize int, see
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := m.NewRunner(kv)
+	r := cpu.NewRunner(m, cpu.NewCache(kv))
 
 	root := &forkBranch{name: "root", seq: kv.NewSeq(), obs: map[int][]float32{}}
 	prompt := 5 + rng.IntN(3*blockSize)
@@ -248,7 +249,7 @@ func TestForkSharedPrefill(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r := m.NewRunner(kv)
+				r := cpu.NewRunner(m, cpu.NewCache(kv))
 				root := kv.NewSeq()
 				var toks []int
 				rows := make([]model.Row, prompt)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
@@ -70,7 +71,7 @@ func greedy(t *testing.T, m *model.Model, prompt []int, steps int) ([]int, [][]f
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := m.NewRunner(kv)
+	r := cpu.NewRunner(m, cpu.NewCache(kv))
 	seq := kv.NewSeq()
 	defer kv.Free(seq)
 	toks := append([]int(nil), prompt[0])
@@ -148,7 +149,7 @@ func TestPrefillBatchMatchesSequential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := m.NewRunner(kv)
+	r := cpu.NewRunner(m, cpu.NewCache(kv))
 	seq := kv.NewSeq()
 	rows := make([]model.Row, len(toks))
 	for i, tok := range toks {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/gguf"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 )
@@ -159,7 +160,7 @@ func TestForwardBadRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := m.NewRunner(kv)
+	r := cpu.NewRunner(m, cpu.NewCache(kv))
 	seq := kv.NewSeq()
 	if _, err := r.Forward(nil); err == nil {
 		t.Error("empty batch accepted")

@@ -1,12 +1,14 @@
 // Package model loads Llama-family language models (llama2.c checkpoints and
-// GGUF files) and runs their forward pass on the CPU.
+// GGUF files) and defines the seam their forward pass runs behind.
 //
-// The forward pass (forward.go) is batched from the start: one call advances
-// any number of rows, each the next token of some sequence in a paged,
-// copy-on-write KV cache (package kvcache). Rows may belong to different
-// sequences at different positions — the branches of a search tree, or the
-// positions of one prompt during prefill — and every weight matrix is read
-// once per call for all of them. A single sequence is simply a batch of one.
+// A Backend (backend.go) runs batched forward steps over a paged,
+// copy-on-write KV cache: package kvcache manages the blocks, the backend
+// stores them. Backends register by name (RegisterBackend) and are made
+// with NewBackend; the CPU's is package model/cpu ("cpu"), which a
+// program imports for its side effect. Reference (reference.go) is the
+// forward pass written plainly, one position at a time, that every backend
+// is tested against; model/train's step.go is the same network with its
+// backward pass, for training.
 //
 // Weights are bound by name (GGUF) or by position (llama2.c) into plain
 // structs; the numeric kernels live in package kernels.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 )
 
 // A step's logits rows stay as they were through the next Forward (the
@@ -17,7 +18,7 @@ func TestOutputLogitsOutliveNextForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := m.NewRunner(kv)
+	r := cpu.NewRunner(m, cpu.NewCache(kv))
 	a, b := kv.NewSeq(), kv.NewSeq()
 	out, err := r.Forward([]model.Row{{Seq: a, Token: 1}, {Seq: b, Token: 5}})
 	if err != nil {

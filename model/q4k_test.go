@@ -9,6 +9,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/synth"
 )
@@ -21,7 +22,7 @@ func logitsOf(t *testing.T, m *model.Model, toks []int) []float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := m.NewRunner(kv)
+	r := cpu.NewRunner(m, cpu.NewCache(kv))
 	seq := kv.NewSeq()
 	rows := make([]model.Row, len(toks))
 	for i, tok := range toks {

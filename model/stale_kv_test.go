@@ -10,6 +10,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
@@ -28,13 +29,13 @@ func TestStaleKVCacheIgnored(t *testing.T) {
 		for _, bs := range []int{4, 16} {
 			for _, headDim := range []int{c.KVDim(), c.HeadDim} { // NewCache's one run per block, or one per kv head
 				t.Run(fmt.Sprintf("kv-%v/block%d/headdim%d", dt, bs, headDim), func(t *testing.T) {
-					newPool := func() *kvcache.Pool {
+					newPool := func() *cpu.Cache {
 						kv, err := kvcache.New(kvcache.Config{Layers: c.Layers, KVDim: c.KVDim(), HeadDim: headDim,
 							BlockSize: bs, DType: dt, MaxBlocks: 1024 / bs})
 						if err != nil {
 							t.Fatal(err)
 						}
-						return kv
+						return cpu.NewCache(kv)
 					}
 					want, _ := staleTree(t, m, newPool(), false)
 					stale := newPool()
@@ -62,7 +63,7 @@ func TestStaleKVCacheIgnored(t *testing.T) {
 
 // fillNaN writes NaN keys and values into every position of every block
 // kv can hold, seals every block, and frees them all.
-func fillNaN(t *testing.T, kv *kvcache.Pool) {
+func fillNaN(t *testing.T, kv *cpu.Cache) {
 	t.Helper()
 	cfg := kv.Config()
 	nan := make([]float32, cfg.KVDim)
@@ -98,10 +99,10 @@ func fillNaN(t *testing.T, kv *kvcache.Pool) {
 // length, after the Forward: in the slots attention must mask. With
 // poison, each slot a Truncate gives back is first overwritten with NaN
 // where the branch owns it.
-func staleTree(t *testing.T, m *model.Model, kv *kvcache.Pool, poison bool) (logits [][]float32, masked int) {
+func staleTree(t *testing.T, m *model.Model, kv *cpu.Cache, poison bool) (logits [][]float32, masked int) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(7, uint64(kv.BlockSize())))
-	r := m.NewRunner(kv)
+	r := cpu.NewRunner(m, kv)
 	cfg := kv.Config()
 	nan := make([]float32, cfg.KVDim)
 	for i := range nan {
@@ -173,7 +174,7 @@ func staleTree(t *testing.T, m *model.Model, kv *kvcache.Pool, poison bool) (log
 
 // staleAfter reports whether the values of some sequence's last block
 // hold a NaN in a slot past the sequence's length.
-func staleAfter(kv *kvcache.Pool, live []*kvcache.Seq) bool {
+func staleAfter(kv *cpu.Cache, live []*kvcache.Seq) bool {
 	cfg := kv.Config()
 	bs, hd := cfg.BlockSize, cfg.HeadDim
 	isNaN := func(f float32) bool { return math.IsNaN(float64(f)) }

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/model/kernels/workers"
 )
 
 // Metrics are the entropix signals of one row: the shape of the next-token
@@ -245,7 +246,7 @@ const rowsParallel = 1 << 15
 func (m *RowMeasurer) Measure(rows [][]float32, floor float64, out []RowMeasure) {
 	m.rows, m.floor, m.out = rows, floor, out
 	if n := len(rows); n > 1 && n*len(rows[0]) >= rowsParallel {
-		kernels.ParallelTask(n, m)
+		workers.ParallelTask(n, m)
 	} else {
 		m.Run(0, n)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
@@ -22,7 +23,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		run := m.NewRunner(kv)
+		run := cpu.NewRunner(m, cpu.NewCache(kv))
 		seq := kv.NewSeq()
 		defer kv.Free(seq)
 		toks := m.Tokenizer.Encode(prompt, true)

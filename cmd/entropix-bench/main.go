@@ -24,6 +24,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	_ "github.com/entropix-search/entropix-search/model/cpu" // the CPU backend, model.NewBackend("cpu", ...)
 )
 
 // Exit codes.

@@ -245,11 +245,11 @@ func greedyAccuracy(ctx context.Context, m *train.Model, tok *tokenizer.Tokenize
 		return 0, err
 	}
 	const maxNew = 160
-	kv, err := inf.NewCache(len(problems)*(m.Shape.ContextLen+16), 16, kvcache.F32)
+	be, err := model.NewBackend("cpu", inf, model.CacheConfig{Tokens: len(problems) * (m.Shape.ContextLen + 16), BlockSize: 16, DType: kvcache.F32})
 	if err != nil {
 		return 0, err
 	}
-	run := inf.NewRunner(kv)
+	run, kv := be, be.Cache()
 	seqs := make([]*kvcache.Seq, len(problems))
 	outs := make([][]int, len(problems))
 	var rows []model.Row

@@ -28,6 +28,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
+	_ "github.com/entropix-search/entropix-search/model/cpu" // the CPU backend, model.NewBackend("cpu", ...)
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/policy"
 )

@@ -35,7 +35,7 @@
 //
 // # Attention
 //
-// The KV cache (package kvcache) keeps each full block's keys transposed,
+// The CPU backend's KV cache (model/cpu) keeps each full block's keys transposed,
 // one head's as HeadDim rows of BlockSize slots. ScoresT computes a query's
 // scores against such a block as BlockSize-wide vector multiply-adds, one
 // per dimension, with no horizontal sum per key; ScoresRows computes the
@@ -53,10 +53,11 @@
 // # Threads
 //
 // MatMul splits large products by weight rows across a persistent worker
-// pool (Pool; the package default is sized by GOMAXPROCS and changed with
-// SetThreads). Parallel exposes the same pool to other loops, such as
-// attention over rows and heads; ParallelTask takes a long-lived Task
-// instead of a func literal and allocates nothing.
+// pool, package workers' (Pool here; the default is sized by GOMAXPROCS and
+// changed with SetThreads). Parallel exposes the same pool to other loops,
+// such as attention over rows and heads; ParallelTask takes a long-lived
+// Task instead of a func literal and allocates nothing. The search borrows
+// the pool from package workers directly, without importing the kernels.
 //
 // # Dispatch
 //

@@ -219,14 +219,14 @@ func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
 	}
 	switch mats[0].Type {
 	case F32:
-		DefaultPool().matMul(j)
+		matMul(j)
 	case Q8_0:
 		cols := mats[0].Cols
 		s := getQ8Scratch(n * q8XBytes(cols))
 		s.quantize(x, n, cols, false)
 		j.xq = s.buf
 		j.work /= 4
-		DefaultPool().matMul(j)
+		matMul(j)
 		j.xq = nil
 		putQ8Scratch(s)
 	case Q4_K, Q5_K, Q6_K, Q4_0:
@@ -284,7 +284,7 @@ func MatMulQ8Acts(mats []*Mat, outs [][]float32, a *Q8Acts) {
 	}
 	j.xq = a.buf
 	j.work /= 4
-	DefaultPool().matMul(j)
+	matMul(j)
 }
 
 // newMatMulJob checks the matrices and outputs of a product of n
@@ -365,22 +365,6 @@ func (j *matMulJob) Run(lo, hi int) {
 			q40Rows(j.out[i], m, j.xq, j.n, r0, r1)
 		}
 	}
-}
-
-// matMul runs j over the pool, or on the caller for small products.
-func (p *Pool) matMul(j matMulJob) {
-	blocks := j.start[j.nm]
-	if blocks > 1 && j.work >= parallelWork && p.mu.TryLock() {
-		if len(p.workers) > 0 {
-			p.mm = j
-			p.runLocked(blocks, &p.mm)
-			p.mm = matMulJob{}
-			p.mu.Unlock()
-			return
-		}
-		p.mu.Unlock()
-	}
-	j.Run(0, blocks)
 }
 
 // xBlockBytes bounds the activation rows one pass over a weight block

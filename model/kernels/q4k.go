@@ -372,7 +372,7 @@ func kMatMul(j matMulJob) {
 	s := getQ8Scratch(j.n * q8kBytes(cols))
 	s.quantize(j.x, j.n, cols, true)
 	j.xq = s.buf
-	DefaultPool().matMul(j)
+	matMul(j)
 	j.xq = nil
 	putQ8Scratch(s)
 }

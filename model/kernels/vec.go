@@ -43,7 +43,7 @@ func DotStrided(out, q, k []float32, stride int) {
 // ScoresT sets out[j] = sum_d q[d]*kt[d*bs+j] over d < len(q), for every
 // j < len(out) <= bs: one query's attention scores against bs cached keys
 // stored transposed, dimension-major (len(q) rows of bs floats, one slot per
-// key), as kvcache keeps them. Slots from len(out) to bs are not read, so
+// key), as the CPU backend's cache keeps them. Slots from len(out) to bs are not read, so
 // they may hold anything. Each q[d] multiplies 16 keys at once, with no
 // horizontal sum per key.
 //

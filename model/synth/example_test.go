@@ -6,6 +6,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/synth"
 )
@@ -17,7 +18,7 @@ func ExampleGenerate() {
 		panic(err)
 	}
 	kv, _ := m.NewCache(16, 16, kvcache.F32)
-	r := m.NewRunner(kv)
+	r := cpu.NewRunner(m, cpu.NewCache(kv))
 	out, err := r.Forward([]model.Row{{Seq: kv.NewSeq(), Token: 1}})
 	if err != nil {
 		panic(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/gguf"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/modeltest"
@@ -25,7 +26,7 @@ func logits(t *testing.T, m *model.Model, toks []int) [][]float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := m.NewRunner(kv)
+	r := cpu.NewRunner(m, cpu.NewCache(kv))
 	seq := kv.NewSeq()
 	var all [][]float32
 	for _, tok := range toks {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/synth"
 )
 
@@ -71,7 +72,7 @@ func TestLogitsMatchInference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := inf.NewRunner(kv)
+		run := cpu.NewRunner(inf, cpu.NewCache(kv))
 		seq := kv.NewSeq()
 		worst := 0.0
 		for i, tok := range toks {

@@ -1,4 +1,4 @@
-package kvcache
+package cpu
 
 import (
 	"fmt"
