@@ -86,6 +86,10 @@ type SearchResult struct {
 	Stopped string
 	Cut     bool // engine.Result.Cut
 	Stats   engine.Stats
+	// Paths are the texts of the complete paths the search chose among
+	// (engine.Result.Paths), for coverage; nil when the searcher does not
+	// return them (coverage then counts Text alone).
+	Paths []string
 }
 
 // A Searcher runs the searches of an evaluation. The answer of a request
@@ -266,6 +270,14 @@ type ModeResult struct {
 	// Groups is the accuracy per group of items, in the order of
 	// TaskReport.Groups (none for a task without groups).
 	Groups []GroupResult `json:"groups,omitempty"`
+	// Covered counts the outputs whose check passes on at least one of
+	// the mode's complete paths or samples (Output.Covered): Coverage is
+	// their share, CoverageLow and CoverageHigh its 95 % Wilson interval
+	// (all 0 for a task without checks).
+	Covered      int     `json:"covered"`
+	Coverage     float64 `json:"coverage"`
+	CoverageLow  float64 `json:"coverage_low"`
+	CoverageHigh float64 `json:"coverage_high"`
 
 	Tokens float64 `json:"tokens"` // generated, committed path
 	Rows   float64 `json:"rows"`   // forward rows spent after the prompt
@@ -308,6 +320,11 @@ type Output struct {
 	// alternatives to explore but whose answer is complete is not cut).
 	Cut   bool         `json:"cut,omitempty"`
 	Stats engine.Stats `json:"stats"`
+	// Covered: the check passes on the output or on one of the search's
+	// complete paths (the right answer was found, chosen or not); Paths
+	// is their number.
+	Covered bool `json:"covered,omitempty"`
+	Paths   int  `json:"paths,omitempty"`
 }
 
 // newEvaluator prepares the items of task for cfg (its defaults filled
@@ -466,7 +483,7 @@ func (ev *evaluator) searchAll(ctx context.Context, mode engine.Mode, budget int
 			if err != nil {
 				return err
 			}
-			if err := done(i, &SearchResult{Text: res.Text, Tokens: res.Tokens, Stopped: res.Stopped, Cut: res.Cut(), Stats: res.Stats}); err != nil {
+			if err := done(i, &SearchResult{Text: res.Text, Tokens: res.Tokens, Stopped: res.Stopped, Cut: res.Cut(), Stats: res.Stats, Paths: pathTexts(res)}); err != nil {
 				return err
 			}
 		}
@@ -550,9 +567,11 @@ func (ev *evaluator) score(it *evalItem, mode engine.Mode, budget int, res *Sear
 		}
 		it.scores[key] = ll
 	}
-	return Output{Item: it.ID, Group: it.Group, Budget: budget, Mode: mode, Text: res.Text, Tokens: res.Tokens, LogLik: ll,
+	o := Output{Item: it.ID, Group: it.Group, Budget: budget, Mode: mode, Text: res.Text, Tokens: res.Tokens, LogLik: ll,
 		Loop: ev.cfg.Loop.Loops(res.Tokens), Correct: it.Check != nil && it.Check(res.Text),
-		Stopped: res.Stopped, Cut: res.Cut, Stats: res.Stats}, nil
+		Stopped: res.Stopped, Cut: res.Cut, Stats: res.Stats}
+	o.Covered, o.Paths = covered(it.Check, res)
+	return o, nil
 }
 
 // modeAcc sums the outputs of one mode at one budget.
@@ -562,6 +581,7 @@ type modeAcc struct {
 	// byGroup counts the outputs and the correct ones per group.
 	byGroup                map[string][2]int
 	n, loops, correct, cut int
+	covered                int
 	llSum                  float64
 	llTokens               int
 	outs                   [][]int
@@ -578,6 +598,9 @@ func (a *modeAcc) add(o *Output) {
 	}
 	if o.Correct {
 		a.correct++
+	}
+	if o.Covered {
+		a.covered++
 	}
 	if o.Cut {
 		a.cut++
@@ -615,6 +638,8 @@ func (a *modeAcc) result(mode engine.Mode, budget, width int) ModeResult {
 	}
 	if a.checked {
 		r.AccuracyLow, r.AccuracyHigh = Wilson95(a.correct, a.n)
+		r.Covered, r.Coverage = a.covered, float64(a.covered)/n
+		r.CoverageLow, r.CoverageHigh = Wilson95(a.covered, a.n)
 	}
 	for _, g := range a.groups {
 		c := a.byGroup[g]

@@ -149,8 +149,11 @@ type Result struct {
 	TextBytes []byte `json:"text_bytes,omitempty"`
 	Tokens    []int  `json:"tokens"` // its token ids
 	// Tree holds every node the search made; the committed path is marked.
-	Tree  *tree.Tree `json:"tree"`
-	Stats Stats      `json:"stats"`
+	Tree *tree.Tree `json:"tree"`
+	// Paths are the complete paths the result was chosen among (see
+	// Path): what coverage counts.
+	Paths []Path `json:"paths,omitempty"`
+	Stats Stats  `json:"stats"`
 	// Stopped says why the search ended: "eos", "max-tokens", "budget",
 	// "deadline", "canceled", "context-full" or "kv-full"; beam-adaptive
 	// also "settled" (the vote on the answer could no longer change).

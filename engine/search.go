@@ -628,6 +628,7 @@ func (s *search) result() *Result {
 		s.res.TextBytes = []byte(s.res.Text)
 	}
 	s.res.Tree = s.t
+	s.res.Paths = s.paths()
 	s.res.Stats.Generated = len(s.res.Tokens)
 	s.res.Stats.Wall = time.Since(s.start)
 	return s.res

@@ -507,11 +507,13 @@ func usage(j *job, outs []outcome) map[string]any {
 
 // extensionOut is the response's "entropix" object: per choice, why the
 // search stopped, whether the row budget cut it short, its statistics,
-// the tokens of its text and, when asked, its tree and the tree's id.
+// the tokens of its text, the complete paths it chose among (their texts
+// and, with a verifier, its verdicts) and, when asked, its tree and the
+// tree's id.
 func extensionOut(outs []outcome) []map[string]any {
 	var xs []map[string]any
 	for _, o := range outs {
-		x := map[string]any{"stopped": o.res.Stopped, "cut": o.res.Cut(), "stats": o.res.Stats, "tokens": o.res.Tokens}
+		x := map[string]any{"stopped": o.res.Stopped, "cut": o.res.Cut(), "stats": o.res.Stats, "tokens": o.res.Tokens, "paths": o.res.Paths}
 		if o.treeID != "" {
 			x["tree_id"] = o.treeID
 			x["tree"] = o.res.Tree
