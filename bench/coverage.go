@@ -96,3 +96,6 @@ func (r *Report) coveragePlot(t *TaskReport) (*plot.Plot, error) {
 	p.Y.Max = top + 0.8*(top-p.Y.Min)
 	return p, nil
 }
+
+// verifierRule says how the modes use a verifier's verdicts.
+const verifierRule = "beam-adaptive, beam and self-consistency vote on the answer with the summed verdicts of its paths, best-of-N takes the best-judged sample"

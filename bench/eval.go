@@ -61,6 +61,11 @@ type EvalConfig struct {
 	// 1); the report is the same whatever their order.
 	Searcher Searcher `json:"-"`
 	Parallel int      `json:"-"`
+	// Verifier, if set, judges the complete paths of the modes that
+	// choose among several (engine.WithVerifier); VerifierName names it
+	// in the report.
+	Verifier     *engine.Verifier `json:"-"`
+	VerifierName string           `json:"verifier,omitempty"`
 }
 
 // SearchRequest is one search of an evaluation: an item's prompt (its text
@@ -77,6 +82,8 @@ type SearchRequest struct {
 	Budget engine.Budget
 	// Policy is EvalConfig.Policy (nil: the engine's defaults).
 	Policy *policy.File
+	// Verifier asks for the searcher's verifier (EvalConfig.Verifier).
+	Verifier bool
 }
 
 // SearchResult is what an evaluation keeps of a search.
@@ -508,7 +515,7 @@ func (ev *evaluator) searchAll(ctx context.Context, mode engine.Mode, budget int
 			it := &ev.items[i]
 			g.Go(func() error {
 				r := SearchRequest{Item: it.ID, Prompt: it.Prompt, Tokens: it.ids, Chat: ev.cfg.Chat, Mode: mode, Seed: it.seed,
-					Budget: engine.Budget{MaxTokens: it.maxTokens, MaxRows: budget, MaxWidth: k}, Policy: ev.cfg.Policy}
+					Budget: engine.Budget{MaxTokens: it.maxTokens, MaxRows: budget, MaxWidth: k}, Policy: ev.cfg.Policy, Verifier: ev.cfg.Verifier != nil}
 				res, err := ev.cfg.Searcher(gctx, r)
 				if err != nil {
 					return fmt.Errorf("bench: eval: %s, %s at %d rows: %w", it.ID, mode, budget, err)
@@ -541,7 +548,7 @@ func (ev *evaluator) searchAll(ctx context.Context, mode engine.Mode, budget int
 func (ev *evaluator) search(ctx context.Context, it *evalItem, mode engine.Mode, budget int) (*engine.Result, error) {
 	k := ev.cfg.modeWidth(mode, budget)
 	opts := []engine.Option{engine.WithMode(mode), engine.WithSeed(it.seed), engine.WithWidth(k), engine.WithStopTokens(it.stops...), engine.WithKVType(ev.cfg.KVType),
-		engine.WithAnswer(ExtractAnswer)}
+		engine.WithAnswer(ExtractAnswer), engine.WithVerifier(ev.cfg.Verifier)}
 	if p := ev.cfg.Policy; p != nil {
 		opts = append(opts, engine.WithPolicy(p.Config), engine.WithScore(p.Score), engine.WithClarifyText(p.ClarifyText))
 	}

@@ -83,6 +83,9 @@ func (r *Report) header(b *strings.Builder, o MarkdownOptions) {
 		fmt.Fprintf(b, ", %d threads; the evaluation took %s", r.Threads, r.Wall.Round(100*time.Millisecond))
 	}
 	fmt.Fprintf(b, "; %v KV cache.\n\n", c.KVType)
+	if c.VerifierName != "" {
+		fmt.Fprintf(b, "Verifier: %s judges the complete paths of beam-adaptive, beam, self-consistency and best-of-N (%s); its forward rows count in the rows.\n\n", c.VerifierName, verifierRule)
+	}
 	modes := make([]string, len(c.Modes))
 	for i, m := range c.Modes {
 		modes[i] = m.String()

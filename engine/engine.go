@@ -34,6 +34,8 @@ type Engine struct {
 	opts  Options
 	kv    *kvcache.Pool
 	run   *model.Runner
+	// ver is the verifier at work (Options.Verifier), nil without one.
+	ver *verifierRun
 
 	// stepHook, when set (by tests), runs before every step and may fail it.
 	stepHook func(step int) error
@@ -92,7 +94,16 @@ func New(m *model.Model, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{m: m, opts: o, kv: kv, run: m.NewRunner(kv)}, nil
+	e := &Engine{m: m, opts: o, kv: kv, run: m.NewRunner(kv)}
+	if o.Verifier != nil {
+		if err := o.Verifier.Fits(m); err != nil {
+			return nil, err
+		}
+		if e.ver, err = newVerifierRun(o.Verifier); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
 }
 
 // Options returns the engine's options (with Policy.Clarify tokenized).
@@ -237,6 +248,9 @@ func (e *Engine) SearchTokensWith(ctx context.Context, promptText string, ids []
 	}
 	if o.CacheTokens != e.opts.CacheTokens || o.KVType != e.opts.KVType {
 		return nil, errors.New("engine: the KV cache's size and type are the engine's, not a search's")
+	}
+	if o.Verifier != nil && o.Verifier != e.opts.Verifier {
+		return nil, errors.New("engine: the verifier is the engine's (WithVerifier at New); a search may only turn it off")
 	}
 	if err := o.resolve(e.m); err != nil {
 		return nil, err

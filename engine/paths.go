@@ -31,7 +31,7 @@ func (s *search) paths() []Path {
 			continue
 		}
 		if n.Status == tree.Finished || n.Committed || (n.Status == tree.Live && n.Depth >= s.b.MaxTokens) {
-			out = append(out, Path{Node: id, Text: s.pathText(id)})
+			out = append(out, Path{Node: id, Text: s.pathText(id), Verified: s.verified[id]})
 		}
 	}
 	return out

@@ -133,6 +133,10 @@ func (s *samples) finalize() {
 		}
 		return b
 	}
+	if id, ok := s.verifiedChoice(leaves); ok {
+		s.commit(id, 0)
+		return
+	}
 	if s.opts.Mode == BestOfN {
 		s.commit(best(leaves), 0)
 		return

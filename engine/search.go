@@ -83,6 +83,8 @@ type search struct {
 	meas     []policy.RowMeasure
 	measRows [][]float32
 	measAt   []int
+	// verified holds the verifier's verdicts on complete paths, by leaf.
+	verified map[tree.ID]float64
 	// Scratch shared by the modes.
 	cand     policy.Candidates
 	top      []int

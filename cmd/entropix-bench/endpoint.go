@@ -77,6 +77,7 @@ func remoteSearch(ctx context.Context, c *openai.Client, r bench.SearchRequest) 
 	if r.Policy != nil {
 		ext["policy"] = r.Policy
 	}
+	ext["verifier"] = r.Verifier
 	opts := []option.RequestOption{option.WithJSONSet("entropix", ext)}
 	var raw, text string
 	if r.Chat {

@@ -34,6 +34,10 @@ type extension struct {
 	// default) or "last-number" (that, else the last number: what
 	// entropix-bench eval scores).
 	Answer string `json:"answer"`
+	// Verifier turns the server's verifier (serve --verifier) off
+	// (false) or asks for it (true: an error when it has none); left
+	// out, the searches that choose among paths use it when there is one.
+	Verifier *bool `json:"verifier"`
 }
 
 // common are the fields completions and chat share.
@@ -142,6 +146,7 @@ func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
 	j.stops = stops
 	pf := s.cfg.Policy
 	answer := bench.MarkedAnswer
+	verifierOff := false
 	if x := c.Entropix; x != nil {
 		if x.Mode != "" {
 			if j.mode, err = engine.ParseMode(x.Mode); err != nil {
@@ -163,6 +168,14 @@ func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
 			}
 		}
 		j.returnTree = x.ReturnTree
+		if v := x.Verifier; v != nil {
+			switch {
+			case *v && s.eng.Options().Verifier == nil:
+				return nil, badRequest("entropix.verifier", "the server has no verifier (start it with --verifier FILE)")
+			case !*v:
+				verifierOff = true
+			}
+		}
 		switch x.Answer {
 		case "", "marked":
 		case "last-number":
@@ -180,6 +193,9 @@ func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
 	j.opts = []engine.Option{engine.WithMode(j.mode), engine.WithPolicy(pf.Config), engine.WithScore(pf.Score),
 		engine.WithClarifyText(pf.ClarifyText), engine.WithSampling(sampling), engine.WithTopProbs(topProbs),
 		engine.WithAnswer(answer), engine.WithWidth(width)}
+	if verifierOff {
+		j.opts = append(j.opts, engine.WithVerifier(nil))
+	}
 	return j, nil
 }
 
