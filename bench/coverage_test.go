@@ -85,3 +85,29 @@ func TestEvalCoverage(t *testing.T) {
 		}
 	}
 }
+
+// TestCompare labels each report's modes with its suffix and writes one
+// line per mode and budget with both intervals.
+func TestCompare(t *testing.T) {
+	mk := func(mode engine.Mode, budget int, acc, cov float64) ModeResult {
+		return ModeResult{Mode: mode, Budget: budget, Width: 4, Rows: float64(budget) / 2, Accuracy: acc, AccuracyLow: acc - 0.1, AccuracyHigh: acc + 0.1,
+			Coverage: cov, CoverageLow: cov - 0.1, CoverageHigh: cov + 0.1}
+	}
+	a := &Report{Tasks: []*TaskReport{{Checked: true, Results: []ModeResult{mk(engine.BeamAdaptive, 100, 0.5, 0.6), mk(engine.BeamAdaptive, 200, 0.5, 0.7)}}}}
+	b := &Report{Tasks: []*TaskReport{{Checked: true, Results: []ModeResult{mk(engine.BeamAdaptive, 100, 0.6, 0.6)}}}}
+	s := CompareSeries([]*Report{a, b}, []string{"", " + verifier"})
+	if len(s) != 2 || s[0].Label != "beam-adaptive" || len(s[0].Points) != 2 || s[1].Label != "beam-adaptive + verifier" {
+		t.Fatalf("series %+v", s)
+	}
+	var md strings.Builder
+	if err := CompareMarkdown(&md, s); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| beam-adaptive + verifier | 100 | 4 | 50 | 60.0% [50.0, 70.0] | 60.0% [50.0, 70.0] |"; !strings.Contains(md.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, md.String())
+	}
+	var svg strings.Builder
+	if err := CompareSVG(&svg, "t", s); err != nil || !strings.Contains(svg.String(), "<svg") {
+		t.Errorf("svg: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/entropix-search/entropix-search/bench"
@@ -304,4 +305,44 @@ func loadEvalVerifier(path string, m *model.Model) (*engine.Verifier, error) {
 		return nil, usagef("-verifier: %v", err)
 	}
 	return v, nil
+}
+
+func init() {
+	register("compare", "one table and plot of accuracy and coverage against rows spent, from several eval -json reports", runCompare)
+}
+
+// runCompare reads eval reports (FILE or FILE=SUFFIX, the suffix added to
+// their modes' labels) and writes the comparison's table and plot.
+func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("compare", "[-svg FILE] [-title T] report.json[=SUFFIX] ...", stderr)
+	svgPath := fs.String("svg", "", "also draw accuracy and coverage against rows spent as SVG to this `file`")
+	title := fs.String("title", "arith", "the plot's title")
+	if err := fs.Parse(args); err != nil {
+		return usagef("%v", err)
+	}
+	if fs.NArg() == 0 {
+		return usagef("no report given")
+	}
+	var reps []*bench.Report
+	var suffixes []string
+	for _, a := range fs.Args() {
+		path, suffix, _ := strings.Cut(a, "=")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		var r bench.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		reps, suffixes = append(reps, &r), append(suffixes, suffix)
+	}
+	series := bench.CompareSeries(reps, suffixes)
+	if err := bench.CompareMarkdown(stdout, series); err != nil {
+		return err
+	}
+	if *svgPath != "" {
+		return writeFile(*svgPath, func(w io.Writer) error { return bench.CompareSVG(w, *title, series) })
+	}
+	return nil
 }
