@@ -324,10 +324,14 @@ func (s *search) verifyLeaves(leaves []tree.ID) {
 	}
 }
 
-// verifiedVote returns the answer with the largest summed verdicts among
-// leaves and its best-judged leaf, false when no leaf was judged. An
-// answer-less path votes only when no path has an answer.
-func (s *search) verifiedVote(leaves []tree.ID) (tree.ID, bool) {
+// verifiedVote returns the answer with the largest summed weights among
+// the judged leaves and its best-judged leaf, false when no leaf was
+// judged. A leaf's weight is its verdict, times its path's probability
+// when byProb is set (the model's confidence-weighted vote, each path
+// weighed by the verifier too; samples are already drawn by probability,
+// so they weigh by the verdict alone). An answer-less path votes only
+// when no path has an answer.
+func (s *search) verifiedVote(leaves []tree.ID, byProb bool) (tree.ID, bool) {
 	mass := map[string]float64{}
 	var order []string
 	for _, id := range leaves {
@@ -338,6 +342,9 @@ func (s *search) verifiedVote(leaves []tree.ID) (tree.ID, bool) {
 		a := s.answer(id)
 		if _, seen := mass[a]; !seen {
 			order = append(order, a)
+		}
+		if byProb {
+			p *= math.Exp(s.t.Node(id).CumLogProb)
 		}
 		mass[a] += p
 	}
@@ -373,9 +380,11 @@ func (v *Verifier) Judge(prompt []int, paths [][]int) ([]float64, error) {
 }
 
 // verifiedChoice judges leaves with the verifier and returns the best
-// judged leaf of the answer whose judged leaves have the largest summed
-// verdicts (best-of-N: the best judged leaf), false without a verifier or
-// when no leaf could be judged within the budget.
+// judged leaf of the answer whose judged leaves weigh the most (see
+// verifiedVote: beam-adaptive and beam weigh a path by its probability
+// times its verdict, self-consistency by its verdict; best-of-N takes the
+// best-judged leaf), false without a verifier or when no leaf could be
+// judged within the budget.
 func (s *search) verifiedChoice(leaves []tree.ID) (tree.ID, bool) {
 	if s.opts.Verifier == nil {
 		return tree.None, false
@@ -390,7 +399,7 @@ func (s *search) verifiedChoice(leaves []tree.ID) (tree.ID, bool) {
 		}
 		return best, best != tree.None
 	}
-	return s.verifiedVote(leaves)
+	return s.verifiedVote(leaves, s.opts.Mode == BeamAdaptive || s.opts.Mode == Beam)
 }
 
 // verifyReserve is the rows beam-adaptive keeps for its verifier: those

@@ -134,7 +134,7 @@ func TestVerifiedVote(t *testing.T) {
 	a1, a2, b, c := add(" x #### 1"), add(" y #### 1"), add(" z #### 2"), add(" w #### 3")
 	s.verified = map[tree.ID]float64{a1: 0.4, a2: 0.45, b: 0.7}
 	leaves := []tree.ID{a1, a2, b, c}
-	if id, ok := s.verifiedVote(leaves); !ok || id != a2 {
+	if id, ok := s.verifiedVote(leaves, false); !ok || id != a2 {
 		t.Errorf("weighted vote chose %v (%v), want %v: answer 1 has 0.85, answer 2 0.7", id, ok, a2)
 	}
 	s.opts.Mode = BestOfN
@@ -143,11 +143,18 @@ func TestVerifiedVote(t *testing.T) {
 		t.Errorf("best-of-N chose %v (%v), want %v", id, ok, b)
 	}
 	s.verified = map[tree.ID]float64{c: 0.1}
-	if id, ok := s.verifiedVote(leaves); !ok || id != c {
+	if id, ok := s.verifiedVote(leaves, false); !ok || id != c {
 		t.Errorf("the only judged path: chose %v (%v), want %v", id, ok, c)
 	}
+	// Weighed by probability too, a less probable path needs a better
+	// verdict.
+	s.t.Node(b).CumLogProb, s.t.Node(a1).CumLogProb, s.t.Node(a2).CumLogProb = math.Log(0.5), math.Log(0.3), math.Log(0.1)
+	s.verified = map[tree.ID]float64{a1: 0.4, a2: 0.45, b: 0.4}
+	if id, ok := s.verifiedVote(leaves, true); !ok || id != b {
+		t.Errorf("probability-weighted vote chose %v (%v), want %v: answer 2 weighs 0.5 × 0.4, answer 1 0.3 × 0.4 + 0.1 × 0.45", id, ok, b)
+	}
 	s.verified = nil
-	if _, ok := s.verifiedVote(leaves); ok {
+	if _, ok := s.verifiedVote(leaves, false); ok {
 		t.Error("no judged path: a vote")
 	}
 }
