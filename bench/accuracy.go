@@ -78,7 +78,7 @@ func accuracyCI(r ModeResult) string {
 // per problem, forks, cuts and the search time of all problems.
 func (t *TaskReport) accuracyTable(b *strings.Builder, budget int, o MarkdownOptions) {
 	rs := t.at(budget)
-	fmt.Fprintf(b, "### %d rows per item\n\n| mode | K | accuracy [95%% CI] |", budget)
+	fmt.Fprintf(b, "### %d rows per item\n\n| mode | K | accuracy [95%% CI] | coverage [95%% CI] |", budget)
 	for _, g := range t.Groups {
 		fmt.Fprintf(b, " %s |", g)
 	}
@@ -86,7 +86,7 @@ func (t *TaskReport) accuracyTable(b *strings.Builder, budget int, o MarkdownOpt
 	if !o.NoTimings {
 		b.WriteString(" wall s |")
 	}
-	b.WriteString("\n| --- | ---: | ---: |")
+	b.WriteString("\n| --- | ---: | ---: | ---: |")
 	for range t.Groups {
 		b.WriteString(" ---: |")
 	}
@@ -102,7 +102,7 @@ func (t *TaskReport) accuracyTable(b *strings.Builder, budget int, o MarkdownOpt
 		if acc.format(r.Accuracy) == acc.format(best) {
 			cell = "**" + pct1(r.Accuracy) + "**" + strings.TrimPrefix(cell, pct1(r.Accuracy))
 		}
-		fmt.Fprintf(b, "| %s | %d | %s (%d/%d) |", r.Mode, r.Width, cell, r.Correct, t.Items)
+		fmt.Fprintf(b, "| %s | %d | %s (%d/%d) | %s |", r.Mode, r.Width, cell, r.Correct, t.Items, coverageCI(r))
 		for _, g := range t.Groups {
 			i := slices.IndexFunc(r.Groups, func(x GroupResult) bool { return x.Group == g })
 			if i < 0 || r.Groups[i].Items == 0 {
@@ -127,7 +127,7 @@ func (t *TaskReport) accuracyTable(b *strings.Builder, budget int, o MarkdownOpt
 func (t *TaskReport) rowsSpentTable(b *strings.Builder) {
 	bs := t.budgets()
 	b.WriteString("### Accuracy against rows spent\n\n")
-	b.WriteString("Equal compute is compared at the forward rows a mode really spent (mean per item), not at the budget: a single-path mode stops at the end of its answer whatever the budget.\n\n| mode |")
+	b.WriteString("Equal compute is compared at the forward rows a mode really spent (mean per item), not at the budget: a single-path mode stops at the end of its answer whatever the budget. Coverage is the share of items whose right answer is among the mode's complete paths or samples, chosen or not.\n\n| mode |")
 	for _, budget := range bs {
 		fmt.Fprintf(b, " budget %d |", budget)
 	}
@@ -151,7 +151,7 @@ func (t *TaskReport) rowsSpentTable(b *strings.Builder) {
 				continue
 			}
 			r := t.Results[i]
-			fmt.Fprintf(b, " %s at %.0f rows |", pct1(r.Accuracy), r.Rows)
+			fmt.Fprintf(b, " %s (coverage %s) at %.0f rows |", pct1(r.Accuracy), pct1(r.Coverage), r.Rows)
 		}
 		b.WriteString("\n")
 	}

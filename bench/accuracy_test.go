@@ -246,11 +246,11 @@ func TestEvalGroups(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"| mode | K | accuracy [95% CI] | 2 steps | 3 steps | 10 steps | other | rows/problem | tokens/problem | forks | cut | wall s |",
-		"| greedy | 1 | **60.0%** [23.1, 88.2] (3/5) | 50.0% (1/2) | 100.0% (1/1) | 100.0% (1/1) | 0.0% (0/1) |",
-		"| beam | 2 | **60.0%** [23.1, 88.2] (3/5) |",
+		"| mode | K | accuracy [95% CI] | coverage [95% CI] | 2 steps | 3 steps | 10 steps | other | rows/problem | tokens/problem | forks | cut | wall s |",
+		"| greedy | 1 | **60.0%** [23.1, 88.2] (3/5) | 60.0% [23.1, 88.2] | 50.0% (1/2) | 100.0% (1/1) | 100.0% (1/1) | 0.0% (0/1) |",
+		"| beam | 2 | **60.0%** [23.1, 88.2] (3/5) | 60.0% [23.1, 88.2] |",
 		"### Accuracy against rows spent",
-		"| greedy | 60.0% at ",
+		"| greedy | 60.0% (coverage 60.0%) at ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)

@@ -61,6 +61,11 @@ type EvalConfig struct {
 	// 1); the report is the same whatever their order.
 	Searcher Searcher `json:"-"`
 	Parallel int      `json:"-"`
+	// Verifier, if set, judges the complete paths of the modes that
+	// choose among several (engine.WithVerifier); VerifierName names it
+	// in the report.
+	Verifier     *engine.Verifier `json:"-"`
+	VerifierName string           `json:"verifier,omitempty"`
 }
 
 // SearchRequest is one search of an evaluation: an item's prompt (its text
@@ -77,6 +82,8 @@ type SearchRequest struct {
 	Budget engine.Budget
 	// Policy is EvalConfig.Policy (nil: the engine's defaults).
 	Policy *policy.File
+	// Verifier asks for the searcher's verifier (EvalConfig.Verifier).
+	Verifier bool
 }
 
 // SearchResult is what an evaluation keeps of a search.
@@ -86,6 +93,10 @@ type SearchResult struct {
 	Stopped string
 	Cut     bool // engine.Result.Cut
 	Stats   engine.Stats
+	// Paths are the texts of the complete paths the search chose among
+	// (engine.Result.Paths), for coverage; nil when the searcher does not
+	// return them (coverage then counts Text alone).
+	Paths []string
 }
 
 // A Searcher runs the searches of an evaluation. The answer of a request
@@ -269,6 +280,14 @@ type ModeResult struct {
 	// Groups is the accuracy per group of items, in the order of
 	// TaskReport.Groups (none for a task without groups).
 	Groups []GroupResult `json:"groups,omitempty"`
+	// Covered counts the outputs whose check passes on at least one of
+	// the mode's complete paths or samples (Output.Covered): Coverage is
+	// their share, CoverageLow and CoverageHigh its 95 % Wilson interval
+	// (all 0 for a task without checks).
+	Covered      int     `json:"covered"`
+	Coverage     float64 `json:"coverage"`
+	CoverageLow  float64 `json:"coverage_low"`
+	CoverageHigh float64 `json:"coverage_high"`
 
 	Tokens float64 `json:"tokens"` // generated, committed path
 	Rows   float64 `json:"rows"`   // forward rows spent after the prompt
@@ -311,6 +330,11 @@ type Output struct {
 	// alternatives to explore but whose answer is complete is not cut).
 	Cut   bool         `json:"cut,omitempty"`
 	Stats engine.Stats `json:"stats"`
+	// Covered: the check passes on the output or on one of the search's
+	// complete paths (the right answer was found, chosen or not); Paths
+	// is their number.
+	Covered bool `json:"covered,omitempty"`
+	Paths   int  `json:"paths,omitempty"`
 }
 
 // newEvaluator prepares the items of task for cfg (its defaults filled
@@ -469,7 +493,7 @@ func (ev *evaluator) searchAll(ctx context.Context, mode engine.Mode, budget int
 			if err != nil {
 				return err
 			}
-			if err := done(i, &SearchResult{Text: res.Text, Tokens: res.Tokens, Stopped: res.Stopped, Cut: res.Cut(), Stats: res.Stats}); err != nil {
+			if err := done(i, &SearchResult{Text: res.Text, Tokens: res.Tokens, Stopped: res.Stopped, Cut: res.Cut(), Stats: res.Stats, Paths: pathTexts(res)}); err != nil {
 				return err
 			}
 		}
@@ -494,7 +518,7 @@ func (ev *evaluator) searchAll(ctx context.Context, mode engine.Mode, budget int
 			it := &ev.items[i]
 			g.Go(func() error {
 				r := SearchRequest{Item: it.ID, Prompt: it.Prompt, Tokens: it.ids, Chat: ev.cfg.Chat, Mode: mode, Seed: it.seed,
-					Budget: engine.Budget{MaxTokens: it.maxTokens, MaxRows: budget, MaxWidth: k}, Policy: ev.cfg.Policy}
+					Budget: engine.Budget{MaxTokens: it.maxTokens, MaxRows: budget, MaxWidth: k}, Policy: ev.cfg.Policy, Verifier: ev.cfg.Verifier != nil}
 				res, err := ev.cfg.Searcher(gctx, r)
 				if err != nil {
 					return fmt.Errorf("bench: eval: %s, %s at %d rows: %w", it.ID, mode, budget, err)
@@ -527,7 +551,7 @@ func (ev *evaluator) searchAll(ctx context.Context, mode engine.Mode, budget int
 func (ev *evaluator) search(ctx context.Context, it *evalItem, mode engine.Mode, budget int) (*engine.Result, error) {
 	k := ev.cfg.modeWidth(mode, budget)
 	opts := []engine.Option{engine.WithMode(mode), engine.WithSeed(it.seed), engine.WithWidth(k), engine.WithStopTokens(it.stops...), engine.WithKVType(ev.cfg.KVType),
-		engine.WithAnswer(policy.ExtractAnswer)}
+		engine.WithAnswer(policy.ExtractAnswer), engine.WithVerifier(ev.cfg.Verifier)}
 	if p := ev.cfg.Policy; p != nil {
 		opts = append(opts, engine.WithPolicy(p.Config), engine.WithScore(p.Score), engine.WithClarifyText(p.ClarifyText))
 	}
@@ -553,9 +577,11 @@ func (ev *evaluator) score(it *evalItem, mode engine.Mode, budget int, res *Sear
 		}
 		it.scores[key] = ll
 	}
-	return Output{Item: it.ID, Group: it.Group, Budget: budget, Mode: mode, Text: res.Text, Tokens: res.Tokens, LogLik: ll,
+	o := Output{Item: it.ID, Group: it.Group, Budget: budget, Mode: mode, Text: res.Text, Tokens: res.Tokens, LogLik: ll,
 		Loop: ev.cfg.Loop.Loops(res.Tokens), Correct: it.Check != nil && it.Check(res.Text),
-		Stopped: res.Stopped, Cut: res.Cut, Stats: res.Stats}, nil
+		Stopped: res.Stopped, Cut: res.Cut, Stats: res.Stats}
+	o.Covered, o.Paths = covered(it.Check, res)
+	return o, nil
 }
 
 // modeAcc sums the outputs of one mode at one budget.
@@ -565,6 +591,7 @@ type modeAcc struct {
 	// byGroup counts the outputs and the correct ones per group.
 	byGroup                map[string][2]int
 	n, loops, correct, cut int
+	covered                int
 	llSum                  float64
 	llTokens               int
 	outs                   [][]int
@@ -581,6 +608,9 @@ func (a *modeAcc) add(o *Output) {
 	}
 	if o.Correct {
 		a.correct++
+	}
+	if o.Covered {
+		a.covered++
 	}
 	if o.Cut {
 		a.cut++
@@ -618,6 +648,8 @@ func (a *modeAcc) result(mode engine.Mode, budget, width int) ModeResult {
 	}
 	if a.checked {
 		r.AccuracyLow, r.AccuracyHigh = Wilson95(a.correct, a.n)
+		r.Covered, r.Coverage = a.covered, float64(a.covered)/n
+		r.CoverageLow, r.CoverageHigh = Wilson95(a.covered, a.n)
 	}
 	for _, g := range a.groups {
 		c := a.byGroup[g]

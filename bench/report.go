@@ -83,6 +83,9 @@ func (r *Report) header(b *strings.Builder, o MarkdownOptions) {
 		fmt.Fprintf(b, ", %d threads; the evaluation took %s", r.Threads, r.Wall.Round(100*time.Millisecond))
 	}
 	fmt.Fprintf(b, "; %v KV cache.\n\n", c.KVType)
+	if c.VerifierName != "" {
+		fmt.Fprintf(b, "Verifier: %s judges the complete paths of beam-adaptive, beam, self-consistency and best-of-N (%s); its forward rows count in the rows.\n\n", c.VerifierName, verifierRule)
+	}
 	modes := make([]string, len(c.Modes))
 	for i, m := range c.Modes {
 		modes[i] = m.String()
@@ -221,14 +224,20 @@ func (t *TaskReport) markdown(b *strings.Builder, o MarkdownOptions) {
 		fmt.Fprintf(b, "### %d rows per item\n\n| mode | K |", budget)
 		for _, m := range ms {
 			fmt.Fprintf(b, " %s |", m.name)
+			if m.name == "accuracy" {
+				b.WriteString(" coverage |")
+			}
 		}
 		b.WriteString(" tokens | rows | forks | prunes | cut |")
 		if !o.NoTimings {
 			b.WriteString(" wall |")
 		}
 		b.WriteString("\n| --- | ---: |")
-		for range ms {
+		for _, m := range ms {
 			b.WriteString(" ---: |")
+			if m.name == "accuracy" {
+				b.WriteString(" ---: |")
+			}
 		}
 		b.WriteString(" ---: | ---: | ---: | ---: | ---: |")
 		if !o.NoTimings {
@@ -244,7 +253,8 @@ func (t *TaskReport) markdown(b *strings.Builder, o MarkdownOptions) {
 			for i, m := range ms {
 				c := m.cell(m.value(r), bests[i])
 				if m.name == "accuracy" {
-					c = fmt.Sprintf("%s [%.0f, %.0f] (%d/%d)", c, 100*r.AccuracyLow, 100*r.AccuracyHigh, r.Correct, t.Items)
+					c = fmt.Sprintf("%s [%.0f, %.0f] (%d/%d) | %s [%.0f, %.0f]", c, 100*r.AccuracyLow, 100*r.AccuracyHigh, r.Correct, t.Items,
+						pct(r.Coverage), 100*r.CoverageLow, 100*r.CoverageHigh)
 				}
 				fmt.Fprintf(b, " %s |", c)
 			}
@@ -549,7 +559,7 @@ func (s *SpeedSection) markdown(b *strings.Builder) error {
 // csvHeader names the columns of WriteCSV.
 var csvHeader = []string{"task", "budget_rows", "mode", "width", "items", "loglik_per_token", "loop_share", "distinct2",
 	"correct", "accuracy", "tokens", "rows", "forks", "prunes", "cut_share", "wall_ms", "forward_ms",
-	"accuracy_low", "accuracy_high", "wall_total_s"}
+	"accuracy_low", "accuracy_high", "wall_total_s", "covered", "coverage", "coverage_low", "coverage_high"}
 
 // WriteCSV writes one line per task, budget and mode.
 func (r *Report) WriteCSV(w io.Writer) error {
@@ -560,13 +570,15 @@ func (r *Report) WriteCSV(w io.Writer) error {
 	for _, t := range r.Tasks {
 		for _, x := range t.Results {
 			acc, lo, hi := "", "", ""
+			cov, clo, chi := "", "", ""
 			if t.Checked {
 				acc, lo, hi = f(x.Accuracy), f(x.AccuracyLow), f(x.AccuracyHigh)
+				cov, clo, chi = f(x.Coverage), f(x.CoverageLow), f(x.CoverageHigh)
 			}
 			cw.Write([]string{t.Task, strconv.Itoa(x.Budget), x.Mode.String(), strconv.Itoa(x.Width), strconv.Itoa(t.Items),
 				f(x.LogLik), f(x.LoopShare), f(x.Distinct2), strconv.Itoa(x.Correct), acc,
 				f(x.Tokens), f(x.Rows), f(x.Forks), f(x.Prunes), f(x.Cut), ms(x.Wall), ms(x.Forward),
-				lo, hi, f(x.WallTotal.Seconds())})
+				lo, hi, f(x.WallTotal.Seconds()), strconv.Itoa(x.Covered), cov, clo, chi})
 		}
 	}
 	cw.Flush()
@@ -629,6 +641,10 @@ func (r *Report) plots() ([]*plot.Plot, error) {
 	if t.Checked {
 		p, err := r.accuracyPlot(t)
 		if err != nil {
+			return nil, err
+		}
+		row = append(row, p)
+		if p, err = r.coveragePlot(t); err != nil {
 			return nil, err
 		}
 		row = append(row, p)

@@ -424,7 +424,7 @@ func (s *adaptive) refill() {
 	// Best first: the most probable alternatives that the rows left can
 	// pay to finish, with every live path. The walk looks at a bounded
 	// number of them, so that a wide frontier costs no more per step.
-	need := 0
+	need := s.verifyReserve()
 	for _, br := range s.live {
 		need += s.rowsToFinish(br.leaf)
 	}
@@ -435,7 +435,7 @@ func (s *adaptive) refill() {
 			break
 		}
 		seen++
-		cost := s.rowsToFinish(id)
+		cost := s.rowsToFinish(id) + s.verifyExtra(id)
 		if s.b.MaxRows > 0 && s.res.Stats.Rows+need+cost > s.b.MaxRows {
 			continue
 		}
@@ -502,7 +502,7 @@ func (s *adaptive) tally() (answers []string, mass map[string]float64) {
 // the leading answer leads by more than the probability of every live and
 // waiting path. Only probability weights bound what is left.
 func (s *adaptive) voteSettled() bool {
-	if s.opts.Score != policy.ScoreLogProb {
+	if s.opts.Score != policy.ScoreLogProb || s.opts.Verifier != nil {
 		return false
 	}
 	answers, mass := s.tally()
@@ -549,11 +549,13 @@ func (s *adaptive) finalize() {
 		}
 		return
 	}
-	win := heaviest(s.tally())
-	best := tree.None
-	for _, id := range s.leaves {
-		if s.answers[id] == win && (best == tree.None || better(id, best)) {
-			best = id
+	best, ok := s.verifiedChoice(s.leaves)
+	if !ok {
+		win := heaviest(s.tally())
+		for _, id := range s.leaves {
+			if s.answers[id] == win && (best == tree.None || better(id, best)) {
+				best = id
+			}
 		}
 	}
 	s.commit(best, 0)

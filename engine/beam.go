@@ -155,6 +155,10 @@ func (s *beamSearch) stepBeam() {
 
 // finalize commits the best hypothesis, finished or live.
 func (s *beamSearch) finalize() {
+	if id, ok := s.verifiedChoice(s.finished); ok {
+		s.commit(id, 0)
+		return
+	}
 	best, bestScore := tree.None, 0.0
 	consider := func(id tree.ID, score float64) {
 		if best == tree.None || score > bestScore {

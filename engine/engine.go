@@ -34,6 +34,8 @@ type Engine struct {
 	opts  Options
 	kv    *kvcache.Pool // the backend's block manager
 	be    model.Backend
+	// ver is the verifier at work (Options.Verifier), nil without one.
+	ver *verifierRun
 
 	// stepHook, when set (by tests), runs before every step and may fail it.
 	stepHook func(step int) error
@@ -96,11 +98,23 @@ func New(m *model.Model, opts ...Option) (*Engine, error) {
 	if o.Backend == "" {
 		o.Backend = "cpu"
 	}
+	if o.Verifier != nil {
+		if err := o.Verifier.Fits(m); err != nil {
+			return nil, err
+		}
+	}
 	be, err := model.NewBackend(o.Backend, m, model.CacheConfig{Tokens: o.CacheTokens, BlockSize: 16, DType: o.KVType})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	return &Engine{m: m, opts: o, kv: be.Cache(), be: be}, nil
+	e := &Engine{m: m, opts: o, kv: be.Cache(), be: be}
+	if o.Verifier != nil {
+		if e.ver, err = newVerifierRun(o.Verifier, o.Backend); err != nil {
+			be.Close()
+			return nil, err
+		}
+	}
+	return e, nil
 }
 
 // Options returns the engine's options (with Policy.Clarify tokenized).
@@ -157,8 +171,11 @@ type Result struct {
 	TextBytes []byte `json:"text_bytes,omitempty"`
 	Tokens    []int  `json:"tokens"` // its token ids
 	// Tree holds every node the search made; the committed path is marked.
-	Tree  *tree.Tree `json:"tree"`
-	Stats Stats      `json:"stats"`
+	Tree *tree.Tree `json:"tree"`
+	// Paths are the complete paths the result was chosen among (see
+	// Path): what coverage counts.
+	Paths []Path `json:"paths,omitempty"`
+	Stats Stats  `json:"stats"`
 	// Stopped says why the search ended: "eos", "max-tokens", "budget",
 	// "deadline", "canceled", "context-full" or "kv-full"; beam-adaptive
 	// also "settled" (the vote on the answer could no longer change).
@@ -246,6 +263,9 @@ func (e *Engine) SearchTokensWith(ctx context.Context, promptText string, ids []
 	}
 	if o.CacheTokens != e.opts.CacheTokens || o.KVType != e.opts.KVType {
 		return nil, errors.New("engine: the KV cache's size and type are the engine's, not a search's")
+	}
+	if o.Verifier != nil && o.Verifier != e.opts.Verifier {
+		return nil, errors.New("engine: the verifier is the engine's (WithVerifier at New); a search may only turn it off")
 	}
 	if err := o.resolve(e.m); err != nil {
 		return nil, err

@@ -159,6 +159,11 @@ type Options struct {
 	// Observe, if set, receives every decision row of beam-adaptive
 	// search (for calibration: policy.CalibrateSearch).
 	Observe func(policy.Observation)
+	// Verifier, if set, judges the complete paths of beam-adaptive, beam,
+	// self-consistency and best-of-N, whose answer vote it then weighs
+	// (see Verifier); its rows count in the budget. An engine's verifier
+	// is fixed at New: a search may only turn it off (nil).
+	Verifier *Verifier
 }
 
 // Progress is a snapshot of a running search.
@@ -173,6 +178,10 @@ type Progress struct {
 
 // Option changes Options.
 type Option func(*Options)
+
+// WithVerifier judges the complete paths with v and weighs the answer
+// vote by its verdicts (nil: none, the model's own confidence).
+func WithVerifier(v *Verifier) Option { return func(o *Options) { o.Verifier = v } }
 
 // WithMode selects the decoding mode.
 func WithMode(m Mode) Option { return func(o *Options) { o.Mode = m } }

@@ -138,18 +138,30 @@ func (s *samples) best(ids []tree.ID) tree.ID {
 	return b
 }
 
-// finalize commits the most probable sample.
+// finalize commits the most probable sample, or the best judged with a
+// verifier.
 func (s *bestOf) finalize() {
-	if leaves := s.sampleLeaves(); len(leaves) > 0 {
-		s.commit(s.best(leaves), 0)
+	leaves := s.sampleLeaves()
+	if len(leaves) == 0 {
+		return
 	}
+	if id, ok := s.verifiedChoice(leaves); ok {
+		s.commit(id, 0)
+		return
+	}
+	s.commit(s.best(leaves), 0)
 }
 
 // finalize commits self-consistency's most voted answer (its most
-// probable sample).
+// probable sample), the votes weighted by a verifier's verdicts when there
+// is one.
 func (s *selfConsistency) finalize() {
 	leaves := s.sampleLeaves()
 	if len(leaves) == 0 {
+		return
+	}
+	if id, ok := s.verifiedChoice(leaves); ok {
+		s.commit(id, 0)
 		return
 	}
 	// Votes: each sample's answer; ties between answers go to the one

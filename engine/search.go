@@ -83,6 +83,8 @@ type search struct {
 	meas     []policy.RowMeasure
 	measRows [][]float32
 	measAt   []int
+	// verified holds the verifier's verdicts on complete paths, by leaf.
+	verified map[tree.ID]float64
 	// Scratch shared by the modes.
 	cand     policy.Candidates
 	top      []int
@@ -577,6 +579,7 @@ func (s *search) result() *Result {
 		s.res.TextBytes = []byte(s.res.Text)
 	}
 	s.res.Tree = s.t
+	s.res.Paths = s.paths()
 	s.res.Stats.Generated = len(s.res.Tokens)
 	s.res.Stats.Wall = time.Since(s.start)
 	return s.res

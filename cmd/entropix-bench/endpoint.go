@@ -62,10 +62,11 @@ var endpointRetries = 6
 // extensionReply is what the server says of one choice beyond the OpenAI
 // fields.
 type extensionReply struct {
-	Stopped string       `json:"stopped"`
-	Cut     bool         `json:"cut"`
-	Stats   engine.Stats `json:"stats"`
-	Tokens  []int        `json:"tokens"`
+	Stopped string        `json:"stopped"`
+	Cut     bool          `json:"cut"`
+	Stats   engine.Stats  `json:"stats"`
+	Tokens  []int         `json:"tokens"`
+	Paths   []engine.Path `json:"paths"`
 }
 
 func remoteSearch(ctx context.Context, c *openai.Client, r bench.SearchRequest) (bench.SearchResult, error) {
@@ -76,6 +77,7 @@ func remoteSearch(ctx context.Context, c *openai.Client, r bench.SearchRequest) 
 	if r.Policy != nil {
 		ext["policy"] = r.Policy
 	}
+	ext["verifier"] = r.Verifier
 	opts := []option.RequestOption{option.WithJSONSet("entropix", ext)}
 	var raw, text string
 	if r.Chat {
@@ -123,5 +125,9 @@ func remoteSearch(ctx context.Context, c *openai.Client, r bench.SearchRequest) 
 		return bench.SearchResult{}, fmt.Errorf("the server read the prompt as %d tokens, this model as %d: does it serve the same model?", body.Usage.PromptTokens, len(r.Tokens))
 	}
 	x := body.Entropix[0]
-	return bench.SearchResult{Text: text, Tokens: x.Tokens, Stopped: x.Stopped, Cut: x.Cut, Stats: x.Stats}, nil
+	res := bench.SearchResult{Text: text, Tokens: x.Tokens, Stopped: x.Stopped, Cut: x.Cut, Stats: x.Stats}
+	for _, p := range x.Paths {
+		res.Paths = append(res.Paths, p.Text)
+	}
+	return res, nil
 }

@@ -79,6 +79,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	svgPath := fs.String("svg", "", "also plot versus rows spent (first task): accuracy with its 95% interval when the task has answers, loglik/token and loop share; as SVG to this `file`")
 	noTimings := fs.Bool("no-timings", false, "leave timings out of the markdown (to compare runs)")
 	noSpeed := fs.Bool("no-speed", false, "skip the speed section")
+	verifierPath := fs.String("verifier", "", "outcome verifier `file` (GGUF, as train-verifier writes) judging the paths of beam-adaptive, beam, self-consistency and best-of-N (with -endpoint, the servers' own --verifier is used)")
 	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
 	kvName := fs.String("kv", "auto", "KV cache type: f32, f16, or auto: f16 for quantized weights, f32 for float ones (as entropix-search)")
 	endpoints := fs.String("endpoint", "", "run the searches on entropix-search servers (`URL[,URL...]`, each started with serve -m on the same model file as -m), spread round robin; the outputs are still scored here, and -kv is the servers' own")
@@ -209,6 +210,14 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	base := bench.EvalConfig{Modes: modes, MaxWidth: *maxWidth, Seed: *seed, Policy: pol, Chat: *chat, Loop: bench.DefaultLoopRule(), KVType: kv,
 		Searcher: searcher, Parallel: *parallel}
+	if *verifierPath != "" {
+		v, err := loadEvalVerifier(*verifierPath, m)
+		if err != nil {
+			return err
+		}
+		defer v.Model().Close()
+		base.Verifier, base.VerifierName = v, *verifierPath
+	}
 	rep := &bench.Report{Model: m.Source, Params: paramCount(m), Threads: kernels.Threads(), Config: base}
 	for _, name := range tasks {
 		def := evalTasks[name]

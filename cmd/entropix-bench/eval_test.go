@@ -299,10 +299,10 @@ func TestEvalArith(t *testing.T) {
 	}
 	for _, want := range []string{
 		"## Task: arith", "3 items, up to 8 new tokens each; budgets of 8, 16 rows per item.",
-		"| mode | K | accuracy [95% CI] | 2 steps | 3 steps | rows/problem | tokens/problem | forks | cut |",
-		"| greedy | 1 | **0.0%** [0.0, 56.1] (0/3) | 0.0% (0/2) | 0.0% (0/1) |",
+		"| mode | K | accuracy [95% CI] | coverage [95% CI] | 2 steps | 3 steps | rows/problem | tokens/problem | forks | cut |",
+		"| greedy | 1 | **0.0%** [0.0, 56.1] (0/3) | 0.0% [0.0, 56.1] | 0.0% (0/2) | 0.0% (0/1) |",
 		"| beam | 2 | **0.0%** [0.0, 56.1] (0/3) |",
-		"### Accuracy against rows spent", "| beam-adaptive | 0.0% at ",
+		"### Accuracy against rows spent", "| beam-adaptive | 0.0% (coverage 0.0%) at ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -50,6 +50,7 @@ type config struct {
 	system, messages                   string
 	threads                            int
 	kvType                             string
+	verifier                           string
 	logLevel, logFormat                string
 	quiet, version, noEscape           bool
 }
@@ -125,6 +126,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.calibrate, "calibrate", "", "print a policy file fitted to beam-adaptive's own rows over the prompts of this `file` (one a line, with -p's escapes such as \\n)")
 	fs.StringVar(&c.policyPath, "policy", "", "policy `file` (JSON, as --calibrate prints): every knob of entropix and beam-adaptive")
 	fs.BoolVar(&c.printPolicy, "print-policy", false, "print the effective policy (defaults, --policy, then the flags) as JSON and exit")
+	fs.StringVar(&c.verifier, "verifier", "", "outcome verifier `file` (GGUF, as entropix-bench train-verifier writes): judges the complete paths of --beam-adaptive, --beam, --self-consistency and --best-of and weighs their answer vote (its rows count in the budget)")
 	fs.StringVar(&c.score, "score", "", "beam-adaptive's vote weight: logprob (default), mean-logprob, margin, group or entropix")
 	fs.StringVar(&c.clarifyText, "clarify-text", "", `text inserted when the model is uniformly unsure (default " Wait,"; "-" = never)`)
 	fs.StringVar(&c.dot, "dot", "", "write the search tree as Graphviz DOT to this `file`")

@@ -206,8 +206,19 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		prog = &progress{w: stderr}
 		opts = append(opts, engine.WithProgress(prog.update))
 	}
+	if c.verifier != "" {
+		v, err := engine.LoadVerifier(c.verifier)
+		if err != nil {
+			return usageError{fmt.Errorf("--verifier: %w", err)}
+		}
+		defer v.Model().Close()
+		opts = append(opts, engine.WithVerifier(v))
+	}
 	eng, err := engine.New(m, opts...)
 	if err != nil {
+		if errors.Is(err, engine.ErrVerifierMismatch) {
+			err = fmt.Errorf("--verifier: %w", err)
+		}
 		return usageError{err}
 	}
 	if !c.chat {

@@ -49,6 +49,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 	policyPath := fs.String("policy", "", "default search policy `file` (as --calibrate prints)")
 	name := fs.String("model-name", "", "the model id the API reports (default: the file's name)")
 	threads := fs.Int("threads", 0, "worker threads (0 = all cores)")
+	verifierPath := fs.String("verifier", "", "outcome verifier `file` (GGUF, as entropix-bench train-verifier writes) that judges the paths of beam-adaptive, beam, self-consistency and best-of-N; a request's entropix.verifier false turns it off")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stderr, serveUsage)
@@ -86,8 +87,20 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 	if cache == 0 {
 		cache = min(16*m.Config.ContextLen, 1<<18)
 	}
-	eng, err := engine.New(m, engine.WithCacheTokens(cache), engine.WithKVType(kv))
+	opts := []engine.Option{engine.WithCacheTokens(cache), engine.WithKVType(kv)}
+	if *verifierPath != "" {
+		v, err := engine.LoadVerifier(*verifierPath)
+		if err != nil {
+			return usageError{fmt.Errorf("--verifier: %w", err)}
+		}
+		defer v.Model().Close()
+		opts = append(opts, engine.WithVerifier(v))
+	}
+	eng, err := engine.New(m, opts...)
 	if err != nil {
+		if errors.Is(err, engine.ErrVerifierMismatch) {
+			return usageError{fmt.Errorf("--verifier: %w", err)}
+		}
 		return err
 	}
 	if *name == "" {

@@ -38,6 +38,10 @@ type extension struct {
 	// eval scores) or "none" (the whole text); by default the mode's own
 	// (engine.Settings.Answer), as on the command line.
 	Answer string `json:"answer"`
+	// Verifier turns the server's verifier (serve --verifier) off
+	// (false) or asks for it (true: an error when it has none); left
+	// out, the searches that choose among paths use it when there is one.
+	Verifier *bool `json:"verifier"`
 }
 
 // common are the fields completions and chat share.
@@ -120,8 +124,16 @@ func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
 	if c.Stream && j.n > 1 {
 		return nil, badRequest("n", "streaming returns one choice: n must be 1")
 	}
-	if c.Entropix != nil {
-		j.returnTree = c.Entropix.ReturnTree
+	if x := c.Entropix; x != nil {
+		j.returnTree = x.ReturnTree
+		if v := x.Verifier; v != nil {
+			switch {
+			case *v && s.eng.Options().Verifier == nil:
+				return nil, badRequest("entropix.verifier", "the server has no verifier (start it with --verifier FILE)")
+			case !*v:
+				j.opts = append(j.opts, engine.WithVerifier(nil))
+			}
+		}
 	}
 	return j, nil
 }
@@ -525,11 +537,13 @@ func usage(j *job, outs []outcome) map[string]any {
 
 // extensionOut is the response's "entropix" object: per choice, why the
 // search stopped, whether the row budget cut it short, its statistics,
-// the tokens of its text and, when asked, its tree and the tree's id.
+// the tokens of its text, the complete paths it chose among (their texts
+// and, with a verifier, its verdicts) and, when asked, its tree and the
+// tree's id.
 func extensionOut(outs []outcome) []map[string]any {
 	var xs []map[string]any
 	for _, o := range outs {
-		x := map[string]any{"stopped": o.res.Stopped, "cut": o.res.Cut(), "stats": o.res.Stats, "tokens": o.res.Tokens}
+		x := map[string]any{"stopped": o.res.Stopped, "cut": o.res.Cut(), "stats": o.res.Stats, "tokens": o.res.Tokens, "paths": o.res.Paths}
 		if o.treeID != "" {
 			x["tree_id"] = o.treeID
 			x["tree"] = o.res.Tree

@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/entropix-search/entropix-search/engine"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+)
+
+// Coverage is the share of items whose right answer is among a mode's
+// complete paths: beam-adaptive's finished paths, beam search's finished
+// hypotheses, self-consistency's and best-of-N's samples, the one path of
+// a single-path mode. It says whether the search found the answer, apart
+// from whether it then chose it: accuracy is at most coverage, and the gap
+// is what a better selection (a verifier) can win back.
+
+// pathTexts returns the texts of res's complete paths.
+func pathTexts(res *engine.Result) []string {
+	ps := make([]string, len(res.Paths))
+	for i, p := range res.Paths {
+		ps[i] = p.Text
+	}
+	return ps
+}
+
+// covered reports whether check passes on res's text or on one of its
+// paths, and the number of paths (at least 1: the text); false without a
+// check.
+func covered(check func(string) bool, res *SearchResult) (bool, int) {
+	n := max(len(res.Paths), 1)
+	if check == nil {
+		return false, n
+	}
+	if check(res.Text) {
+		return true, n
+	}
+	for _, p := range res.Paths {
+		if check(p) {
+			return true, n
+		}
+	}
+	return false, n
+}
+
+// coverageCI prints a coverage with its interval: "66.4% [62.1, 70.4]".
+func coverageCI(r ModeResult) string {
+	return fmt.Sprintf("%s [%.1f, %.1f]", pct1(r.Coverage), 100*r.CoverageLow, 100*r.CoverageHigh)
+}
+
+// coveragePlot is the coverage panel of WriteSVG: each mode's coverage
+// (percent, with its 95 % interval as error bars) against the rows it
+// spent, through its budgets.
+func (r *Report) coveragePlot(t *TaskReport) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: coverage (right answer among the paths) vs compute", t.Task)
+	p.X.Label.Text = "forward rows spent per item (mean, log scale)"
+	p.Y.Label.Text = "coverage (%), 95% Wilson interval"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = budgetTicks(t)
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	ymin, ymax := 100.0, 0.0
+	for i, mode := range r.plotModes(t) {
+		var pts errPoints
+		for _, x := range t.Results {
+			if x.Mode == mode && x.Rows > 0 {
+				y := 100 * x.Coverage
+				pts.XYs = append(pts.XYs, plotter.XY{X: x.Rows, Y: y})
+				pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{y - 100*x.CoverageLow, 100*x.CoverageHigh - y})
+				ymax = max(ymax, 100*x.CoverageHigh)
+				ymin = min(ymin, 100*x.CoverageLow)
+			}
+		}
+		if len(pts.XYs) == 0 {
+			continue
+		}
+		l, marks, err := plotter.NewLinePoints(pts.XYs)
+		if err != nil {
+			return nil, fmt.Errorf("bench: svg: %w", err)
+		}
+		bars, err := plotter.NewYErrorBars(pts)
+		if err != nil {
+			return nil, fmt.Errorf("bench: svg: %w", err)
+		}
+		styleLine(l, marks, mode, i)
+		bars.Color = l.Color
+		p.Add(l, marks, bars)
+		p.Legend.Add(mode.String(), l, marks)
+	}
+	setBudgetRange(p, t)
+	ymin, ymax = min(ymin, ymax), max(ymax, ymin)
+	p.Y.Min = max(0, 5*math.Floor(ymin/5-0.5))
+	top := 5 * math.Ceil(ymax/5+0.5)
+	p.Y.Max = top + 0.8*(top-p.Y.Min)
+	return p, nil
+}
+
+// verifierRule says how the modes use a verifier's verdicts.
+const verifierRule = "beam-adaptive and beam vote on the answer with the summed probability × verdict of its paths, self-consistency with the summed verdicts of its samples, best-of-N takes the best-judged sample"

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/entropix-search/entropix-search/bench"
+	"github.com/entropix-search/entropix-search/bench/arith"
+	"github.com/entropix-search/entropix-search/engine"
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/model/synth"
+	"github.com/entropix-search/entropix-search/model/train"
+)
+
+func init() {
+	register("train-verifier", "train an outcome verifier for a task model on its own answers to the arith training problems", runTrainVerifier)
+}
+
+const trainVerifierArgs = "[-m arith.gguf] [-o arith-verifier.gguf] [-n N] [-steps N] [-cache DIR] ..."
+
+// Verdict tokens of the arith verifier: single-character pieces of the
+// arith vocabulary.
+const verdictYes, verdictNo = "Y", "N"
+
+func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("train-verifier", trainVerifierArgs, stderr)
+	modelPath := fs.String("m", "bench/models/arith.gguf", "the task model whose answers the verifier judges (an F32 GGUF written by train); the verifier starts from its weights")
+	out := fs.String("o", "arith-verifier.gguf", "the verifier, GGUF (written atomically at the end)")
+	dataPath := fs.String("data", "", "training problems, GSM8K-format JSONL, optionally gzipped (default: ../shared/"+sharedArithTrain+")")
+	testPath := fs.String("test", "", "test problems for the verifier's accuracy and calibration (default: ../shared/"+sharedArith+")")
+	n := fs.Int("n", 3000, "training problems the task model answers")
+	testFrom := fs.Int("test-from", 500, "the calibration uses test problems from this index on (the eval uses the first 500)")
+	testN := fs.Int("test-n", 500, "test problems for the calibration")
+	rows := fs.Int("rows", 552, "beam-adaptive's row budget per problem when drawing answers")
+	samples := fs.Int("samples", 4, "samples per problem at -temp")
+	temp := fs.Float64("temp", 0.8, "sampling temperature")
+	maxTokens := fs.Int("max-tokens", 192, "new tokens per answer")
+	parallel := fs.Int("parallel", 8, "searches at once while drawing answers (batched in one engine)")
+	steps := fs.Int("steps", 800, "optimizer steps")
+	batch := fs.Int("batch", 48, "examples per step")
+	lr := fs.Float64("lr", 1e-3, "peak learning rate")
+	minLR := fs.Float64("min-lr", 1e-4, "learning rate at the end of the cosine decay")
+	warmup := fs.Int("warmup", 50, "linear warmup steps")
+	wd := fs.Float64("wd", 0.1, "AdamW weight decay (matrices only)")
+	clip := fs.Float64("clip", 1, "gradient clipping: largest global norm (0: none)")
+	seed := fs.Uint64("seed", 1, "seed of the answers drawn and the data order")
+	cache := fs.String("cache", "", "folder keeping the drawn answers (train-paths.json.gz, test-paths.json.gz) to reuse them")
+	svgPath := fs.String("reliability-svg", "", "also draw the reliability diagram on the test answers as SVG to this `file`")
+	threads := fs.Int("threads", 0, "threads (default: all cores)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *n < 1 || *steps < 1 || *batch < 1 || *samples < 1 || *rows < 1 || *maxTokens < 1 || *testN < 0 || *testFrom < 0 {
+		return usagef("-n, -steps, -batch, -samples, -rows and -max-tokens take numbers > 0")
+	}
+	if *threads > 0 {
+		kernels.SetThreads(*threads)
+	}
+	shared := findShared()
+	if *dataPath == "" || *testPath == "" {
+		if shared == "" {
+			return usagef("no -data/-test given and ../shared (the arith data) is not next to the repository")
+		}
+		if *dataPath == "" {
+			*dataPath = filepath.Join(shared, sharedArithTrain)
+		}
+		if *testPath == "" {
+			*testPath = filepath.Join(shared, sharedArith)
+		}
+	}
+	if err := checkWritable(*out); err != nil {
+		return err
+	}
+	m, err := model.Load(*modelPath, "")
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	vocab, err := arith.Vocab()
+	if err != nil {
+		return err
+	}
+	if m.Tokenizer.VocabSize() != len(vocab.Tokens) {
+		return fmt.Errorf("train-verifier: %s has %d tokens, the arith vocabulary %d", *modelPath, m.Tokenizer.VocabSize(), len(vocab.Tokens))
+	}
+	yes, okY := m.Tokenizer.Lookup(verdictYes)
+	no, okN := m.Tokenizer.Lookup(verdictNo)
+	if !okY || !okN {
+		return fmt.Errorf("train-verifier: %s's vocabulary lacks the verdict tokens %q and %q", *modelPath, verdictYes, verdictNo)
+	}
+	dcfg := bench.VerifierDataConfig{MaxTokens: *maxTokens, AdaptiveRows: *rows, Samples: *samples, Temperature: *temp, Seed: *seed, Parallel: *parallel}
+	draw := func(name, path string, from, count int) ([]bench.VerifierPath, error) {
+		problems, err := arith.ReadFile(path, from+count)
+		if err != nil {
+			return nil, err
+		}
+		problems = problems[min(from, len(problems)):]
+		cached := ""
+		if *cache != "" {
+			cached = filepath.Join(*cache, name+"-paths.json.gz")
+			if ps, err := readPaths(cached); err == nil && len(ps) > 0 {
+				fmt.Fprintf(stderr, "%s: %d answers read from %s\n", name, len(ps), cached)
+				return withPrompts(m, problems, ps)
+			}
+		}
+		t0 := time.Now()
+		ps, err := bench.VerifierPaths(ctx, m, problems, dcfg)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "%s: %d distinct answers to %d problems drawn in %s\n", name, len(ps), len(problems), time.Since(t0).Round(time.Second))
+		if cached != "" {
+			if err := os.MkdirAll(*cache, 0o755); err != nil {
+				return nil, err
+			}
+			if err := writeFile(cached, func(w io.Writer) error { return writePaths(w, ps) }); err != nil {
+				return nil, err
+			}
+		}
+		return ps, nil
+	}
+	trainPaths, err := draw("train", *dataPath, 0, *n)
+	if err != nil {
+		return err
+	}
+	var testPaths []bench.VerifierPath
+	if *testN > 0 {
+		if testPaths, err = draw("test", *testPath, *testFrom, *testN); err != nil {
+			return err
+		}
+	}
+	right := 0
+	examples := make([]train.Example, len(trainPaths))
+	for i, p := range trainPaths {
+		v := no
+		if p.Right {
+			v, right = yes, right+1
+		}
+		in := append(append(append([]int(nil), p.Prompt...), p.Tokens...), m.Tokenizer.EOS())
+		examples[i] = train.VerdictExample(in, v)
+	}
+	fmt.Fprintf(stderr, "data: %d answers, %d right (%.1f%%)\n", len(examples), right, 100*float64(right)/float64(len(examples)))
+
+	shape := train.ShapeOf("arith-verifier", m.Config)
+	init, err := train.TensorsFromGGUF(*modelPath, shape)
+	if err != nil {
+		return err
+	}
+	tm, err := train.FromTensors(shape, init)
+	if err != nil {
+		return err
+	}
+	run := train.Run{Steps: *steps, Warmup: min(*warmup, *steps), LR: *lr, MinLR: min(*minLR, *lr), WeightDecay: *wd, Clip: *clip,
+		Seed: *seed, PerStep: *batch, RowLen: shape.ContextLen}
+	if err := run.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	loader, err := train.NewLoader(examples, *batch, shape.ContextLen, *seed)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "training: %d steps of %d answers (%.2f epochs), lr %g -> %g, from %s, %d threads\n",
+		run.Steps, run.PerStep, loader.Epoch(run.Steps), run.LR, run.MinLR, *modelPath, kernels.Threads())
+	tr := &train.Trainer{Model: tm, Opt: train.NewAdamW(tm.Tensors(), *wd), Data: loader, Run: run, Log: stderr}
+	var avg float64
+	tr.OnStep = func(st train.StepStats) {
+		avg = 0.9*avg + 0.1*st.Loss
+		if st.Step == 1 {
+			avg = st.Loss
+		}
+		if st.Step%20 == 0 || st.Step == run.Steps {
+			fmt.Fprintf(stderr, "step %d/%d loss %.4f (avg %.4f) lr %.2e %.0f tok/s ETA %s\n", st.Step, run.Steps, st.Loss, avg, st.LR, st.TokPerSec, st.ETA.Round(time.Second))
+		}
+	}
+	t0 := time.Now()
+	if err := tr.Train(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "trained %d steps in %s\n", run.Steps, time.Since(t0).Round(time.Second))
+
+	var buf bytes.Buffer
+	name := fmt.Sprintf("arith-verifier-d%d-l%d-seed%d", shape.Dim, shape.Layers, run.Seed)
+	if err := synth.WriteTensorsGGUF(&buf, shape, name, vocab, tm.Values()); err != nil {
+		return err
+	}
+	if err := writeFile(*out, func(w io.Writer) error { return engine.MarkVerifier(w, buf.Bytes(), verdictYes, verdictNo) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", *out)
+	if len(testPaths) == 0 {
+		return nil
+	}
+	v, err := engine.LoadVerifier(*out)
+	if err != nil {
+		return err
+	}
+	defer v.Model().Close()
+	cal, err := judgeCalibration(v, testPaths)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nOn %d answers of the task model to test problems %d-%d (beam-adaptive's finished paths and %d samples at T %g):\n\n",
+		cal.N, *testFrom+1, *testFrom+*testN, *samples, *temp)
+	if err := cal.Markdown(stdout); err != nil {
+		return err
+	}
+	if *svgPath != "" {
+		return writeFile(*svgPath, func(w io.Writer) error {
+			return cal.WriteSVG(w, fmt.Sprintf("arith verifier: reliability on %d test answers", cal.N))
+		})
+	}
+	return nil
+}
+
+// judgeCalibration judges every path with v and measures the verdicts.
+func judgeCalibration(v *engine.Verifier, ps []bench.VerifierPath) (bench.Calibration, error) {
+	probs := make([]float64, len(ps))
+	right := make([]bool, len(ps))
+	for i := 0; i < len(ps); {
+		j := i
+		var paths [][]int
+		for j < len(ps) && ps[j].Problem == ps[i].Problem {
+			paths = append(paths, ps[j].Tokens)
+			j++
+		}
+		got, err := v.Judge(ps[i].Prompt, paths)
+		if err != nil {
+			return bench.Calibration{}, err
+		}
+		copy(probs[i:], got)
+		for k := i; k < j; k++ {
+			right[k] = ps[k].Right
+		}
+		i = j
+	}
+	return bench.Calibrate(probs, right, 10), nil
+}
+
+// writePaths writes drawn answers as gzipped JSON lines.
+func writePaths(w io.Writer, ps []bench.VerifierPath) error {
+	zw := gzip.NewWriter(w)
+	enc := json.NewEncoder(zw)
+	for _, p := range ps {
+		if err := enc.Encode(p); err != nil {
+			return err
+		}
+	}
+	return zw.Close()
+}
+
+// readPaths reads what writePaths wrote.
+func readPaths(path string) ([]bench.VerifierPath, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(zr)
+	var ps []bench.VerifierPath
+	for {
+		var p bench.VerifierPath
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			return ps, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		ps = append(ps, p)
+	}
+}
+
+// withPrompts fills the prompts of cached answers from their problems.
+func withPrompts(m *model.Model, problems []bench.GSM8KProblem, ps []bench.VerifierPath) ([]bench.VerifierPath, error) {
+	for i := range ps {
+		if ps[i].Problem < 0 || ps[i].Problem >= len(problems) {
+			return nil, fmt.Errorf("cached answer %d is to problem %d, outside the %d problems", i, ps[i].Problem, len(problems))
+		}
+		ps[i].Prompt = m.Tokenizer.Encode(bench.NewArithPrompt(problems[ps[i].Problem].Question), m.Tokenizer.AddBOS())
+	}
+	return ps, nil
+}
+
+// loadEvalVerifier loads the verifier of an evaluation and checks that it
+// fits the model.
+func loadEvalVerifier(path string, m *model.Model) (*engine.Verifier, error) {
+	v, err := engine.LoadVerifier(path)
+	if err != nil {
+		return nil, usagef("-verifier: %v", err)
+	}
+	if err := v.Fits(m); err != nil {
+		v.Model().Close()
+		return nil, usagef("-verifier: %v", err)
+	}
+	return v, nil
+}
+
+func init() {
+	register("compare", "one table and plot of accuracy and coverage against rows spent, from several eval -json reports", runCompare)
+}
+
+// runCompare reads eval reports (FILE or FILE=SUFFIX, the suffix added to
+// their modes' labels) and writes the comparison's table and plot.
+func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("compare", "[-svg FILE] [-title T] report.json[=SUFFIX] ...", stderr)
+	svgPath := fs.String("svg", "", "also draw accuracy and coverage against rows spent as SVG to this `file`")
+	title := fs.String("title", "arith", "the plot's title")
+	if err := fs.Parse(args); err != nil {
+		return usagef("%v", err)
+	}
+	if fs.NArg() == 0 {
+		return usagef("no report given")
+	}
+	var reps []*bench.Report
+	var suffixes []string
+	for _, a := range fs.Args() {
+		path, suffix, _ := strings.Cut(a, "=")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		var r bench.Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		reps, suffixes = append(reps, &r), append(suffixes, suffix)
+	}
+	series := bench.CompareSeries(reps, suffixes)
+	if err := bench.CompareMarkdown(stdout, series); err != nil {
+		return err
+	}
+	if *svgPath != "" {
+		return writeFile(*svgPath, func(w io.Writer) error { return bench.CompareSVG(w, *title, series) })
+	}
+	return nil
+}
