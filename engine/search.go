@@ -613,10 +613,6 @@ func stopReason(err error) string {
 	return "canceled"
 }
 
-// finiteRow reports whether no logit is NaN or +Inf (-Inf is a masked
-// token).
-func finiteRow(logits []float32) bool { return kernels.Finite(logits) }
-
 // logSumExp returns log Σ exp(logits) and the index of the largest.
 func logSumExp(logits []float32) (lz float64, arg int) {
 	mx, arg, _ := kernels.Top2(logits)

@@ -50,7 +50,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	n := tr.Node(ids["a"])
 	n.LogProb, n.Score, n.Step = math.SmallestNonzeroFloat64, math.Copysign(0, -1), 1<<40
 	n.Metrics = policy.Metrics{Entropy: 0.1 + 0.2, Varentropy: math.MaxFloat64,
-		Attention: policy.AttentionMetrics{Entropy: 1e-300, Varentropy: 1.0 / 3, Agreement: -0.0, Interaction: 123456789.123456789}}
+		Attention: policy.AttentionMetrics{Entropy: 1e-300, Varentropy: 1.0 / 3, Agreement: math.Copysign(0, -1), Interaction: 123456789.123456789}}
 	tr.Node(ids["comma"]).Text = "\xe2\x96" // half a UTF-8 character, as byte-level BPE emits
 	tr.Node(ids["time"]).Text = "\"quoted\"\n\\ <&>"
 	tr.Node(Root).Text = "Once\x00"
