@@ -39,7 +39,7 @@ type EvalConfig struct {
 	Seed uint64 `json:"seed"`
 	// Limit is the number of items per task (0: all).
 	Limit int `json:"limit"`
-	// Policy configures entropix and beam-adaptive: the trunk's knobs,
+	// Policy configures entropix and beam-adaptive: the policy's knobs,
 	// beam-adaptive's score and the clarify text (nil: the engine's
 	// defaults, policy.DefaultFile).
 	Policy *policy.File `json:"policy,omitempty"`
@@ -52,7 +52,7 @@ type EvalConfig struct {
 	// KVType is the KV cache's element type (zero value: kvcache.F32;
 	// the command's default is the model's DefaultKVType, as
 	// entropix-search's).
-	KVType kvcache.DType `json:"kv_type"`
+	KVType kvcache.ElemType `json:"kv_type"`
 	// Progress, if set, is called after each mode and budget.
 	Progress func(EvalProgress) `json:"-"`
 	// Searcher, if set, runs the searches in place of a local engine

@@ -37,7 +37,7 @@ type SpeedConfig struct {
 	BlockSize    int   // KV cache block size
 	// KVType is the KV cache's element type (kvcache.F32, the zero value,
 	// or kvcache.F16).
-	KVType kvcache.DType
+	KVType kvcache.ElemType
 }
 
 // DefaultSpeedConfig is the full measurement: a few minutes for a
@@ -674,7 +674,7 @@ type DecodeComparison struct {
 // KV cache as kv, and so does llama.cpp, except that llama-bench takes no
 // f32 KV cache: it then keeps its default, f16, which reads half our
 // bytes.
-func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens, rounds int, kv kvcache.DType) (*DecodeComparison, error) {
+func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens, rounds int, kv kvcache.ElemType) (*DecodeComparison, error) {
 	c := DefaultSpeedConfig()
 	c.DecodeTokens, c.Rounds, c.KVType = tokens, 1, kv
 	return compareWithLlama(ctx, "decode", tokens, rounds, kv, func() (float64, error) {
@@ -687,7 +687,7 @@ func CompareDecode(ctx context.Context, m *model.Model, bin, gguf string, tokens
 
 // ComparePrefill is CompareDecode for the prefill of a prompt of tokens
 // in one batch (ours: MeasurePrefill; llama-bench: -p tokens -n 0).
-func ComparePrefill(ctx context.Context, m *model.Model, bin, gguf string, tokens, rounds int, kv kvcache.DType) (*DecodeComparison, error) {
+func ComparePrefill(ctx context.Context, m *model.Model, bin, gguf string, tokens, rounds int, kv kvcache.ElemType) (*DecodeComparison, error) {
 	c := DefaultSpeedConfig()
 	c.PromptTokens, c.Rounds, c.KVType = tokens, 1, kv
 	return compareWithLlama(ctx, "prefill", tokens, rounds, kv, func() (float64, error) {
@@ -699,7 +699,7 @@ func ComparePrefill(ctx context.Context, m *model.Model, bin, gguf string, token
 }
 
 // compareWithLlama runs rounds interleaved pairs of ours and llama.
-func compareWithLlama(ctx context.Context, test string, tokens, rounds int, kv kvcache.DType, ours func() (float64, error), llama func(ctk string) (*LlamaBenchResult, error)) (*DecodeComparison, error) {
+func compareWithLlama(ctx context.Context, test string, tokens, rounds int, kv kvcache.ElemType, ours func() (float64, error), llama func(ctk string) (*LlamaBenchResult, error)) (*DecodeComparison, error) {
 	cmp := &DecodeComparison{Test: test, Tokens: tokens, Threads: kernels.Threads(), LlamaKV: kvcache.F16.String()}
 	ctk := ""
 	if kv != kvcache.F32 {
@@ -792,7 +792,7 @@ func parseBatchedBench(out string, prefix, gen, branches int) (float64, error) {
 // fork of a prefix-token prompt (ours: MeasureBranchSteps, 8 timed steps
 // a round; llama.cpp: RunBatchedBench with the same prefix, 8 tokens a
 // sequence), in tokens (rows) per second.
-func CompareBranchStep(ctx context.Context, m *model.Model, bin, gguf string, branches, prefix, rounds int, kv kvcache.DType) (*DecodeComparison, error) {
+func CompareBranchStep(ctx context.Context, m *model.Model, bin, gguf string, branches, prefix, rounds int, kv kvcache.ElemType) (*DecodeComparison, error) {
 	c := DefaultSpeedConfig()
 	c.Rounds, c.Steps, c.Branches, c.Prefix, c.KVType = 1, 8, []int{branches}, prefix, kv
 	return compareWithLlama(ctx, fmt.Sprintf("%d-branch step", branches), branches, rounds, kv, func() (float64, error) {

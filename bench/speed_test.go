@@ -23,9 +23,9 @@ var (
 	benchKV    = flag.String("kv", "f32", "KV cache type of the speed benchmarks: f32 or f16")
 )
 
-// benchKVType is -kv as a kvcache.DType.
-func benchKVType(b *testing.B) kvcache.DType {
-	t, err := kvcache.ParseDType(*benchKV)
+// benchKVType is -kv as a kvcache.ElemType.
+func benchKVType(b *testing.B) kvcache.ElemType {
+	t, err := kvcache.ParseElemType(*benchKV)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -78,14 +78,14 @@ func (s *adaptive) attentionLayers(n int) []int { return []int{n - 1} }
 // noiseFloor is the policy's.
 func (s *adaptive) noiseFloor() float64 { return s.opts.Policy.NoiseFloor }
 
-// initRoot gives the root the policy's trunk: in search mode when the
+// initRoot gives the root the policy's decider: in search mode when the
 // width allows forks, else single-path.
 func (s *adaptive) initRoot(root *branch) error {
 	m := policy.SinglePath
 	if s.b.MaxWidth >= 2 {
 		m = policy.Search
 	}
-	return s.initTrunk(root, m)
+	return s.initDecider(root, m)
 }
 
 // mayBackspace: when the width allows more than one path and the policy
@@ -178,7 +178,7 @@ func (s *adaptive) advance() error {
 // that cannot be replaced goes on, its policy steering it out of the loop.
 func (s *adaptive) cutLoops() {
 	for i := len(s.live) - 1; i >= 0; i-- {
-		if br := s.live[i]; br.trunk.Looping() > 0 && s.replaceable(br) {
+		if br := s.live[i]; br.decider.Looping() > 0 && s.replaceable(br) {
 			s.prune(br, "loop")
 		}
 	}
@@ -195,7 +195,7 @@ func (s *adaptive) replaceable(br *branch) bool {
 	need := 0
 	for _, o := range s.live {
 		if o != br {
-			if o.trunk.Looping() == 0 {
+			if o.decider.Looping() == 0 {
 				return true
 			}
 			need += s.rowsToFinish(o.leaf)
@@ -234,7 +234,7 @@ func (s *adaptive) Run(lo, hi int) {
 		if br.leaf != tree.Root {
 			sd.prevLP = leaf.LogProb
 		}
-		sd.d, sd.err = br.trunk.Decide(policy.Step{Logits: s.logits(br), Attention: s.attention(br), Budget: budget,
+		sd.d, sd.err = br.decider.Decide(policy.Step{Logits: s.logits(br), Attention: s.attention(br), Budget: budget,
 			PrevLogProb: sd.prevLP, Measure: s.measure(br)})
 	}
 }
@@ -319,14 +319,14 @@ func (s *adaptive) backspace(br *branch) error {
 	}
 	br.leaf = parent
 	br.score = br.before
-	br.trunk.Rewind(tok)
+	br.decider.Rewind(tok)
 	prev := slices.Clone(br.prev)
 	br.prev = nil
 	lp := 0.0
 	if parent != tree.Root {
 		lp = s.t.Node(parent).LogProb
 	}
-	d, err := br.trunk.Decide(policy.Step{Logits: prev, Budget: s.opts.Policy.Fork.MaxWidth, PrevLogProb: lp})
+	d, err := br.decider.Decide(policy.Step{Logits: prev, Budget: s.opts.Policy.Fork.MaxWidth, PrevLogProb: lp})
 	if err != nil {
 		return err
 	}
@@ -360,7 +360,7 @@ func (s *adaptive) branchOut(br *branch, d *policy.Decision, logits []float32, l
 		kid := br
 		if i > 0 {
 			kid = s.fork(br)
-			kid.trunk = br.trunk.Clone()
+			kid.decider = br.decider.Clone()
 			kid.leaf = from
 		}
 		kid.before = base
@@ -369,7 +369,7 @@ func (s *adaptive) branchOut(br *branch, d *policy.Decision, logits []float32, l
 		st.TokenConf = conf
 		kid.score.Add(st)
 		s.extend(kid, c.Token, c.LogProb, d.Metrics, d.Quadrant, policy.Branch)
-		kid.trunk.Accept(c.Token)
+		kid.decider.Accept(c.Token)
 		if i == 0 {
 			// A waiting alternative keeps no logits: taking back a fork's
 			// choice drops the branch (its siblings wait), see backspace.

@@ -107,7 +107,7 @@ type Options struct {
 	// Width is K of beam, cot-decoding, self-consistency and best-of
 	// (default 4).
 	Width int
-	// Policy configures the entropix trunk (thresholds, clarify cooldown,
+	// Policy configures the entropix policy (thresholds, clarify cooldown,
 	// fork width, ...). Its Clarify tokens are filled from ClarifyText.
 	Policy policy.Config
 	// ClarifyText is inserted when the model is uniformly unsure
@@ -126,7 +126,7 @@ type Options struct {
 	// value) keeps keys and values exactly; kvcache.F16 stores them in
 	// half the memory and attention reads half the bytes, rounding each to
 	// about 3 significant digits (llama.cpp's default).
-	KVType kvcache.DType
+	KVType kvcache.ElemType
 	// Backend names the model.Backend that runs the forward pass (default
 	// "cpu"): a program imports its package for its side effect (the
 	// CPU's: import _ "github.com/entropix-search/entropix-search/model/cpu").
@@ -206,7 +206,7 @@ func WithAnswer(f func(completion string) (string, bool)) Option {
 // WithWidth sets K for beam, cot-decoding, self-consistency and best-of.
 func WithWidth(k int) Option { return func(o *Options) { o.Width = k } }
 
-// WithPolicy sets the entropix trunk configuration.
+// WithPolicy sets the entropix policy configuration.
 func WithPolicy(c policy.Config) Option { return func(o *Options) { o.Policy = c } }
 
 // WithThresholds sets the quadrant thresholds.
@@ -238,7 +238,7 @@ func WithLogger(l zerolog.Logger) Option { return func(o *Options) { o.Log = l }
 
 // WithKVType sets the element type of the KV cache (kvcache.F32 exactly,
 // the default, or kvcache.F16 in half the memory).
-func WithKVType(t kvcache.DType) Option { return func(o *Options) { o.KVType = t } }
+func WithKVType(t kvcache.ElemType) Option { return func(o *Options) { o.KVType = t } }
 
 // WithBackend sets the model.Backend that runs the forward pass, by the
 // name it is registered under (model.RegisterBackend); "cpu" by default.

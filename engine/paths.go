@@ -29,7 +29,7 @@ func (s *search) applyTokens(br *branch, d *policy.Decision, logits []float32, l
 			lp = 0 // inserted, not predicted from these logits
 		}
 		s.extend(br, t, lp, d.Metrics, d.Quadrant, d.Action)
-		br.trunk.Accept(t)
+		br.decider.Accept(t)
 		if i == 0 {
 			st := d.StepScore()
 			st.TokenConf = s.tokenConf(logits, lz)
@@ -142,17 +142,17 @@ func (s *search) answer(id tree.ID) string {
 	return "text:" + strings.TrimSpace(text)
 }
 
-// initTrunk gives root the policy's trunk in mode m (Options.Policy),
+// initDecider gives root the policy's decider in mode m (Options.Policy),
 // primed with the prompt.
-func (s *search) initTrunk(root *branch, m policy.Mode) error {
+func (s *search) initDecider(root *branch, m policy.DecideMode) error {
 	cfg := s.opts.Policy
 	cfg.Mode = m
-	tr, err := policy.NewTrunk(cfg, s.opts.Seed, 0)
+	tr, err := policy.NewDecider(cfg, s.opts.Seed, 0)
 	if err != nil {
 		return err
 	}
 	tr.Prime(s.prompt)
-	root.trunk = tr
+	root.decider = tr
 	return nil
 }
 

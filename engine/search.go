@@ -22,14 +22,14 @@ import (
 // A branch is a live leaf of the search: its tree node, its KV sequence,
 // the tokens it feeds at the next step, and its policy state.
 type branch struct {
-	leaf  tree.ID
-	seq   *kvcache.Seq
-	feed  []int // chosen but not yet run; the last one's logits come next
-	row   int   // row of this branch's logits in the current step
-	trunk *policy.Trunk
-	chain *policy.Chain
-	cand  policy.Candidates // chain's scratch (self-consistency, best-of-N)
-	score policy.PathScore
+	leaf    tree.ID
+	seq     *kvcache.Seq
+	feed    []int // chosen but not yet run; the last one's logits come next
+	row     int   // row of this branch's logits in the current step
+	decider *policy.Decider
+	chain   *policy.Chain
+	cand    policy.Candidates // chain's scratch (self-consistency, best-of-N)
+	score   policy.PathScore
 	// before is score without the leaf's token (for Backspace).
 	before policy.PathScore
 	// prev is the logits row that chose the leaf's token, for Backspace:

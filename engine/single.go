@@ -77,23 +77,23 @@ func (s *sampling) advance() error {
 	return s.afterSingle(br)
 }
 
-// entropix is the single-path entropix sampler: the policy's trunk in
+// entropix is the single-path entropix sampler: the policy's decider in
 // single-path mode, reading the last layer's attention.
 type entropix struct{ singlePath }
 
 func (s *entropix) attentionLayers(n int) []int { return []int{n - 1} }
 
-// initRoot gives the branch the policy's trunk in single-path mode,
+// initRoot gives the branch the policy's decider in single-path mode,
 // primed with the prompt.
 func (s *entropix) initRoot(root *branch) error {
-	return s.initTrunk(root, policy.SinglePath)
+	return s.initDecider(root, policy.SinglePath)
 }
 
 func (s *entropix) advance() error {
 	br := s.live[0]
 	logits := s.logits(br)
 	_, row := s.measured(br)
-	d, err := br.trunk.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Measure: s.measure(br)})
+	d, err := br.decider.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Measure: s.measure(br)})
 	if err != nil {
 		return err
 	}

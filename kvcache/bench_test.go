@@ -105,7 +105,7 @@ func BenchmarkTreeBytes(b *testing.B) {
 // slots while the pool zeroed them.
 func BenchmarkPruneBranches(b *testing.B) {
 	const branches, own, prompt = 16, 40, 64
-	for _, dt := range []DType{F32, F16} {
+	for _, dt := range []ElemType{F32, F16} {
 		b.Run(dt.String(), func(b *testing.B) {
 			cfg := Config{Layers: 12, KVDim: 768, HeadDim: 64, BlockSize: 16, DType: dt, MaxBlocks: 128}
 			p := newPool(b, cfg)

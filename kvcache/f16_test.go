@@ -21,14 +21,14 @@ func TestF16HalvesMemory(t *testing.T) {
 func TestDTypes(t *testing.T) {
 	for _, c := range []struct {
 		in   string
-		want DType
+		want ElemType
 	}{{"f32", F32}, {"F16", F16}} {
-		if got, err := ParseDType(c.in); err != nil || got != c.want || !strings.EqualFold(got.String(), c.in) {
-			t.Errorf("ParseDType(%q) = %v, %v", c.in, got, err)
+		if got, err := ParseElemType(c.in); err != nil || got != c.want || !strings.EqualFold(got.String(), c.in) {
+			t.Errorf("ParseElemType(%q) = %v, %v", c.in, got, err)
 		}
 	}
-	if _, err := ParseDType("q8_0"); err == nil || !strings.Contains(err.Error(), "q8_0") {
-		t.Errorf("ParseDType(q8_0): err = %v", err)
+	if _, err := ParseElemType("q8_0"); err == nil || !strings.Contains(err.Error(), "q8_0") {
+		t.Errorf("ParseElemType(q8_0): err = %v", err)
 	}
 	if _, err := New(Config{Layers: 1, KVDim: 4, MaxBlocks: 1, DType: 7}); err == nil || !strings.Contains(err.Error(), "DType") {
 		t.Errorf("New with DType 7: err = %v", err)

@@ -23,35 +23,35 @@ var ErrCacheFull = errors.New("kvcache: pool is full")
 // ErrSeqFreed is returned by [Pool.Append] for a sequence that was freed.
 var ErrSeqFreed = errors.New("kvcache: sequence was freed")
 
-// DType is the element type the cache stores keys and values in.
-type DType uint8
+// ElemType is the element type the cache stores keys and values in.
+type ElemType uint8
 
 const (
 	// F32 stores float32: keys and values exactly as the forward pass
 	// computes them.
-	F32 DType = iota
+	F32 ElemType = iota
 	// F16 stores IEEE binary16 (as llama.cpp does by default): half the
 	// memory, and half the bytes attention reads, for a rounding of about
 	// 2^-11 relative per element. Writes round to nearest even.
 	F16
 )
 
-func (t DType) String() string {
+func (t ElemType) String() string {
 	switch t {
 	case F32:
 		return "f32"
 	case F16:
 		return "f16"
 	}
-	return fmt.Sprintf("DType(%d)", uint8(t))
+	return fmt.Sprintf("ElemType(%d)", uint8(t))
 }
 
 // MarshalText writes the type's name (JSON: "f16").
-func (t DType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+func (t ElemType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 
-// UnmarshalText reads a name ParseDType accepts.
-func (t *DType) UnmarshalText(b []byte) error {
-	v, err := ParseDType(string(b))
+// UnmarshalText reads a name ParseElemType accepts.
+func (t *ElemType) UnmarshalText(b []byte) error {
+	v, err := ParseElemType(string(b))
 	if err != nil {
 		return err
 	}
@@ -59,8 +59,8 @@ func (t *DType) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// ParseDType reads a DType from its name, "f32" or "f16" (any case).
-func ParseDType(s string) (DType, error) {
+// ParseElemType reads a DType from its name, "f32" or "f16" (any case).
+func ParseElemType(s string) (ElemType, error) {
 	switch strings.ToLower(s) {
 	case "f32":
 		return F32, nil
@@ -71,7 +71,7 @@ func ParseDType(s string) (DType, error) {
 }
 
 // size is the bytes of one element.
-func (t DType) size() int64 {
+func (t ElemType) size() int64 {
 	if t == F16 {
 		return 2
 	}
@@ -85,7 +85,7 @@ type Config struct {
 	Layers    int // transformer layers
 	KVDim     int // kv heads * head dim: floats per position per layer for K, and as many for V
 	BlockSize int // token positions per block; DefaultBlockSize when 0
-	DType     DType
+	DType     ElemType
 
 	// HeadDim is the size of one kv head; it must divide KVDim. When 0 it
 	// is KVDim (the keys are then laid out as if there were one head). A
@@ -108,7 +108,7 @@ type Pool struct {
 	headDim, heads           int // heads = KVDim / HeadDim
 	blockFloats              int // Layers*2*BlockSize*KVDim
 	capBlocks                int
-	dtype                    DType
+	dtype                    ElemType
 
 	// A released block goes straight back on the free list with whatever
 	// its last owner wrote: nothing reads a slot before it is written (see
@@ -223,7 +223,7 @@ func (p *Pool) Config() Config {
 func (p *Pool) BlockSize() int { return p.blockSize }
 
 // DType returns the element type of the stored keys and values.
-func (p *Pool) DType() DType { return p.dtype }
+func (p *Pool) DType() ElemType { return p.dtype }
 
 func (p *Pool) bytesPerBlock() int64 { return int64(p.blockFloats) * p.dtype.size() }
 

@@ -472,19 +472,19 @@ func TestTreeFootprint(t *testing.T) {
 		float64(st.LogicalBytes)/float64(st.BytesInUse))
 }
 
-// TestDTypeText: a DType reads and writes its name, as in JSON reports.
+// TestDTypeText: an ElemType reads and writes its name, as in JSON reports.
 func TestDTypeText(t *testing.T) {
-	for _, d := range []DType{F32, F16} {
+	for _, d := range []ElemType{F32, F16} {
 		b, err := json.Marshal(d)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back DType
+		var back ElemType
 		if err := json.Unmarshal(b, &back); err != nil || back != d {
 			t.Errorf("%v: JSON %s read back as %v, %v", d, b, back, err)
 		}
 	}
-	var d DType
+	var d ElemType
 	if err := json.Unmarshal([]byte(`"q4"`), &d); err == nil {
 		t.Error(`"q4" read as a DType`)
 	}

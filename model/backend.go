@@ -39,7 +39,7 @@ type CacheConfig struct {
 	// BlockSize is the positions per block; 16 when 0.
 	BlockSize int
 	// DType is the element type of the stored keys and values.
-	DType kvcache.DType
+	DType kvcache.ElemType
 }
 
 // BackendFactory makes a backend running m over a new cache.

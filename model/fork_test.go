@@ -25,7 +25,7 @@ const forkTol = 0
 // fresh cache whose block size differs from the trees' so that the
 // reference shares nothing with them, and returns every position's logits.
 // The cache stores dt, as the tree's does.
-func forkAlone(t *testing.T, m *model.Model, toks []int, dt kvcache.DType) [][]float32 {
+func forkAlone(t *testing.T, m *model.Model, toks []int, dt kvcache.ElemType) [][]float32 {
 	t.Helper()
 	kv, err := m.NewCache(len(toks), 8, dt)
 	if err != nil {
@@ -55,7 +55,7 @@ type forkBranch struct {
 
 // check compares every observation of b with b's tokens run alone in a
 // cache of dt.
-func (b *forkBranch) check(t *testing.T, m *model.Model, dt kvcache.DType) {
+func (b *forkBranch) check(t *testing.T, m *model.Model, dt kvcache.ElemType) {
 	t.Helper()
 	if len(b.obs) == 0 {
 		return
@@ -85,7 +85,7 @@ func forkMaxDiff(a, b []float32) float64 {
 // included, some branches are freed, and every live branch advances in one
 // Forward — one row each, sometimes two. Every row's logits are checked
 // against its branch's tokens run alone. The cache stores dt.
-func forkTree(t *testing.T, m *model.Model, dt kvcache.DType, blockSize int, seed uint64, steps int) {
+func forkTree(t *testing.T, m *model.Model, dt kvcache.ElemType, blockSize int, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	vocab := m.Config.Vocab
 	kv, err := m.NewCache(4096, blockSize, dt)
@@ -200,7 +200,7 @@ func forkModels(t *testing.T) map[string]*model.Model {
 }
 
 // kvTypes are the cache element types the fork tests cover.
-var kvTypes = []kvcache.DType{kvcache.F32, kvcache.F16}
+var kvTypes = []kvcache.ElemType{kvcache.F32, kvcache.F16}
 
 func TestForkTreeMatchesAlone(t *testing.T) {
 	for name, m := range forkModels(t) {
@@ -302,7 +302,7 @@ func TestForkSharedPrefill(t *testing.T) {
 // TestDefaultKVType: f16 for quantized weights, f32 for float ones; "auto"
 // resolves to it and other names parse as kvcache types.
 func TestDefaultKVType(t *testing.T) {
-	for dt, want := range map[kernels.DType]kvcache.DType{kernels.F32: kvcache.F32, kernels.Q8_0: kvcache.F16} {
+	for dt, want := range map[kernels.DType]kvcache.ElemType{kernels.F32: kvcache.F32, kernels.Q8_0: kvcache.F16} {
 		m, err := synth.Generate(synth.Shapes["stories260K"], dt, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -310,7 +310,7 @@ func TestDefaultKVType(t *testing.T) {
 		if got := m.DefaultKVType(); got != want {
 			t.Errorf("%v weights: DefaultKVType %v, want %v", dt, got, want)
 		}
-		for name, w := range map[string]kvcache.DType{"auto": want, "AUTO": want, "f32": kvcache.F32, "f16": kvcache.F16} {
+		for name, w := range map[string]kvcache.ElemType{"auto": want, "AUTO": want, "f32": kvcache.F32, "f16": kvcache.F16} {
 			if got, err := m.KVType(name); err != nil || got != w {
 				t.Errorf("%v weights: KVType(%q) = %v, %v; want %v", dt, name, got, err, w)
 			}

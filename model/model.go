@@ -105,7 +105,7 @@ func (m *Model) Close() error {
 // cache; it halves the cache's memory and the attention's traffic, which
 // a tree of many branches feels), F32 when they are float, so that a
 // float model reproduces reference outputs exactly.
-func (m *Model) DefaultKVType() kvcache.DType {
+func (m *Model) DefaultKVType() kvcache.ElemType {
 	if len(m.Weights.Layers) > 0 && m.Weights.Layers[0].Wq.Type != kernels.F32 {
 		return kvcache.F16
 	}
@@ -113,14 +113,14 @@ func (m *Model) DefaultKVType() kvcache.DType {
 }
 
 // ParseKVType reads a KV cache type name as the commands take it: "f32",
-// "f16" (kvcache.ParseDType) or "auto" (any case), which only a loaded
+// "f16" (kvcache.ParseElemType) or "auto" (any case), which only a loaded
 // model can resolve (Model.KVType). Commands call it to reject a bad name
 // before loading the model.
-func ParseKVType(name string) (t kvcache.DType, auto bool, err error) {
+func ParseKVType(name string) (t kvcache.ElemType, auto bool, err error) {
 	if strings.EqualFold(name, "auto") {
 		return 0, true, nil
 	}
-	t, err = kvcache.ParseDType(name)
+	t, err = kvcache.ParseElemType(name)
 	if err != nil {
 		err = fmt.Errorf("%w (or auto)", err)
 	}
@@ -129,7 +129,7 @@ func ParseKVType(name string) (t kvcache.DType, auto bool, err error) {
 
 // KVType resolves a KV cache type name (ParseKVType); "auto" is
 // DefaultKVType.
-func (m *Model) KVType(name string) (kvcache.DType, error) {
+func (m *Model) KVType(name string) (kvcache.ElemType, error) {
 	t, auto, err := ParseKVType(name)
 	if auto {
 		return m.DefaultKVType(), nil
@@ -141,7 +141,7 @@ func (m *Model) KVType(name string) (kvcache.DType, error) {
 // token positions (over all sequences, counted in whole blocks), storing
 // keys and values as dtype: kvcache.F32 exactly, or kvcache.F16 in half
 // the memory and attention traffic (llama.cpp's default).
-func (m *Model) NewCache(maxTokens, blockSize int, dtype kvcache.DType) (*kvcache.Pool, error) {
+func (m *Model) NewCache(maxTokens, blockSize int, dtype kvcache.ElemType) (*kvcache.Pool, error) {
 	if blockSize <= 0 {
 		blockSize = 16
 	}

@@ -85,7 +85,7 @@ func TestCalibrateStories260K(t *testing.T) {
 	collect := func(prompts []string, seed uint64) []policy.Metrics {
 		var obs []policy.Metrics
 		for i, p := range prompts {
-			tr, err := policy.NewTrunk(policy.DefaultConfig(), seed+uint64(i), 0)
+			tr, err := policy.NewDecider(policy.DefaultConfig(), seed+uint64(i), 0)
 			if err != nil {
 				t.Fatal(err)
 			}

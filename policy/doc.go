@@ -51,8 +51,8 @@
 //
 // # Deciding
 //
-// Trunk is the per-branch state of the policy (generator, penalty history,
-// clarify cooldown, backspace count, scratch); Trunk.Decide turns one Step
+// Decider is the per-branch state of the policy (generator, penalty history,
+// clarify cooldown, backspace count, scratch); Decider.Decide turns one Step
 // into a Decision that carries its reason (quadrant, metrics, parameters,
 // score). In Search mode nothing is sampled: a tree search explores by
 // branching. LELV takes the argmax; any other row whose Fork set (p >=
@@ -60,7 +60,7 @@
 // holds two tokens or more is a Branch decision; HELV may insert the
 // clarify text; HEHV right after an uncertain token (p below
 // Config.BackspaceBelow) is a Backspace decision; every other row takes
-// the argmax. The engine forks with Trunk.Clone or Trunk.Split.
+// the argmax. The engine forks with Decider.Clone or Decider.Split.
 //
 // A File holds the whole policy (Config, the score, the clarify text) as
 // JSON; CalibrateSearch fits its thresholds (quadrants, fork cut and

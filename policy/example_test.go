@@ -16,11 +16,11 @@ func ExampleLogitEntropy() {
 	// adaptive
 }
 
-func ExampleTrunk() {
+func ExampleDecider() {
 	cfg := policy.DefaultConfig()
 	cfg.Mode = policy.Search
 	cfg.Clarify = []int{7, 8} // the model's tokens for policy.DefaultClarifyText
-	tr, err := policy.NewTrunk(cfg, 42, 0)
+	tr, err := policy.NewDecider(cfg, 42, 0)
 	if err != nil {
 		panic(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/google/renameio/v2"
 )
 
-// File is a search policy as a file: every knob of the trunk policy
+// File is a search policy as a file: every knob of the entropix policy
 // (Config: thresholds, fork cut and width, backspace bound, clarify
 // cooldown, ...), the path score and the clarify text. It is what
 // `entropix-search --calibrate` writes, `--policy` reads and

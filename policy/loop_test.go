@@ -45,10 +45,10 @@ func TestLoopingAt(t *testing.T) {
 func TestTrunkBreaksLoop(t *testing.T) {
 	row := make([]float32, 16)
 	row[1], row[4] = 5, 4 // the argmax 1, then 4
-	for _, mode := range []Mode{SinglePath, Search} {
+	for _, mode := range []DecideMode{SinglePath, Search} {
 		cfg := DefaultConfig()
 		cfg.Mode = mode
-		tr := newTrunk(t, cfg)
+		tr := newDecider(t, cfg)
 		for _, tok := range []int{1, 2, 3, 1, 2, 3, 1, 2, 3} {
 			if tr.Looping() != 0 {
 				t.Fatalf("looping after %d", tok)
@@ -58,13 +58,13 @@ func TestTrunkBreaksLoop(t *testing.T) {
 		if tr.Looping() != 3 {
 			t.Fatalf("%v: period %d after (1 2 3) x 3, want 3", mode, tr.Looping())
 		}
-		for _, tr := range []*Trunk{tr.Clone(), tr} {
+		for _, tr := range []*Decider{tr.Clone(), tr} {
 			if d := decide(t, tr, Step{Logits: row}); d.Token == 1 || d.Action == Branch {
 				t.Errorf("%v: the loop went on: %v", mode, d)
 			}
 		}
 		cfg.Loop = LoopRule{}
-		tr = newTrunk(t, cfg)
+		tr = newDecider(t, cfg)
 		for _, tok := range []int{1, 2, 3, 1, 2, 3, 1, 2, 3} {
 			tr.Accept(tok)
 		}

@@ -29,7 +29,7 @@ func (m Metrics) String() string {
 	return s
 }
 
-// rowStats is what one pass over a row of logits learns; the trunk policy
+// rowStats is what one pass over a row of logits learns; the entropix policy
 // reuses it so that the logits are read as few times as possible.
 type rowStats struct {
 	h, v     float64 // entropy (bits) and varentropy (bits²)
@@ -202,7 +202,7 @@ func TopMargin(logits []float32) float64 {
 	return st.margin()
 }
 
-// RowMeasure is a logits row's statistics measured ahead of Trunk.Decide
+// RowMeasure is a logits row's statistics measured ahead of Decider.Decide
 // (RowMeasurer), so that the rows of one step are measured on all the
 // kernel threads at once: Decide, given it in Step.Measure, reads them
 // from it instead of measuring the row again.
@@ -241,7 +241,7 @@ type RowMeasurer struct {
 const rowsParallel = 1 << 15
 
 // Measure sets out[i] (len(out) >= len(rows)) to the statistics of
-// rows[i] with the noise floor floor, what Trunk.Decide with that floor
+// rows[i] with the noise floor floor, what Decider.Decide with that floor
 // measures, bit for bit.
 func (m *RowMeasurer) Measure(rows [][]float32, floor float64, out []RowMeasure) {
 	m.rows, m.floor, m.out = rows, floor, out

@@ -267,7 +267,7 @@ func speedOfFile(ctx context.Context, path, kvName, bin string, quick bool, cfg 
 // versusLlama writes m's weights (Generate(shape, dt, seed)) as GGUF to a
 // temporary file and alternates our decode of m, then our prefill, with
 // llama-bench's on it.
-func versusLlama(ctx context.Context, bin string, m *model.Model, shape synth.Shape, dt kernels.DType, seed uint64, vocab *tokenizer.Vocab, tokens, prompt, rounds int, kv kvcache.DType) (dec, pre *bench.DecodeComparison, err error) {
+func versusLlama(ctx context.Context, bin string, m *model.Model, shape synth.Shape, dt kernels.DType, seed uint64, vocab *tokenizer.Vocab, tokens, prompt, rounds int, kv kvcache.ElemType) (dec, pre *bench.DecodeComparison, err error) {
 	f, err := os.CreateTemp("", "entropix-bench-*.gguf")
 	if err != nil {
 		return nil, nil, err

@@ -69,7 +69,7 @@ type Cache struct {
 	layers, kvDim, blockSize int
 	headDim, heads           int // heads = KVDim / HeadDim
 	blockFloats              int // Layers*2*BlockSize*KVDim
-	dtype                    kvcache.DType
+	dtype                    kvcache.ElemType
 
 	// Block storage by id, grown to the manager's allocated blocks: f32 in
 	// an F32 cache, f16 in an F16 one.
@@ -277,7 +277,7 @@ func (c *Cache) ReadV(s *kvcache.Seq, l, pos int, dst []float32) {
 }
 
 // want panics unless the cache stores t.
-func (c *Cache) want(t kvcache.DType, what string) {
+func (c *Cache) want(t kvcache.ElemType, what string) {
 	if c.dtype != t {
 		panic(fmt.Sprintf("cpu: %s on a %v cache, want %v", what, c.dtype, t))
 	}

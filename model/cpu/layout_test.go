@@ -15,7 +15,7 @@ type (
 	Pool   = Cache
 	Config = kvcache.Config
 	Seq    = kvcache.Seq
-	DType  = kvcache.DType
+	DType  = kvcache.ElemType
 	Stats  = kvcache.Stats
 )
 

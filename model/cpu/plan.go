@@ -30,12 +30,12 @@ type attnGroup struct {
 // better over threads.
 const maxChunkRows = 16
 
-// plan splits the batch into chunks of rows and, within each chunk,
+// planBatch splits the batch into chunks of rows and, within each chunk,
 // groups the rows by the cache block they read at each block index: in a
 // tree step every branch reads the shared prefix's blocks, in a prefill
 // every row the prompt's. Block tables do not change during the step, so
 // one plan serves every layer.
-func (r *Runner) plan(rows []model.Row) {
+func (r *Runner) planBatch(rows []model.Row) {
 	c := &r.m.Config
 	n, bs := len(rows), r.kv.BlockSize()
 	nchunks := (n + maxChunkRows - 1) / maxChunkRows

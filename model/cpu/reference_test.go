@@ -57,7 +57,7 @@ func TestMatchesReference(t *testing.T) {
 		{"synth-Q8_0", gen(kernels.Q8_0), 0.02},
 		{"synth-Q4_K", gen(kernels.Q4_K), 0.03},
 	} {
-		for _, dt := range []kvcache.DType{kvcache.F32, kvcache.F16} {
+		for _, dt := range []kvcache.ElemType{kvcache.F32, kvcache.F16} {
 			if strings.HasPrefix(c.name, "synth") && (dt == kvcache.F16 || testing.Short()) {
 				continue // the bundled models check the F16 cache; -short (the race run) skips the slow ones
 			}

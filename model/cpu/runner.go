@@ -135,7 +135,7 @@ func (r *Runner) Forward(rows []model.Row, attnLayers ...int) (*model.Output, er
 
 	r.ensure(n)
 	out.Prepare(rows, c.Vocab, c.Heads, attnLayers)
-	r.plan(rows)
+	r.planBatch(rows)
 	r.embed(rows)
 	for l := range m.Weights.Layers {
 		r.layer(rows, l, attnLayers)

@@ -107,9 +107,9 @@ type job struct {
 	topProbs   int
 }
 
-// plan turns the common fields into a job (the prompt's tokens are set by
+// newJob turns the common fields into a job (the prompt's tokens are set by
 // the caller).
-func (s *Server) plan(c *common, maxTokens *int, topProbs int) (*job, error) {
+func (s *Server) newJob(c *common, maxTokens *int, topProbs int) (*job, error) {
 	st, err := settings(c, maxTokens, topProbs, s.cfg.Policy, s.cfg.MaxTokens)
 	if err != nil {
 		return nil, err
@@ -319,7 +319,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		top = *req.Logprobs
 	}
-	j, err := s.plan(&req.common, req.MaxTokens, top)
+	j, err := s.newJob(&req.common, req.MaxTokens, top)
 	if err != nil {
 		writeAPIError(w, err)
 		return
@@ -392,7 +392,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			top = max(*req.TopLogprobs, 1)
 		}
 	}
-	j, err := s.plan(&req.common, maxTokens, top)
+	j, err := s.newJob(&req.common, maxTokens, top)
 	if err != nil {
 		writeAPIError(w, err)
 		return

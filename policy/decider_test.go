@@ -9,16 +9,16 @@ import (
 	"testing"
 )
 
-func newTrunk(t testing.TB, cfg Config) *Trunk {
+func newDecider(t testing.TB, cfg Config) *Decider {
 	t.Helper()
-	tr, err := NewTrunk(cfg, 1, 2)
+	tr, err := NewDecider(cfg, 1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tr
 }
 
-func decide(t testing.TB, tr *Trunk, s Step) Decision {
+func decide(t testing.TB, tr *Decider, s Step) Decision {
 	t.Helper()
 	d, err := tr.Decide(s)
 	if err != nil {
@@ -39,7 +39,7 @@ var (
 func TestTrunkQuadrantActions(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Clarify = []int{5, 6}
-	tr := newTrunk(t, cfg)
+	tr := newDecider(t, cfg)
 	cases := []struct {
 		row    []float32
 		q      Quadrant
@@ -71,7 +71,7 @@ func TestTrunkQuadrantActions(t *testing.T) {
 func st(logits []float32) *rowStats { s := measureLogits(logits, 0); return &s }
 
 func TestTrunkGreedyAndParams(t *testing.T) {
-	tr := newTrunk(t, DefaultConfig())
+	tr := newDecider(t, DefaultConfig())
 	d := decide(t, tr, Step{Logits: []float32{0, 0, 20, 0, 0}})
 	if d.Action != Greedy || d.Token != 2 {
 		t.Errorf("LELV: %v", d)
@@ -96,7 +96,7 @@ func TestTrunkClarifyCooldown(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Clarify = []int{5, 6}
 	cfg.ClarifyCooldown = 4
-	tr := newTrunk(t, cfg)
+	tr := newDecider(t, cfg)
 	d := decide(t, tr, Step{Logits: rowHELV})
 	if d.Action != Clarify || d.Token != 5 || len(d.Tokens) != 2 {
 		t.Fatalf("first HELV: %v", d)
@@ -117,13 +117,13 @@ func TestTrunkClarifyCooldown(t *testing.T) {
 		t.Fatalf("after %d tokens: %v", cfg.ClarifyCooldown, d)
 	}
 	// No clarify text: always sample.
-	tr = newTrunk(t, DefaultConfig())
+	tr = newDecider(t, DefaultConfig())
 	if d := decide(t, tr, Step{Logits: rowHELV}); d.Action != Sample {
 		t.Errorf("no clarify text: %v", d)
 	}
 	// Clarify ids must fit the vocabulary.
 	cfg.Clarify = []int{100}
-	tr = newTrunk(t, cfg)
+	tr = newDecider(t, cfg)
 	if _, err := tr.Decide(Step{Logits: rowHELV}); err == nil {
 		t.Error("clarify id outside the vocabulary accepted")
 	}
@@ -144,7 +144,7 @@ func uniformOver(n, k int) []float32 {
 // insertion that left the model as unsure, and at most MaxClarifies times
 // a path; in both modes.
 func TestClarifyGuard(t *testing.T) {
-	for _, mode := range []Mode{SinglePath, Search} {
+	for _, mode := range []DecideMode{SinglePath, Search} {
 		t.Run(mode.String(), func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Mode = mode
@@ -157,7 +157,7 @@ func TestClarifyGuard(t *testing.T) {
 			// Unreadable: p(40) = e^-30 relative to the likely tokens.
 			row := uniformOver(64, 32)
 			row[40] = -30
-			tr := newTrunk(t, cfg)
+			tr := newDecider(t, cfg)
 			if d := decide(t, tr, Step{Logits: row}); d.Action != noClarify {
 				t.Fatalf("clarify text of p %.2g inserted: %v", math.Exp(-30)/32, d)
 			}
@@ -182,7 +182,7 @@ func TestClarifyGuard(t *testing.T) {
 			}
 			// Helping insertions go on up to MaxClarifies.
 			cfg.MaxClarifies = 2
-			tr = newTrunk(t, cfg)
+			tr = newDecider(t, cfg)
 			n := 0
 			for range 12 {
 				d := decide(t, tr, Step{Logits: readable})
@@ -209,7 +209,7 @@ func TestClarifyGuard(t *testing.T) {
 func TestTrunkSearchBranch(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Mode = Search
-	tr := newTrunk(t, cfg)
+	tr := newDecider(t, cfg)
 	ps := []float64{.4, .3, .2}
 	for range 1000 {
 		ps = append(ps, 1e-4)
@@ -239,7 +239,7 @@ func TestTrunkBackspace(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Mode = Search
 	cfg.MaxBackspaces = 2
-	tr := newTrunk(t, cfg)
+	tr := newDecider(t, cfg)
 	tr.Prime([]int{1, 2, 3})
 	// Nothing generated yet: cannot backspace into the prompt.
 	if d := decide(t, tr, Step{Logits: rowHEHV, PrevLogProb: math.Log(.1)}); d.Action != Greedy {
@@ -278,7 +278,7 @@ func TestTrunkBackspace(t *testing.T) {
 	}
 	// Rewind also takes the token out of the penalty history.
 	cfg.Penalties = Penalties{Presence: 50}
-	tr = newTrunk(t, cfg)
+	tr = newDecider(t, cfg)
 	tr.Accept(2)
 	tr.Rewind(2)
 	if len(tr.pen.hist) != 0 {
@@ -294,7 +294,7 @@ func TestTrunkCloneAndDeterminism(t *testing.T) {
 	for i := range rows {
 		rows[i] = randomLogits(r, 300)
 	}
-	run := func(tr *Trunk) []int {
+	run := func(tr *Decider) []int {
 		var out []int
 		for _, row := range rows {
 			d := decide(t, tr, Step{Logits: row})
@@ -305,7 +305,7 @@ func TestTrunkCloneAndDeterminism(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.Penalties = Penalties{Repeat: 1.3}
-	a, b := newTrunk(t, cfg), newTrunk(t, cfg)
+	a, b := newDecider(t, cfg), newDecider(t, cfg)
 	ta, tb := run(a), run(b)
 	if fmt.Sprint(ta) != fmt.Sprint(tb) {
 		t.Fatal("same seed, different decisions")
@@ -326,7 +326,7 @@ func TestTrunkCloneAndDeterminism(t *testing.T) {
 }
 
 func TestTrunkErrors(t *testing.T) {
-	tr := newTrunk(t, DefaultConfig())
+	tr := newDecider(t, DefaultConfig())
 	nan := float32(math.NaN())
 	ninf := float32(math.Inf(-1))
 	bad := []Step{
@@ -353,7 +353,7 @@ func TestTrunkErrors(t *testing.T) {
 	for i, f := range cfgs {
 		cfg := DefaultConfig()
 		f(&cfg)
-		if _, err := NewTrunk(cfg, 0, 0); err == nil {
+		if _, err := NewDecider(cfg, 0, 0); err == nil {
 			t.Errorf("config %d validated", i)
 		}
 	}
@@ -363,7 +363,7 @@ func TestTrunkNoAlloc(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Mode = Search
 	cfg.Penalties = Penalties{Frequency: 0.1}
-	tr := newTrunk(t, cfg)
+	tr := newDecider(t, cfg)
 	att := []Attention{attentionExample()}
 	rows := [][]float32{randomLogits(rand.New(rand.NewPCG(1, 1)), 32000), rowLEHV, rowHEHV, rowMid, rowHELV}
 	for _, row := range rows {
@@ -390,7 +390,7 @@ func TestJSON(t *testing.T) {
 	cfg.Mode = Search
 	cfg.Clarify = []int{4, 5}
 	cfg.Penalties = Penalties{Window: 32, Repeat: 1.1}
-	tr := newTrunk(t, cfg)
+	tr := newDecider(t, cfg)
 	d := decide(t, tr, Step{Logits: logs(.45, .3, .2, .05), Budget: 3, Attention: []Attention{attentionExample()}})
 	b, err := json.Marshal(d)
 	if err != nil {
@@ -419,7 +419,7 @@ func TestJSON(t *testing.T) {
 }
 
 func TestModeText(t *testing.T) {
-	var m Mode
+	var m DecideMode
 	if err := m.UnmarshalText([]byte("search")); err != nil || m != Search {
 		t.Errorf("%v %v", m, err)
 	}
@@ -456,7 +456,7 @@ func BenchmarkDecide(b *testing.B) {
 		copy(options, logs(.5, .25, .25))
 		cases := []struct {
 			name string
-			mode Mode
+			mode DecideMode
 			row  []float32
 			att  []Attention
 			want Action
@@ -472,7 +472,7 @@ func BenchmarkDecide(b *testing.B) {
 		for _, c := range cases {
 			cfg := DefaultConfig()
 			cfg.Mode = c.mode
-			tr := newTrunk(b, cfg)
+			tr := newDecider(b, cfg)
 			b.Run(fmt.Sprintf("vocab=%d/%s", n, c.name), func(b *testing.B) {
 				d := decide(b, tr, Step{Logits: c.row, Attention: c.att, Budget: 4})
 				if c.want != 0 && d.Action != c.want {

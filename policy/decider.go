@@ -11,13 +11,13 @@ import (
 // DefaultClarifyText is the text the engine tokenizes for Config.Clarify.
 const DefaultClarifyText = " Wait,"
 
-// Mode says whether the trunk policy decides alone or hands branch points to
+// DecideMode says whether the entropix policy decides alone or hands branch points to
 // a search engine.
-type Mode uint8
+type DecideMode uint8
 
 const (
 	// SinglePath is the entropix sampler: every step yields a token.
-	SinglePath Mode = iota
+	SinglePath DecideMode = iota
 	// Search explores by branching instead of by chance: LELV takes the
 	// argmax; any other row where at least two tokens pass the fork's
 	// min-p cut is a Branch; HELV may still clarify, and HEHV hands
@@ -28,15 +28,15 @@ const (
 
 var modeNames = [...]string{"single", "search"}
 
-func (m Mode) String() string {
+func (m DecideMode) String() string {
 	if int(m) < len(modeNames) {
 		return modeNames[m]
 	}
-	return fmt.Sprintf("Mode(%d)", m)
+	return fmt.Sprintf("DecideMode(%d)", m)
 }
 
 // MarshalText encodes the mode by name ("single" or "search").
-func (m Mode) MarshalText() ([]byte, error) {
+func (m DecideMode) MarshalText() ([]byte, error) {
 	if int(m) >= len(modeNames) {
 		return nil, fmt.Errorf("policy: invalid mode %d", m)
 	}
@@ -44,17 +44,17 @@ func (m Mode) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText decodes "single" or "search".
-func (m *Mode) UnmarshalText(b []byte) error {
+func (m *DecideMode) UnmarshalText(b []byte) error {
 	for i, n := range modeNames {
 		if n == string(b) {
-			*m = Mode(i)
+			*m = DecideMode(i)
 			return nil
 		}
 	}
 	return fmt.Errorf("policy: unknown mode %q (want single or search)", b)
 }
 
-// Action is what the trunk policy decided for one step.
+// Action is what the entropix policy decided for one step.
 type Action uint8
 
 const (
@@ -68,7 +68,7 @@ const (
 	// Resample appends a hot draw (HEHV).
 	Resample
 	// Backspace asks the engine to drop the previous token and choose it
-	// again (HEHV, search mode): see Trunk.Rewind.
+	// again (HEHV, search mode): see Decider.Rewind.
 	Backspace
 	// Branch asks the engine to fork over Decision.Candidates (LEHV,
 	// search mode).
@@ -105,10 +105,10 @@ func (a *Action) UnmarshalText(b []byte) error {
 	return fmt.Errorf("policy: unknown action %q", b)
 }
 
-// Config configures the trunk policy. Build one with DefaultConfig and
-// adjust it; NewTrunk validates it.
+// Config configures the entropix policy. Build one with DefaultConfig and
+// adjust it; NewDecider validates it.
 type Config struct {
-	Mode       Mode       `json:"mode"`
+	Mode       DecideMode `json:"mode"`
 	Thresholds Thresholds `json:"thresholds"`
 	// Base are the base sampling parameters the quadrant formulas scale.
 	Base Params `json:"base"`
@@ -270,7 +270,7 @@ type Decision struct {
 	// it is the configuration's slice.
 	Tokens []int `json:"tokens,omitempty"`
 	// Candidates are the fork, most probable first (Branch only). They
-	// live in the Trunk's scratch until its next Decide: copy to keep.
+	// live in the Decider's scratch until its next Decide: copy to keep.
 	Candidates []Candidate `json:"candidates,omitempty"`
 	Quadrant   Quadrant    `json:"quadrant"`
 	Metrics    Metrics     `json:"metrics"`
@@ -333,11 +333,11 @@ func (d Decision) String() string {
 	return b.String()
 }
 
-// Trunk is the per-branch state of the entropix policy: the generator, the
+// Decider is the per-branch state of the entropix policy: the generator, the
 // penalty history, the clarify cooldown and the backspace count, plus
 // scratch buffers. A branch that forks gets its own copy with Clone (or
-// Split). A Trunk is not safe for concurrent use; distinct Trunks are.
-type Trunk struct {
+// Split). A Decider is not safe for concurrent use; distinct Deciders are.
+type Decider struct {
 	cfg          *Config // shared by clones, never modified
 	rng          RNG
 	pen          Penalties
@@ -361,25 +361,25 @@ type Trunk struct {
 	fork []Candidate
 }
 
-// NewTrunk validates cfg and returns a policy whose generator is
+// NewDecider validates cfg and returns a policy whose generator is
 // NewRNG(seed, stream).
-func NewTrunk(cfg Config, seed, stream uint64) (*Trunk, error) {
+func NewDecider(cfg Config, seed, stream uint64) (*Decider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	c := cfg
 	c.Clarify = slices.Clone(cfg.Clarify)
 	c.Penalties.hist = nil
-	t := &Trunk{cfg: &c, rng: NewRNG(seed, stream), pen: c.Penalties}
+	t := &Decider{cfg: &c, rng: NewRNG(seed, stream), pen: c.Penalties}
 	t.Reset()
 	return t, nil
 }
 
 // Config returns the configuration (do not modify its slices).
-func (t *Trunk) Config() Config { return *t.cfg }
+func (t *Decider) Config() Config { return *t.cfg }
 
 // Reset rewinds the generator and forgets all history.
-func (t *Trunk) Reset() {
+func (t *Decider) Reset() {
 	t.rng.Reset()
 	t.pen.Reset()
 	t.sinceClarify = t.cfg.ClarifyCooldown
@@ -395,7 +395,7 @@ func (t *Trunk) Reset() {
 
 // Prime feeds the prompt to the penalty history; prompt tokens are never
 // backspaced over.
-func (t *Trunk) Prime(prompt []int) {
+func (t *Decider) Prime(prompt []int) {
 	for _, tok := range prompt {
 		t.pen.Accept(tok)
 	}
@@ -403,7 +403,7 @@ func (t *Trunk) Prime(prompt []int) {
 
 // Accept records a token appended to the branch: every one, including
 // clarify tokens and the token a fork forced.
-func (t *Trunk) Accept(token int) {
+func (t *Decider) Accept(token int) {
 	t.pen.Accept(token)
 	if t.sinceClarify < math.MaxInt32 {
 		t.sinceClarify++
@@ -421,13 +421,13 @@ func (t *Trunk) Accept(token int) {
 
 // Looping returns the period of the repetition loop (Config.Loop) the
 // path's last token completed, or 0.
-func (t *Trunk) Looping() int { return t.loop }
+func (t *Decider) Looping() int { return t.loop }
 
 // Rewind undoes the Accept of the last token after a Backspace decision: the
 // engine drops token from the branch and calls Decide again with the logits
 // that chose it; that decision will neither choose token again nor
 // backspace.
-func (t *Trunk) Rewind(token int) {
+func (t *Decider) Rewind(token int) {
 	t.pen.Unaccept()
 	if t.generated > 0 {
 		t.generated--
@@ -445,8 +445,8 @@ func (t *Trunk) Rewind(token int) {
 
 // Clone returns an independent copy whose generator continues from the same
 // state (the same draws, given the same logits).
-func (t *Trunk) Clone() *Trunk {
-	c := &Trunk{
+func (t *Decider) Clone() *Decider {
+	c := &Decider{
 		cfg:          t.cfg,
 		rng:          t.rng,
 		pen:          *t.pen.clone(),
@@ -465,7 +465,7 @@ func (t *Trunk) Clone() *Trunk {
 
 // Split is Clone with a generator derived for stream (t's generator
 // advances by one draw), so sibling branches draw independently.
-func (t *Trunk) Split(stream uint64) *Trunk {
+func (t *Decider) Split(stream uint64) *Decider {
 	c := t.Clone()
 	c.rng = t.rng.Split(stream)
 	return c
@@ -475,7 +475,7 @@ var errNoLogits = errors.New("policy: empty logits")
 
 // Decide measures the row, classifies it and decides. It allocates nothing
 // once its scratch has grown (Decision.String aside).
-func (t *Trunk) Decide(s Step) (Decision, error) {
+func (t *Decider) Decide(s Step) (Decision, error) {
 	logits := s.Logits
 	if len(logits) == 0 {
 		return Decision{Token: -1}, errNoLogits
@@ -545,7 +545,7 @@ func (t *Trunk) Decide(s Step) (Decision, error) {
 }
 
 // greedy returns the most probable token after penalties, never ban.
-func (t *Trunk) greedy(logits []float32, st *rowStats, ban int) int {
+func (t *Decider) greedy(logits []float32, st *rowStats, ban int) int {
 	if ban < 0 && !t.pen.Active() {
 		return st.arg
 	}
@@ -562,7 +562,7 @@ func (t *Trunk) greedy(logits []float32, st *rowStats, ban int) int {
 // tokens, returning the most probable one under the untruncated
 // distribution (the best entropix score, since every draw of one step has
 // the same confidence) and the number of draws.
-func (t *Trunk) sample(logits []float32, st *rowStats, p Params, n, ban int) (int, int) {
+func (t *Decider) sample(logits []float32, st *rowStats, p Params, n, ban int) (int, int) {
 	c := &t.cand
 	if ban < 0 && !t.pen.Active() && p.Temperature > 0 && p.MinP > 0 {
 		// min-p while loading: p_i/p_max >= min_p at temperature T
@@ -595,7 +595,7 @@ func (t *Trunk) sample(logits []float32, st *rowStats, p Params, n, ban int) (in
 
 // decideSingle is Decide for the single-path sampler: every quadrant
 // yields a token (or the clarify text).
-func (t *Trunk) decideSingle(d *Decision, s *Step, st *rowStats, ban int) error {
+func (t *Decider) decideSingle(d *Decision, s *Step, st *rowStats, ban int) error {
 	cfg, logits := t.cfg, s.Logits
 	switch d.Quadrant {
 	case LELV:
@@ -628,7 +628,7 @@ func (t *Trunk) decideSingle(d *Decision, s *Step, st *rowStats, ban int) error 
 // inserted here: there is one, its cooldown has passed, the path has
 // insertions left and none failed, and the model gives its first token p
 // >= ClarifyMinP in this row. It reports whether it did.
-func (t *Trunk) clarify(d *Decision, logits []float32) (bool, error) {
+func (t *Decider) clarify(d *Decision, logits []float32) (bool, error) {
 	cfg := t.cfg
 	if len(cfg.Clarify) == 0 || t.sinceClarify < cfg.ClarifyCooldown || t.clarifyOff || t.clarifies >= cfg.MaxClarifies {
 		return false, nil
@@ -651,7 +651,7 @@ func (t *Trunk) clarify(d *Decision, logits []float32) (bool, error) {
 // decideSearch is Decide in search mode: forks where the min-p set holds
 // two tokens or more, argmax elsewhere; HELV may clarify, HEHV may take an
 // uncertain token back.
-func (t *Trunk) decideSearch(d *Decision, s *Step, st *rowStats, ban int) error {
+func (t *Decider) decideSearch(d *Decision, s *Step, st *rowStats, ban int) error {
 	cfg := t.cfg
 	switch d.Quadrant {
 	case LELV:
