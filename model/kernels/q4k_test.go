@@ -65,7 +65,7 @@ func TestQ40MatMul(t *testing.T) { testKQuantMatMul(t, EncodeQ40, NewQ40Mat) }
 func testKQuantMatMul(t *testing.T, encode func(rows, cols int, w []float32) ([]byte, error), newMat func(rows, cols int, raw []byte) (*Mat, error)) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, cols := range []int{256, 768} {
-		for _, rows := range []int{1, 7, 16, 45} {
+		for _, rows := range []int{1, 7, 16, 40, 45} { // 40: two pairs of groups and one more (VNNI)
 			w := randVec(r, rows*cols)
 			raw, _ := encode(rows, cols, w)
 			m, err := newMat(rows, cols, raw)
