@@ -503,3 +503,17 @@ func checkMagic(b []byte) error {
 	}
 	return err
 }
+
+// Mapped reports whether f's image is a file mapping (Open, where the
+// system maps files) rather than memory: only then may a loader release
+// the pages of tensors it has copied (see Release).
+func (f *File) Mapped() bool { return f.mapping.Mapped() }
+
+// Release drops the process's pages of t's data once a loader has copied
+// them (they leave its resident set; the file stays in the page cache,
+// and TensorData still reads it). It does nothing unless f is Mapped.
+func (f *File) Release(t *TensorInfo) {
+	if f.Mapped() && f.TensorData(t) != nil {
+		f.mapping.Release(int(t.Offset), int(t.Size))
+	}
+}

@@ -29,6 +29,12 @@ import (
 //   - Q8_0 MatMul: AVX-512 VNNI (VPDPBUSD on biased weights, plus an
 //     AVX-512 activation quantizer) if present, else AVX2 (VPMADDUBSW sign
 //     trick, pure-Go quantizer), else pure Go.
+//   - Q4_K, Q5_K, Q6_K and Q4_0 MatMul in the eight-row layouts: AVX-512
+//     VNNI tiles (two groups of eight rows a ZMM register, VPDPBUSD with
+//     the activation quants broadcast from memory; asmgen/kvnni.go) where
+//     the F32 and Q8_0 levels are both AVX-512, else the AVX2 tiles, else
+//     pure Go. The file's layout (rows not a multiple of 8) has AVX2 tiles
+//     only.
 //   - The search's row statistics (LogitMoments, Top2, FirstAbove, Finite)
 //     and the attention metrics' sums (AbsSum, AbsDiffSum, SurprisalSum):
 //     AVX2 at the F32 level (AVX-512 CPUs run them too), else pure Go.
@@ -748,7 +754,7 @@ func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		return
 	}
 	if m.k8 {
-		k8RowsTiles(&q6k8Tiles, q6k8Unit, out, m, xq, n, r0, r1)
+		k8RowsTiles(&q6k8VNNI, &q6k8Tiles, q6k8Unit, out, m, xq, n, r0, r1)
 		return
 	}
 	kRowsTiles(&q6kTiles, out, m, xq, n, r0, r1)
@@ -764,7 +770,7 @@ func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		return
 	}
 	if m.k8 {
-		k8RowsTiles(&q4k8Tiles, q4k8Unit, out, m, xq, n, r0, r1)
+		k8RowsTiles(&q4k8VNNI, &q4k8Tiles, q4k8Unit, out, m, xq, n, r0, r1)
 		return
 	}
 	kRowsTiles(&q4kTiles, out, m, xq, n, r0, r1)
@@ -785,7 +791,7 @@ func q40Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		q40RowsGo(out, m, xq, n, r0, r1)
 		return
 	}
-	k8RowsTiles(&q408Tiles, q408Unit, out, m, xq, n, r0, r1)
+	k8RowsTiles(&q408VNNI, &q408Tiles, q408Unit, out, m, xq, n, r0, r1)
 }
 
 // q5kRows computes output rows [r0, r1) of a Q5_K MatMul (always in the
@@ -795,32 +801,58 @@ func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		q5kRowsGo(out, m, xq, n, r0, r1)
 		return
 	}
-	k8RowsTiles(&q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1)
+	k8RowsTiles(&q5k8VNNI, &q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1)
 }
+
+var q4k8VNNI = [...]kTileFunc{q4k8Tile1VNNI, q4k8Tile2VNNI, q4k8Tile3VNNI, q4k8Tile4VNNI, q4k8Tile5VNNI, q4k8Tile6VNNI, q4k8Tile7VNNI, q4k8Tile8VNNI}
+
+var q5k8VNNI = [...]kTileFunc{q5k8Tile1VNNI, q5k8Tile2VNNI, q5k8Tile3VNNI, q5k8Tile4VNNI, q5k8Tile5VNNI, q5k8Tile6VNNI, q5k8Tile7VNNI, q5k8Tile8VNNI}
+
+var q6k8VNNI = [...]kTileFunc{q6k8Tile1VNNI, q6k8Tile2VNNI, q6k8Tile3VNNI, q6k8Tile4VNNI, q6k8Tile5VNNI, q6k8Tile6VNNI, q6k8Tile7VNNI, q6k8Tile8VNNI}
+
+var q408VNNI = [...]kTileFunc{q408Tile1VNNI, q408Tile2VNNI, q408Tile3VNNI, q408Tile4VNNI, q408Tile5VNNI, q408Tile6VNNI, q408Tile7VNNI, q408Tile8VNNI}
 
 // k8RowsTiles is kRowsTiles for the eight-row layouts (q4k8, q6k8, q5k8,
 // q408: unit bytes per group and super-block): r0 and r1 are multiples of
 // 8 (the matrix's row blocks), the tiles' last argument counts groups.
-func k8RowsTiles(tiles *[4]kTileFunc, unit int, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	runKTiles(tiles, 8, m.Cols/QKBlockSize*unit, out, m, xq, n, r0, r1)
+// With AVX-512 VNNI (the F32 and Q8_0 levels both AVX-512) the vnni tiles
+// take the groups two at a time (sixteen rows, one a ZMM lane), up to eight
+// activation rows a tile, and the AVX2 tiles a range's odd last group.
+func k8RowsTiles(vnni *[kvnniNX]kTileFunc, tiles *[4]kTileFunc, unit int, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	unitBytes := m.Cols / QKBlockSize * unit
+	if f32Level != levelAVX512 || q8Level != levelAVX512 {
+		runKTiles(tiles[:], 8, unitBytes, out, m, xq, n, r0, r1)
+		return
+	}
+	pairs := (r1 - r0) / 16 * 16
+	if pairs > 0 {
+		runKTiles(vnni[:], 16, 2*unitBytes, out, m, xq, n, r0, r0+pairs)
+	}
+	if r0+pairs < r1 {
+		runKTiles(tiles[:], 8, unitBytes, out, m, xq, n, r0+pairs, r1)
+	}
 }
+
+// kvnniNX is the most activation rows of a VNNI tile.
+const kvnniNX = 8
 
 // kRowsTiles runs a K-quant kernel's tiles over output rows [r0, r1) of a
 // matrix in the file's layout.
 func kRowsTiles(tiles *[4]kTileFunc, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	runKTiles(tiles, 1, m.kRow, out, m, xq, n, r0, r1)
+	runKTiles(tiles[:], 1, m.kRow, out, m, xq, n, r0, r1)
 }
 
 // runKTiles runs tiles over output rows [r0, r1) of m, whose weights lie
-// in units of per rows (r0 and r1 multiples of it), unitBytes each: the
-// activation rows in tiles of up to four, as even as can be, against
+// in units of per rows (r0 and r1 multiples of 8 and of the range's
+// length of per), unitBytes each: the activation rows in tiles of up to
+// four (or len(tiles)), as even as can be, against
 // weight rows kRowChunk at a time, each chunk against every tile (the
 // chunk stays in the core's caches while the tiles pass over it; one
 // pass over the whole range per tile streamed the weights from memory
 // once per tile: a 128-row prefill, 32 times).
-func runKTiles(tiles *[4]kTileFunc, per, unitBytes int, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+func runKTiles(tiles []kTileFunc, per, unitBytes int, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
-	_ = m.kq[r1/per*unitBytes-1]
+	_ = m.kq[r1*unitBytes/per-1]
 	_ = xq[n*rb-1]
 	_ = out[(n-1)*m.Rows+r1-1]
 	t := (n + len(tiles) - 1) / len(tiles)
@@ -832,7 +864,7 @@ func runKTiles(tiles *[4]kTileFunc, per, unitBytes int, out []float32, m *Mat, x
 		c1 := min(r1, c0+kRowChunk)
 		for i, b := 0, 0; b < n; i++ {
 			nx := wide - min(1, i/nwide)
-			tiles[nx-1](&m.kq[c0/per*unitBytes], &xq[b*rb], rb, nb, &out[b*m.Rows+c0], m.Rows, (c1-c0)/per)
+			tiles[nx-1](&m.kq[c0*unitBytes/per], &xq[b*rb], rb, nb, &out[b*m.Rows+c0], m.Rows, (c1-c0)/per)
 			b += nx
 		}
 	}

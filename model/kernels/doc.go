@@ -29,7 +29,10 @@
 // activation quants (Q8_K: int8 blocks of 256 with their run sums)
 // broadcast to all lanes meet four weights of eight rows in one
 // VPMADDUBSW, the int16 results add up over a run before its scale, and
-// the eight rows' sums come out in eight lanes. (Q4_K and Q6_K matrices
+// the eight rows' sums come out in eight lanes. On AVX-512 VNNI two
+// groups fill a ZMM register, sixteen rows, and one VPDPBUSD with the four
+// quants broadcast from memory replaces the broadcast, VPMADDUBSW and
+// VPADDW. (Q4_K and Q6_K matrices
 // whose rows are not a multiple of 8 are used in the file's layout, one
 // row at a time.)
 //

@@ -1,9 +1,11 @@
 package kernels
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // DType is the storage type of a weight matrix.
@@ -90,23 +92,40 @@ func NewF32Mat(rows, cols int, w []float32) (*Mat, error) {
 // NewQ8Mat unpacks ggml Q8_0 blocks (per block: float16 scale, then 32
 // int8) of a rows x cols matrix. cols must be a multiple of 32.
 func NewQ8Mat(rows, cols int, raw []byte) (*Mat, error) {
+	return newQ8MatFrom(rows, cols, raw, false)
+}
+
+// NewQ8MatMapped is NewQ8Mat for blocks in a read-only file mapping (a
+// GGUF file's): the panels are unpacked a few MiB of blocks at a time on
+// the kernel threads, and each piece's pages of the mapping are released
+// once unpacked, so that the process holds the weights once (the file's
+// size: the panels take as many bytes as the blocks). raw must not be Go
+// memory that is used afterwards: its pages are released.
+func NewQ8MatMapped(rows, cols int, raw []byte) (*Mat, error) {
+	return newQ8MatFrom(rows, cols, raw, true)
+}
+
+func newQ8MatFrom(rows, cols int, raw []byte, release bool) (*Mat, error) {
 	if rows <= 0 || cols <= 0 || cols%Q8BlockSize != 0 {
 		return nil, fmt.Errorf("kernels: Q8_0 matrix %dx%d: columns must be a positive multiple of %d", rows, cols, Q8BlockSize)
 	}
 	nb := cols / Q8BlockSize // blocks per row
-	const blockBytes = 2 + Q8BlockSize
-	if len(raw)/blockBytes/nb != rows || len(raw) != rows*nb*blockBytes {
-		return nil, fmt.Errorf("kernels: Q8_0 matrix %dx%d needs %d bytes, have %d", rows, cols, rows*nb*blockBytes, len(raw))
+	if len(raw)/q8RawBlock/nb != rows || len(raw) != rows*nb*q8RawBlock {
+		return nil, fmt.Errorf("kernels: Q8_0 matrix %dx%d needs %d bytes, have %d", rows, cols, rows*nb*q8RawBlock, len(raw))
 	}
 	m := newQ8Mat(rows, cols)
-	for r := 0; r < rows; r++ {
-		for b := 0; b < nb; b++ {
-			src := raw[(r*nb+b)*blockBytes:][:blockBytes]
-			blk, l := m.q8Block(r, b)
-			copy(m.q8q[m.q8ScaleAt(r, b):][:2], src[:2]) // the float16 scale, as stored
-			for e := 0; e < Q8BlockSize; e++ {
-				blk[q8QuantOff(l, e)] = src[2+e] ^ 0x80 // int8 -> biased uint8
-			}
+	panelRaw := q8PanelRows * nb * q8RawBlock // source bytes of a whole panel
+	const piece = 4 << 20
+	per := max(1, piece/panelRaw) // panels a piece
+	for p0 := 0; p0 < m.q8Panels; p0 += per {
+		p1 := min(m.q8Panels, p0+per)
+		if (p1-p0)*panelRaw >= 1<<20 {
+			Parallel(p1-p0, func(lo, hi int) { m.packQ8Panels(raw, 0, p0+lo, p0+hi) })
+		} else {
+			m.packQ8Panels(raw, 0, p0, p1)
+		}
+		if release {
+			releaseMapped(raw[min(len(raw), p0*panelRaw):min(len(raw), p1*panelRaw)])
 		}
 	}
 	return m, nil
@@ -120,6 +139,51 @@ func QuantizeQ8(rows, cols int, w []float32) (*Mat, error) {
 		return nil, err
 	}
 	return NewQ8Mat(rows, cols, raw)
+}
+
+// QuantizeQ8Mapped is QuantizeQ8 for a matrix of another type, stored as
+// rowBytes bytes a row in raw (a read-only file mapping) and widened to
+// float32 by dequant (dst holds as many rows as src): a panel of rows at
+// a time on the kernel threads, so that no more than a few panels are
+// ever float32, each piece's pages of the mapping released once read.
+// The result is QuantizeQ8's, bit for bit. raw must not be Go memory that
+// is used afterwards.
+func QuantizeQ8Mapped(rows, cols, rowBytes int, raw []byte, dequant func(dst []float32, src []byte) error) (*Mat, error) {
+	if rows <= 0 || cols <= 0 || cols%Q8BlockSize != 0 || rowBytes <= 0 || len(raw)/rowBytes != rows || len(raw) != rows*rowBytes {
+		return nil, fmt.Errorf("kernels: cannot quantize %d bytes as a %dx%d Q8_0 matrix of %d bytes a row", len(raw), rows, cols, rowBytes)
+	}
+	m := newQ8Mat(rows, cols)
+	panelRaw := q8PanelRows * rowBytes
+	const piece = 4 << 20
+	per := max(1, piece/panelRaw)
+	var mu sync.Mutex
+	var first error
+	for p0 := 0; p0 < m.q8Panels; p0 += per {
+		p1 := min(m.q8Panels, p0+per)
+		Parallel(p1-p0, func(lo, hi int) {
+			w := make([]float32, q8PanelRows*cols)
+			for p := p0 + lo; p < p0+hi; p++ {
+				r0, r1 := p*q8PanelRows, min(rows, (p+1)*q8PanelRows)
+				err := dequant(w[:(r1-r0)*cols], raw[r0*rowBytes:r1*rowBytes])
+				var q []byte
+				if err == nil {
+					q, err = EncodeQ8(r1-r0, cols, w[:(r1-r0)*cols])
+				}
+				if err != nil {
+					mu.Lock()
+					first = cmp.Or(first, err)
+					mu.Unlock()
+					return
+				}
+				m.packQ8Panels(q, r0, p, p+1)
+			}
+		})
+		if first != nil {
+			return nil, first
+		}
+		releaseMapped(raw[min(len(raw), p0*panelRaw):min(len(raw), p1*panelRaw)])
+	}
+	return m, nil
 }
 
 // EncodeQ8 returns ggml Q8_0 blocks for row-major float32 weights.

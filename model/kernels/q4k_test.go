@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -65,7 +66,7 @@ func TestQ40MatMul(t *testing.T) { testKQuantMatMul(t, EncodeQ40, NewQ40Mat) }
 func testKQuantMatMul(t *testing.T, encode func(rows, cols int, w []float32) ([]byte, error), newMat func(rows, cols int, raw []byte) (*Mat, error)) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, cols := range []int{256, 768} {
-		for _, rows := range []int{1, 7, 16, 45} {
+		for _, rows := range []int{1, 7, 16, 40, 45} { // 40: two pairs of groups and one more (VNNI)
 			w := randVec(r, rows*cols)
 			raw, _ := encode(rows, cols, w)
 			m, err := newMat(rows, cols, raw)
@@ -334,4 +335,35 @@ func FuzzNewKQuantMat(f *testing.F) {
 			t.Fatalf("%d x %d: %v", r, c, err)
 		}
 	})
+}
+
+// The AVX-512 VNNI tiles of the eight-row layouts give the AVX2 tiles'
+// products bit for bit: the same integer sums, the same float steps in
+// the same order lane by lane (pairs of groups and an odd last one, tile
+// widths 1 to 8).
+func TestK8VNNIMatchesAVX2(t *testing.T) {
+	if !slices.Contains(f32Levels(), levelAVX512) || !slices.Contains(q8Levels(), levelAVX512) {
+		t.Skip("no AVX-512 VNNI")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, ty := range []struct {
+		encode func(rows, cols int, w []float32) ([]byte, error)
+		newMat func(rows, cols int, raw []byte) (*Mat, error)
+	}{{EncodeQ4K, NewQ4KMat}, {EncodeQ6K, NewQ6KMat}, {EncodeQ5K, NewQ5KMat}, {EncodeQ40, NewQ40Mat}} {
+		rows, cols := 40, 768
+		raw, _ := ty.encode(rows, cols, randVec(r, rows*cols))
+		m, err := ty.newMat(rows, cols, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{1, 3, 7, 16} {
+			x := randVec(r, n*cols)
+			a, b := make([]float32, n*rows), make([]float32, n*rows)
+			withLevels(t, levelAVX2, levelAVX512, func() { m.MatMul(a, x, n) })
+			withLevels(t, levelAVX512, levelAVX512, func() { m.MatMul(b, x, n) })
+			if !slices.Equal(a, b) {
+				t.Errorf("%v n=%d: the VNNI and AVX2 tiles differ", m.Type, n)
+			}
+		}
+	}
 }

@@ -58,18 +58,50 @@ func q8XBytes(cols int) int { return cols / Q8BlockSize * q8XBlock }
 // q8QuantOff is the offset, in a panel block, of quant e of lane (row) l.
 func q8QuantOff(l, e int) int { return e/4*64 + 4*l + e%4 }
 
-// newQ8Mat allocates an empty Q8_0 matrix (scales 0, quants 128).
+// q8RawBlock is the size of a ggml Q8_0 block: a float16 scale, then 32
+// int8 quants.
+const q8RawBlock = 2 + Q8BlockSize
+
+// newQ8Mat allocates a Q8_0 matrix whose panels packQ8Panels fills.
 func newQ8Mat(rows, cols int) *Mat {
 	nb := cols / Q8BlockSize
 	m := &Mat{Type: Q8_0, Rows: rows, Cols: cols, q8Panels: (rows + q8PanelRows - 1) / q8PanelRows, q8Stride: q8PanelBytes(nb)}
 	m.q8q, m.mem = weightBytes(m.q8Panels * m.q8Stride)
-	for p := 0; p < m.q8Panels; p++ {
-		q := m.q8q[p*m.q8Stride:][:nb*q8PanelBlock]
-		for i := range q {
-			q[i] = 0x80
+	return m
+}
+
+// packQ8Panels fills panels [p0, p1) of m from the row-major ggml Q8_0
+// blocks raw, which start at row r0 of the matrix: each row's quants biased into its lane (4 bytes a vector),
+// its float16 scales copied as stored; the lanes past m.Rows get quants
+// 128 (zero) and scale 0.
+func (m *Mat) packQ8Panels(raw []byte, r0, p0, p1 int) {
+	nb := m.Cols / Q8BlockSize
+	rowBytes := nb * q8RawBlock
+	for p := p0; p < p1; p++ {
+		panel := m.q8q[p*m.q8Stride : (p+1)*m.q8Stride]
+		scales := panel[nb*q8PanelBlock:]
+		for l := range q8PanelRows {
+			r := p*q8PanelRows + l
+			if r >= m.Rows {
+				for b := range nb {
+					for k := range q8PanelBlock / 64 {
+						binary.LittleEndian.PutUint32(panel[b*q8PanelBlock+64*k+4*l:], 0x80808080)
+					}
+				}
+				continue
+			}
+			src := raw[(r-r0)*rowBytes : (r-r0+1)*rowBytes]
+			for b := range nb {
+				s := src[b*q8RawBlock : (b+1)*q8RawBlock]
+				copy(scales[b*q8ScaleBlock+2*l:][:2], s[:2])
+				dst := panel[b*q8PanelBlock+4*l:]
+				_ = dst[64*7+3]
+				for k := range 8 {
+					binary.LittleEndian.PutUint32(dst[64*k:], binary.LittleEndian.Uint32(s[2+4*k:])^0x80808080)
+				}
+			}
 		}
 	}
-	return m
 }
 
 // q8Block returns the quants of block b of row r's panel, and r's lane.

@@ -102,3 +102,73 @@ func TestQ4KMatMapped(t *testing.T) {
 		t.Error("the mapping no longer reads the file")
 	}
 }
+
+// mapBytes writes b to a file and maps it read-only.
+func mapBytes(t *testing.T, b []byte) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "blocks")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	mapped, err := unix.Mmap(int(f.Fd()), 0, len(b), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Skip("no mmap:", err)
+	}
+	t.Cleanup(func() { unix.Munmap(mapped) })
+	return mapped
+}
+
+// Q8_0 matrices unpacked from a file mapping, and matrices of another
+// type re-quantized from one a panel at a time, are bit for bit those
+// built from memory in one piece (rows not a multiple of 16 included),
+// and the mapping still reads the file.
+func TestQ8MatMapped(t *testing.T) {
+	for _, rows := range []int{16, 1000, 4099} {
+		cols := 1024
+		w := randVec(rand.New(rand.NewPCG(uint64(rows), 15)), rows*cols)
+		raw, err := EncodeQ8(rows, cols, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, _ := NewQ8Mat(rows, cols, raw)
+		mapped := mapBytes(t, raw)
+		m, err := NewQ8MatMapped(rows, cols, mapped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(m.q8q, ref.q8q) {
+			t.Errorf("%d rows: the mapped Q8_0 blocks unpack differently", rows)
+		}
+		// float32 weights as the "other type", widened by a decoder.
+		f32 := make([]byte, 4*len(w))
+		for i, v := range w {
+			putF32(f32, 4*i, v)
+		}
+		q, err := QuantizeQ8Mapped(rows, cols, 4*cols, mapBytes(t, f32), func(dst []float32, src []byte) error {
+			for i := range dst {
+				dst[i] = getF32(src, 4*i)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(q.q8q, ref.q8q) {
+			t.Errorf("%d rows: re-quantized a panel at a time differs from QuantizeQ8", rows)
+		}
+		if !bytes.Equal(mapped[:4096], raw[:4096]) {
+			t.Error("the mapping no longer reads the file")
+		}
+	}
+	if _, err := QuantizeQ8Mapped(16, 64, 10, make([]byte, 161), nil); err == nil {
+		t.Error("161 bytes passed as 16 rows of 10")
+	}
+	if _, err := QuantizeQ8Mapped(16, 64, 256, make([]byte, 16*256), func([]float32, []byte) error { return os.ErrInvalid }); err == nil {
+		t.Error("a failing decoder gave a matrix")
+	}
+}

@@ -59,3 +59,18 @@ func (m *File) Close() error {
 	}
 	return nil
 }
+
+// Mapped reports whether Data is a file mapping (not a copy read into
+// memory).
+func (m *File) Mapped() bool { return m != nil && m.unmap != nil && !m.closed }
+
+// Release drops the process's pages of the mapping wholly inside
+// Data[off:off+n] (they leave its resident set; the file stays in the page
+// cache, and the pages come back if read again). It does nothing to a
+// copy read into memory.
+func (m *File) Release(off, n int) {
+	if !m.Mapped() || off < 0 || n <= 0 || off > len(m.Data)-n {
+		return
+	}
+	release(m.Data[off : off+n])
+}

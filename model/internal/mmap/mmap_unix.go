@@ -4,6 +4,7 @@ package mmap
 
 import (
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,4 +15,15 @@ func mapFile(f *os.File, size int) ([]byte, func([]byte) error, error) {
 		return nil, nil, err
 	}
 	return data, unix.Munmap, nil
+}
+
+// release advises the whole pages of b away (MADV_DONTNEED).
+func release(b []byte) {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := (p + 4095) &^ 4095
+	hi := (p + uintptr(len(b))) &^ 4095
+	if hi <= lo {
+		return
+	}
+	_ = unix.Madvise(b[lo-p:hi-p], unix.MADV_DONTNEED)
 }

@@ -627,6 +627,7 @@ func genQ4K() {
 	for nx := 1; nx <= q4kNXMax; nx++ {
 		q408TileAVX2(nx)
 	}
+	genKVNNI()
 }
 
 // Q6_K super-block (210 bytes): 128 bytes of low nibbles (ql), 64 of high
