@@ -160,51 +160,13 @@ func (t *TaskReport) rowsSpentTable(b *strings.Builder) {
 
 // accuracyPlot is the accuracy panel of WriteSVG: each mode's accuracy
 // (percent, with its 95 % interval as error bars) against the rows it
-// spent, through its budgets.
+// spent, through its budgets, on ticks every 2, 5 or 10 points.
 func (r *Report) accuracyPlot(t *TaskReport) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: accuracy vs compute", t.Task)
-	p.X.Label.Text = "forward rows spent per item (mean, log scale)"
-	p.Y.Label.Text = "accuracy (%), 95% Wilson interval"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = budgetTicks(t)
-	p.Legend.Top = true
-	p.Add(plotter.NewGrid())
-	ymin, ymax := 100.0, 0.0
-	for i, mode := range r.plotModes(t) {
-		var pts errPoints
-		for _, x := range t.Results {
-			if x.Mode == mode && x.Rows > 0 {
-				y := 100 * x.Accuracy
-				pts.XYs = append(pts.XYs, plotter.XY{X: x.Rows, Y: y})
-				pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{y - 100*x.AccuracyLow, 100*x.AccuracyHigh - y})
-				ymax = max(ymax, 100*x.AccuracyHigh)
-				ymin = min(ymin, 100*x.AccuracyLow)
-			}
-		}
-		if len(pts.XYs) == 0 {
-			continue
-		}
-		l, marks, err := plotter.NewLinePoints(pts.XYs)
-		if err != nil {
-			return nil, fmt.Errorf("bench: svg: %w", err)
-		}
-		bars, err := plotter.NewYErrorBars(pts)
-		if err != nil {
-			return nil, fmt.Errorf("bench: svg: %w", err)
-		}
-		styleLine(l, marks, mode, i)
-		bars.Color = l.Color
-		p.Add(l, marks, bars)
-		p.Legend.Add(mode.String(), l, marks)
+	p, top, err := r.intervalPlot(t, fmt.Sprintf("%s: accuracy vs compute", t.Task), "accuracy (%), 95% Wilson interval",
+		func(x ModeResult) (y, lo, hi float64) { return x.Accuracy, x.AccuracyLow, x.AccuracyHigh })
+	if err != nil {
+		return nil, err
 	}
-	setBudgetRange(p, t)
-	// The range the intervals span, in steps of 5 %, with room above the
-	// lines for the legend (a spread of a few points must show).
-	ymin, ymax = min(ymin, ymax), max(ymax, ymin)
-	p.Y.Min = max(0, 5*math.Floor(ymin/5-0.5))
-	top := 5 * math.Ceil(ymax/5+0.5)
-	p.Y.Max = top + 0.8*(top-p.Y.Min)
 	step := 5.0
 	if top-p.Y.Min > 40 {
 		step = 10
@@ -218,6 +180,58 @@ func (r *Report) accuracyPlot(t *TaskReport) (*plot.Plot, error) {
 	}
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	return p, nil
+}
+
+// intervalPlot plots a share per mode (percent, its 95 % interval as error
+// bars; value gives the share and its bounds) against the rows each mode
+// spent, through its budgets. It returns the plot and the top of the
+// intervals' range, rounded up to 5 %, under the room left for the legend.
+func (r *Report) intervalPlot(t *TaskReport, title, ylabel string, value func(ModeResult) (y, lo, hi float64)) (*plot.Plot, float64, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "forward rows spent per item (mean, log scale)"
+	p.Y.Label.Text = ylabel
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = budgetTicks(t)
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	ymin, ymax := 100.0, 0.0
+	for i, mode := range r.plotModes(t) {
+		var pts errPoints
+		for _, x := range t.Results {
+			if x.Mode == mode && x.Rows > 0 {
+				v, lo, hi := value(x)
+				y := 100 * v
+				pts.XYs = append(pts.XYs, plotter.XY{X: x.Rows, Y: y})
+				pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{y - 100*lo, 100*hi - y})
+				ymax = max(ymax, 100*hi)
+				ymin = min(ymin, 100*lo)
+			}
+		}
+		if len(pts.XYs) == 0 {
+			continue
+		}
+		l, marks, err := plotter.NewLinePoints(pts.XYs)
+		if err != nil {
+			return nil, 0, fmt.Errorf("bench: svg: %w", err)
+		}
+		bars, err := plotter.NewYErrorBars(pts)
+		if err != nil {
+			return nil, 0, fmt.Errorf("bench: svg: %w", err)
+		}
+		styleLine(l, marks, mode, i)
+		bars.Color = l.Color
+		p.Add(l, marks, bars)
+		p.Legend.Add(mode.String(), l, marks)
+	}
+	setBudgetRange(p, t)
+	// The range the intervals span, in steps of 5 %, with room above the
+	// lines for the legend (a spread of a few points must show).
+	ymin, ymax = min(ymin, ymax), max(ymax, ymin)
+	p.Y.Min = max(0, 5*math.Floor(ymin/5-0.5))
+	top := 5 * math.Ceil(ymax/5+0.5)
+	p.Y.Max = top + 0.8*(top-p.Y.Min)
+	return p, top, nil
 }
 
 // errPoints are points with vertical error bars.

@@ -2,11 +2,9 @@ package bench
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/entropix-search/entropix-search/engine"
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
 )
 
 // Coverage is the share of items whose right answer is among a mode's
@@ -53,48 +51,9 @@ func coverageCI(r ModeResult) string {
 // (percent, with its 95 % interval as error bars) against the rows it
 // spent, through its budgets.
 func (r *Report) coveragePlot(t *TaskReport) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: coverage (right answer among the paths) vs compute", t.Task)
-	p.X.Label.Text = "forward rows spent per item (mean, log scale)"
-	p.Y.Label.Text = "coverage (%), 95% Wilson interval"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = budgetTicks(t)
-	p.Legend.Top = true
-	p.Add(plotter.NewGrid())
-	ymin, ymax := 100.0, 0.0
-	for i, mode := range r.plotModes(t) {
-		var pts errPoints
-		for _, x := range t.Results {
-			if x.Mode == mode && x.Rows > 0 {
-				y := 100 * x.Coverage
-				pts.XYs = append(pts.XYs, plotter.XY{X: x.Rows, Y: y})
-				pts.YErrors = append(pts.YErrors, struct{ Low, High float64 }{y - 100*x.CoverageLow, 100*x.CoverageHigh - y})
-				ymax = max(ymax, 100*x.CoverageHigh)
-				ymin = min(ymin, 100*x.CoverageLow)
-			}
-		}
-		if len(pts.XYs) == 0 {
-			continue
-		}
-		l, marks, err := plotter.NewLinePoints(pts.XYs)
-		if err != nil {
-			return nil, fmt.Errorf("bench: svg: %w", err)
-		}
-		bars, err := plotter.NewYErrorBars(pts)
-		if err != nil {
-			return nil, fmt.Errorf("bench: svg: %w", err)
-		}
-		styleLine(l, marks, mode, i)
-		bars.Color = l.Color
-		p.Add(l, marks, bars)
-		p.Legend.Add(mode.String(), l, marks)
-	}
-	setBudgetRange(p, t)
-	ymin, ymax = min(ymin, ymax), max(ymax, ymin)
-	p.Y.Min = max(0, 5*math.Floor(ymin/5-0.5))
-	top := 5 * math.Ceil(ymax/5+0.5)
-	p.Y.Max = top + 0.8*(top-p.Y.Min)
-	return p, nil
+	p, _, err := r.intervalPlot(t, fmt.Sprintf("%s: coverage (right answer among the paths) vs compute", t.Task), "coverage (%), 95% Wilson interval",
+		func(x ModeResult) (y, lo, hi float64) { return x.Coverage, x.CoverageLow, x.CoverageHigh })
+	return p, err
 }
 
 // verifierRule says how the modes use a verifier's verdicts.
