@@ -311,8 +311,8 @@ func (s *adaptive) backspace(br *branch) error {
 		return s.applyAdaptive(br, &d, s.logits(br))
 	}
 	tok, parent := leaf.Token, leaf.Parent
-	leaf.Seq = nil
-	s.t.Node(parent).Seq = br.seq
+	delete(s.seqs, br.leaf)
+	s.seqs[parent] = br.seq
 	s.pruneNode(br.leaf, "backspace")
 	if err := s.e.kv.Truncate(br.seq, br.seq.Len()-1); err != nil {
 		return err
@@ -401,10 +401,7 @@ func (s *adaptive) endIfDone(br *branch) {
 	default:
 		return
 	}
-	if n.Seq != nil {
-		s.free(n.Seq)
-		n.Seq = nil
-	}
+	s.releaseSeq(br.leaf)
 	s.live = slices.DeleteFunc(s.live, func(b *branch) bool { return b == br })
 	s.leaves = append(s.leaves, br.leaf)
 	s.scores[br.leaf] = br.score
@@ -528,7 +525,7 @@ func (s *adaptive) voteSettled() bool {
 func (s *adaptive) finalize() {
 	for id := range s.waiting {
 		// Not explored, which is not a prune: Stats.Prunes leaves them out.
-		s.t.PruneSubtree(id, "unexplored", s.free)
+		s.t.PruneSubtree(id, "unexplored", s.releaseSeq)
 	}
 	for _, br := range s.live {
 		s.scores[br.leaf] = br.score

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -54,12 +55,16 @@ type search struct {
 	t      *tree.Tree
 	prompt []int
 	live   []*branch
-	rows   []model.Row
-	out    *model.Output
-	attn   []int // layers whose attention feeds the policy
-	step   int
-	start  time.Time
-	res    *Result
+	// seqs are the KV sequences of the tree's live leaves (and of a
+	// finished leaf until its branch is released), by node: the tree
+	// holds no cache handles.
+	seqs  map[tree.ID]*kvcache.Seq
+	rows  []model.Row
+	out   *model.Output
+	attn  []int // layers whose attention feeds the policy
+	step  int
+	start time.Time
+	res   *Result
 
 	// Committed output: the last committed node, tokens not yet streamed.
 	committed tree.ID
@@ -114,7 +119,7 @@ func newSearch(e *Engine, o *Options, ctx context.Context, text string, ids []in
 	s := &search{
 		e: e, ctx: ctx, b: b, opts: o, tok: e.m.Tokenizer, log: o.Log,
 		stops: stopTokens(e.m.Tokenizer, o),
-		t:     tree.New(text, ids), prompt: ids, start: time.Now(),
+		t:     tree.New(text, ids), prompt: ids, start: time.Now(), seqs: map[tree.ID]*kvcache.Seq{},
 		res:       &Result{Mode: o.Mode},
 		committed: tree.Root, done: make(chan struct{}),
 		dec: e.m.Tokenizer.NewDecoder(ids[len(ids)-1]),
@@ -132,7 +137,7 @@ var prefillChunk = 256 // a variable for the tests
 // begin gives the search its root branch, which feeds the prompt.
 func (s *search) begin() error {
 	root := &branch{leaf: tree.Root, seq: s.e.kv.NewSeq(), feed: slices.Clone(s.prompt)}
-	s.t.Node(tree.Root).Seq = root.seq
+	s.seqs[tree.Root] = root.seq
 	s.live = []*branch{root}
 	return s.mode.initRoot(root)
 }
@@ -411,7 +416,7 @@ func (s *search) extend(br *branch, tok int, logProb float64, m policy.Metrics, 
 		Token: tok, Text: s.tok.Piece(tok), LogProb: logProb, Step: s.step,
 		Metrics: m, Quadrant: q, Action: a,
 	})
-	s.t.Node(br.leaf).Seq = nil
+	delete(s.seqs, br.leaf)
 	parent := br.leaf
 	br.leaf = id
 	n := s.t.Node(id)
@@ -426,15 +431,15 @@ func (s *search) extend(br *branch, tok int, logProb float64, m policy.Metrics, 
 	}
 	if s.isStop(tok) {
 		n.Status, n.Reason = tree.Finished, "eos"
-		n.Seq = br.seq // released with the branch
+		s.seqs[id] = br.seq // released with the branch
 		return id
 	}
 	if s.scanStop(parent, id, tok) {
 		n.Status, n.Reason = tree.Finished, "stop"
-		n.Seq = br.seq
+		s.seqs[id] = br.seq
 		return id
 	}
-	n.Seq = br.seq
+	s.seqs[id] = br.seq
 	br.feed = append(br.feed, tok)
 	return id
 }
@@ -476,12 +481,19 @@ func (s *search) prune(br *branch, reason string) {
 }
 
 func (s *search) pruneNode(id tree.ID, reason string) {
-	if n := s.t.PruneSubtree(id, reason, s.free); n > 0 {
+	if n := s.t.PruneSubtree(id, reason, s.releaseSeq); n > 0 {
 		s.res.Stats.Prunes++
 	}
 }
 
-func (s *search) free(seq *kvcache.Seq) { s.e.kv.Free(seq) }
+// releaseSeq frees the KV sequence the search keeps for node id, if any
+// (once: it is forgotten).
+func (s *search) releaseSeq(id tree.ID) {
+	if seq, ok := s.seqs[id]; ok {
+		s.e.kv.Free(seq)
+		delete(s.seqs, id)
+	}
+}
 
 // branchTop is the highest node whose subtree holds only br's path: the
 // part of the tree that goes when br is pruned.
@@ -585,13 +597,11 @@ func (s *search) result() *Result {
 	return s.res
 }
 
-// release frees every KV sequence the tree still holds.
+// release frees every KV sequence the search still holds, in node order.
 func (s *search) release() {
-	for id := range tree.ID(s.t.Len()) {
-		if n := s.t.Node(id); n.Seq != nil {
-			s.e.kv.Free(n.Seq)
-			n.Seq = nil
-		}
+	ids := slices.Sorted(maps.Keys(s.seqs))
+	for _, id := range ids {
+		s.releaseSeq(id)
 	}
 	s.live = nil
 }

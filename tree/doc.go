@@ -18,10 +18,10 @@
 // A node carries the token, its decoded text, its log-probability under
 // the untruncated distribution, the policy's view of the step that chose
 // it (policy.Metrics, policy.Quadrant, policy.Action), the engine's score,
-// and a Status: Live, Finished or Pruned, with a Reason. A live leaf owns
-// the KV sequence of its path (Seq); PruneSubtree and Finish release it
-// through a callback exactly once and clear it, so that a pruned branch
-// gives its cache blocks back to the pool. Commit marks the chosen path,
+// and a Status: Live, Finished or Pruned, with a Reason. The tree holds no
+// cache handles: PruneSubtree and Finish call back with every node they
+// end, and the engine frees the KV sequence it keeps for a live leaf, so
+// that a pruned branch gives its cache blocks back. Commit marks the chosen path,
 // Best picks a leaf by any score, and Path, Tokens and Text read a path
 // back.
 //

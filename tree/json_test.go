@@ -8,17 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/policy"
 )
 
-// nodesOf copies the nodes of tr without their sequences.
+// nodesOf copies the nodes of tr.
 func nodesOf(tr *Tree) []Node {
 	var out []Node
 	for _, n := range tr.All() {
-		c := *n
-		c.Seq = nil
-		out = append(out, c)
+		out = append(out, *n)
 	}
 	return out
 }
@@ -38,11 +35,6 @@ func roundTrip(t *testing.T, tr *Tree) *Tree {
 
 func TestJSONRoundTrip(t *testing.T) {
 	tr, ids := sampleTree(t)
-	pool, err := kvcache.New(kvcache.Config{Layers: 1, KVDim: 2, MaxBlocks: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.Node(ids["the"]).Seq = pool.NewSeq()
 	tr.PruneSubtree(ids["day"], "below-sibling", nil)
 	tr.Commit(ids["dot"])
 	// Values that stress the encoding: awkward floats, -0, invalid UTF-8

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/policy"
 )
 
@@ -91,10 +90,6 @@ type Node struct {
 	Status    Status
 	Reason    string // why finished or pruned ("eos", "max-depth", "kv-full", ...)
 	Committed bool   // on the chosen path
-
-	// Seq is the KV sequence while the node is a live leaf, nil otherwise.
-	// It is not exported to JSON.
-	Seq *kvcache.Seq `json:"-"`
 }
 
 // IsLeaf reports whether n has no children.
@@ -268,43 +263,39 @@ func (t *Tree) Walk(id ID, fn func(*Node) bool) {
 }
 
 // PruneSubtree marks every Live node of the subtree of id (id included)
-// Pruned with reason, and releases the KV sequence of every node of the
-// subtree that holds one: free is called once for each non-nil Seq (when
-// free is not nil) and the Seq is cleared, so a sequence is never freed
-// twice. Finished and already pruned nodes keep their status and reason. It
+// Pruned with reason and calls release (when not nil) with every node of
+// the subtree, in walk order, so that the engine frees what it holds for
+// them (a live leaf's KV sequence: the tree holds no cache handles).
+// Finished and already pruned nodes keep their status and reason. It
 // returns the number of nodes it pruned.
-func (t *Tree) PruneSubtree(id ID, reason string, free func(*kvcache.Seq)) int {
+func (t *Tree) PruneSubtree(id ID, reason string, release func(ID)) int {
 	count := 0
 	t.Walk(id, func(n *Node) bool {
 		if n.Status == Live {
 			n.Status, n.Reason = Pruned, reason
 			count++
 		}
-		t.release(n, free)
+		if release != nil {
+			release(n.ID)
+		}
 		return true
 	})
 	return count
 }
 
-// Finish marks the live node id Finished with reason and releases its KV
-// sequence as PruneSubtree does. It reports whether id was a live node.
-func (t *Tree) Finish(id ID, reason string, free func(*kvcache.Seq)) bool {
+// Finish marks the live node id Finished with reason and calls release
+// (when not nil) with it, as PruneSubtree does. It reports whether id was a
+// live node.
+func (t *Tree) Finish(id ID, reason string, release func(ID)) bool {
 	n := t.Node(id)
 	if n == nil || n.Status != Live {
 		return false
 	}
 	n.Status, n.Reason = Finished, reason
-	t.release(n, free)
-	return true
-}
-
-func (t *Tree) release(n *Node, free func(*kvcache.Seq)) {
-	if n.Seq != nil {
-		if free != nil {
-			free(n.Seq)
-		}
-		n.Seq = nil
+	if release != nil {
+		release(id)
 	}
+	return true
 }
 
 // Commit makes root..id the committed path: it marks those nodes Committed

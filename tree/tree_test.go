@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/policy"
 )
 
@@ -150,68 +149,41 @@ func TestLeavesAndWalk(t *testing.T) {
 	}
 }
 
-func TestPruneSubtreeFreesOnce(t *testing.T) {
-	pool, err := kvcache.New(kvcache.Config{Layers: 2, KVDim: 4, BlockSize: 4, MaxBlocks: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN := func(s *kvcache.Seq, n int) {
-		for range n {
-			if _, err := pool.Append(s); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+// TestPruneSubtreeReleases: PruneSubtree and Finish call back with every
+// node they end (the engine frees what it holds for them), prune only live
+// nodes, and leave finished ones as they are.
+func TestPruneSubtreeReleases(t *testing.T) {
 	tr := New("prompt", []int{1, 2, 3})
-	root := pool.NewSeq()
-	appendN(root, 6)
-	// A fork of three branches sharing the prompt's blocks, one with a
-	// grandchild that holds a sequence too.
 	var kids []ID
 	for i := range 3 {
-		s := pool.Fork(root)
-		appendN(s, 3+i)
-		kids = append(kids, tr.Add(Root, Node{Token: 10 + i, Seq: s}))
+		kids = append(kids, tr.Add(Root, Node{Token: 10 + i}))
 	}
-	gs := pool.Fork(tr.Node(kids[1]).Seq)
-	appendN(gs, 5)
-	grand := tr.Add(kids[1], Node{Token: 20, Seq: gs})
-	tr.Finish(kids[2], "eos", pool.Free)
-	if tr.Node(kids[2]).Seq != nil || tr.Node(kids[2]).Status != Finished {
-		t.Fatal("Finish should free the sequence and mark the node")
+	grand := tr.Add(kids[1], Node{Token: 20})
+	var released []ID
+	release := func(id ID) { released = append(released, id) }
+	if !tr.Finish(kids[2], "eos", release) || tr.Node(kids[2]).Status != Finished {
+		t.Fatal("Finish should mark the node")
 	}
-	if tr.Finish(kids[2], "again", pool.Free) {
+	if tr.Finish(kids[2], "again", release) {
 		t.Error("Finish of a finished node should report false")
 	}
-	pool.Free(root)
-
-	freed := map[*kvcache.Seq]int{}
-	free := func(s *kvcache.Seq) { freed[s]++; pool.Free(s) }
-	if got := tr.PruneSubtree(kids[1], "below-sibling", free); got != 2 {
+	if got := tr.PruneSubtree(kids[1], "below-sibling", release); got != 2 {
 		t.Errorf("pruned %d nodes, want 2", got)
 	}
-	if got := tr.PruneSubtree(kids[1], "again", free); got != 0 {
+	if got := tr.PruneSubtree(kids[1], "again", nil); got != 0 {
 		t.Errorf("second prune pruned %d nodes, want 0", got)
 	}
-	if n := tr.Node(grand); n.Status != Pruned || n.Reason != "below-sibling" || n.Seq != nil {
+	if n := tr.Node(grand); n.Status != Pruned || n.Reason != "below-sibling" {
 		t.Errorf("grandchild = %+v", n)
 	}
-	if got := tr.PruneSubtree(Root, "budget", free); got != 2 { // the root and kids[0]
+	if !slices.Equal(released, []ID{kids[2], kids[1], grand}) {
+		t.Errorf("released %v, want %v", released, []ID{kids[2], kids[1], grand})
+	}
+	if got := tr.PruneSubtree(Root, "budget", nil); got != 2 { // the root and kids[0]
 		t.Errorf("pruning the rest pruned %d, want 2", got)
 	}
 	if n := tr.Node(kids[2]); n.Status != Finished || n.Reason != "eos" {
 		t.Errorf("finished node changed by prune: %+v", n)
-	}
-	if len(freed) != 3 { // kids[0], kids[1], grand; kids[2] went with Finish
-		t.Errorf("free called for %d sequences, want 3", len(freed))
-	}
-	for s, c := range freed {
-		if c != 1 {
-			t.Errorf("sequence %p freed %d times", s, c)
-		}
-	}
-	if st := pool.Stats(); st.BlocksInUse != 0 || st.LogicalBlocks != 0 {
-		t.Errorf("pool after pruning everything: %+v", st)
 	}
 	if got := tr.PruneSubtree(99, "x", nil); got != 0 {
 		t.Errorf("prune of unknown node = %d", got)
