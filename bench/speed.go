@@ -38,6 +38,19 @@ type SpeedConfig struct {
 	// KVType is the KV cache's element type (kvcache.F32, the zero value,
 	// or kvcache.F16).
 	KVType kvcache.ElemType
+	// Backend names the model.Backend measured (model.RegisterBackend);
+	// "cpu" when empty.
+	Backend string
+}
+
+// backend makes the measured backend over a cache of the given capacity
+// in token positions.
+func (c SpeedConfig) backend(m *model.Model, tokens int) (model.Backend, error) {
+	name := c.Backend
+	if name == "" {
+		name = "cpu"
+	}
+	return model.NewBackend(name, m, model.CacheConfig{Tokens: tokens, BlockSize: c.BlockSize, DType: c.KVType})
 }
 
 // DefaultSpeedConfig is the full measurement: a few minutes for a
@@ -161,10 +174,11 @@ func tokens(rng *rand.Rand, n, vocab int) []int {
 func MeasureDecode(m *model.Model, c SpeedConfig) (DecodeResult, error) {
 	c = c.withDefaults()
 	n := min(c.DecodeTokens, m.Config.ContextLen)
-	be, err := model.NewBackend("cpu", m, model.CacheConfig{Tokens: n, BlockSize: c.BlockSize, DType: c.KVType})
+	be, err := c.backend(m, n)
 	if err != nil {
 		return DecodeResult{}, err
 	}
+	defer be.Close()
 	r, kv := be, be.Cache()
 	toks := tokens(rand.New(rand.NewPCG(1, 1)), n, m.Config.Vocab)
 	row := []model.Row{{}}
@@ -214,10 +228,11 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 		return nil, fmt.Errorf("bench: prefix %d + %d steps exceeds the context of %d", c.Prefix, c.Steps, m.Config.ContextLen)
 	}
 	// The prefix, plus each branch's steps and a copied partial block.
-	be, err := model.NewBackend("cpu", m, model.CacheConfig{Tokens: c.Prefix + c.BlockSize + maxB*(c.Steps+c.BlockSize), BlockSize: c.BlockSize, DType: c.KVType})
+	be, err := c.backend(m, c.Prefix+c.BlockSize+maxB*(c.Steps+c.BlockSize))
 	if err != nil {
 		return nil, err
 	}
+	defer be.Close()
 	r, kv := be, be.Cache()
 	rng := rand.New(rand.NewPCG(2, 2))
 	root := kv.NewSeq()
@@ -294,10 +309,11 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 func MeasurePrefill(m *model.Model, c SpeedConfig) (PrefillResult, error) {
 	c = c.withDefaults()
 	n := min(c.PromptTokens, m.Config.ContextLen)
-	be, err := model.NewBackend("cpu", m, model.CacheConfig{Tokens: n, BlockSize: c.BlockSize, DType: c.KVType})
+	be, err := c.backend(m, n)
 	if err != nil {
 		return PrefillResult{}, err
 	}
+	defer be.Close()
 	r, kv := be, be.Cache()
 	toks := tokens(rand.New(rand.NewPCG(3, 3)), n, m.Config.Vocab)
 	rows := make([]model.Row, n)
