@@ -5,6 +5,7 @@
 //	entropix-bench train [-o arith.gguf] [-steps 3000] [-seed 1] [-resume]
 //	entropix-bench speed [-shape stories110M] [-dtype q8_0|q4_k|f32|both] [-quick]
 //	entropix-bench gguf -shape stories110M -dtype q8_0 -o /tmp/s110m-q8.gguf
+//	entropix-bench backends [-a cpu] [-b ggml] [-shape llama3.2-1b] [-dtype q8_0,q4_k] [-bandwidth GBps] [-json F] [-quick]
 //
 // Results go to standard output as markdown, progress to standard error.
 // Bad usage exits with status 2, a failed measurement with 1.

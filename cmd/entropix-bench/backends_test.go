@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBackendsTiny runs the backend check, the CPU against itself, on a
+// tiny generated model: the outputs agree exactly, every timing is there,
+// and the JSON holds what the markdown shows.
+func TestBackendsTiny(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "check.json")
+	code, out, errs := runCmd(t, "backends", "-a", "cpu", "-b", "cpu", "-shape", "stories260K", "-dtype", "q8_0", "-quick",
+		"-timings", "a,b", "-branches", "1,4", "-server-time", "150ms", "-clients", "4", "-bandwidth", "10", "-keep", dir, "-json", jsonPath)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"# Backend check: cpu against cpu", "## stories260K Q8_0", "| prefill | 32 | 0 | 0 |",
+		"all 16 tokens identical", "| 4-branch step (forks of a 64-token prefix) |", "of 10 GB/s", "server, 4 concurrent clients, against 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stories260K-q8_0-seed1.gguf")); err != nil {
+		t.Errorf("-keep: %v", err)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep backendsReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Models) != 1 || rep.Machine.Cores == 0 {
+		t.Fatalf("JSON: %s", b)
+	}
+	mr := rep.Models[0]
+	if mr.Agreement == nil || mr.Agreement.Greedy.Same != 16 || len(mr.Timings) != 1 || mr.Timings[0].Server == nil || mr.Traffic.WeightBytes == 0 {
+		t.Errorf("JSON model: %s", b)
+	}
+	if s := mr.Timings[0].Server; s.One.Requests == 0 || s.Many.Requests == 0 || s.Many.Clients != 4 || s.Ratio <= 0 {
+		t.Errorf("server: %+v", s)
+	}
+
+	// The model kept by -keep is reused, and -m takes a file.
+	code, out, errs = runCmd(t, "backends", "-b", "cpu", "-m", filepath.Join(dir, "stories260K-q8_0-seed1.gguf"), "-quick", "-timings", "none")
+	if code != exitOK || !strings.Contains(out, "## stories260K-q8_0-seed1.gguf") || strings.Contains(out, "decode, 1 row") {
+		t.Errorf("-m, -timings none: exit %d: %s\n%s", code, errs, out)
+	}
+}
+
+func TestBackendsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"-b", "no-such-backend"},
+		{"-b", "cpu", "-timings", "c"},
+		{"-b", "cpu", "-dtype", "q3"},
+		{"-b", "cpu", "-shape", "nope"},
+		{"-b", "cpu", "-branches", "0"},
+		{"-b", "cpu", "-kv", "f8"},
+		{"-b", "cpu", "-json", filepath.Join(t.TempDir(), "no", "such", "dir", "x.json")},
+		{"-b", "cpu", "extra"},
+	} {
+		code, _, errs := runCmd(t, append([]string{"backends"}, args...)...)
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d: %s", args, code, exitUsage, errs)
+		}
+	}
+	if code, _, errs := runCmd(t, "backends", "-h"); code != exitOK || !strings.Contains(errs, "registered: cpu") {
+		t.Errorf("-h: exit %d: %s", code, errs)
+	}
+}
