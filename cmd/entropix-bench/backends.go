@@ -39,6 +39,11 @@ func init() {
 // once parsed, before any backend is made.
 var backendFlags []func(fs *flag.FlagSet) (apply func() error)
 
+// backendInfo lets a backend package describe what it runs on (its
+// libraries, its devices) in the check's header: each function returns a
+// line, or "" to say nothing. They run after the flags are applied.
+var backendInfo []func() string
+
 // backendsReport is the JSON the backends subcommand writes.
 type backendsReport struct {
 	Machine machine               `json:"machine"`
@@ -191,6 +196,11 @@ func runBackends(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 
 	rep := &backendsReport{Machine: describeMachine(), Args: args}
+	for _, f := range backendInfo {
+		if line := f(); line != "" {
+			rep.Machine.Backends = append(rep.Machine.Backends, line)
+		}
+	}
 	writeJSON := func() error {
 		if *jsonPath == "" {
 			return nil
@@ -475,6 +485,8 @@ type machine struct {
 	Threads   int    `json:"threads"`
 	GPU       string `json:"gpu,omitempty"`       // nvidia-smi's answer
 	Libraries string `json:"libraries,omitempty"` // the ggml folder and its build
+	// Backends are the backends' own descriptions (backendInfo).
+	Backends []string `json:"backends,omitempty"`
 }
 
 // describeMachine reads the processor, memory, system and GPU.
@@ -551,6 +563,9 @@ func (mc machine) markdown(w io.Writer, a, b string) error {
 	}
 	if mc.Libraries != "" {
 		fmt.Fprintf(&s, "- ggml libraries: %s\n", mc.Libraries)
+	}
+	for _, line := range mc.Backends {
+		fmt.Fprintf(&s, "- %s\n", line)
 	}
 	s.WriteString("\n")
 	_, err := io.WriteString(w, s.String())
