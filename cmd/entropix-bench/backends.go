@@ -340,8 +340,10 @@ func checkModel(ctx context.Context, m *model.Model, name, path, a, b, kvName st
 		fmt.Fprintf(stderr, "%s: timing %s...\n", name, be)
 		t0 := time.Now()
 		t, err := bench.MeasureBackendTiming(ctx, m, be, sc, searchTokens, searchRounds)
-		if t == nil {
-			return nil, err
+		if t == nil { // the backend could not be made: say so and go on
+			fmt.Fprintf(stderr, "%s: %s: %v\n", name, be, err)
+			chk.Timings = append(chk.Timings, &bench.BackendTiming{Backend: be, Config: sc, Errors: []string{err.Error()}})
+			continue
 		}
 		if err == nil && sp.clients > 0 {
 			fmt.Fprintf(stderr, "%s: %s's server, 1 then %d clients, %s each...\n", name, be, sp.clients, sp.dur)

@@ -2,11 +2,22 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/entropix-search/entropix-search/model"
 )
+
+// The "broken" backend cannot be made, as a GPU backend without its
+// device.
+func init() {
+	model.RegisterBackend("broken", func(*model.Model, model.CacheConfig) (model.Backend, error) {
+		return nil, errors.New("no such device")
+	})
+}
 
 // TestBackendsTiny runs the backend check, the CPU against itself, on a
 // tiny generated model: the outputs agree exactly, every timing is there,
@@ -54,6 +65,25 @@ func TestBackendsTiny(t *testing.T) {
 	}
 }
 
+// TestBackendsBroken checks that a backend that cannot be made is
+// reported, the reference still timed, and the exit status says so.
+func TestBackendsBroken(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "check.json")
+	code, out, errs := runCmd(t, "backends", "-b", "broken", "-shape", "stories260K", "-dtype", "q8_0", "-quick",
+		"-timings", "a,b", "-clients", "0", "-json", jsonPath)
+	if code != exitFailure || !strings.Contains(errs, "no such device") {
+		t.Errorf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"Agreement not measured: bench: backend broken: no such device", "| measure | cpu | broken |", "- broken: no such device"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if b, err := os.ReadFile(jsonPath); err != nil || !strings.Contains(string(b), "no such device") {
+		t.Errorf("JSON: %v: %s", err, b)
+	}
+}
+
 func TestBackendsUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"-b", "no-such-backend"},
@@ -70,7 +100,7 @@ func TestBackendsUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d: %s", args, code, exitUsage, errs)
 		}
 	}
-	if code, _, errs := runCmd(t, "backends", "-h"); code != exitOK || !strings.Contains(errs, "registered: cpu") {
+	if code, _, errs := runCmd(t, "backends", "-h"); code != exitOK || !strings.Contains(errs, "registered: broken, cpu") {
 		t.Errorf("-h: exit %d: %s", code, errs)
 	}
 }
