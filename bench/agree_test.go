@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/kernels"
@@ -188,7 +189,11 @@ func TestMeasureBackendTiming(t *testing.T) {
 	m := tinyModel(t)
 	c := tinyConfig()
 	c.KVType = kvcache.F16
-	bt, err := MeasureBackendTiming(context.Background(), m, "perturbed", c, 4, 1)
+	eng, err := engine.New(m, engine.WithBackend("perturbed"), engine.WithKVType(kvcache.F16), engine.WithCacheTokens(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, err := MeasureBackendTiming(context.Background(), m, "perturbed", c, eng, 4, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +217,7 @@ func TestMeasureBackendTiming(t *testing.T) {
 			t.Errorf("markdown lacks %q:\n%s", want, sb.String())
 		}
 	}
-	if _, err := MeasureBackendTiming(context.Background(), m, "no-such-backend", c, 0, 0); err == nil {
+	if _, err := MeasureBackendTiming(context.Background(), m, "no-such-backend", c, nil, 0, 0); err == nil {
 		t.Error("an unknown backend was timed")
 	}
 }

@@ -82,21 +82,17 @@ type SearchTiming struct {
 // searchPrompts are the prompts of MeasureSearchTime, one a search.
 var searchPrompts = []string{"Once upon a time", "Lily wanted to", "The little dog", "Tom and his mom"}
 
-// MeasureSearchTime runs beam-adaptive on backend name, one warm-up and
-// then rounds searches of tokens tokens, and reports their time outside
-// the forward pass.
-func MeasureSearchTime(ctx context.Context, m *model.Model, name string, kv kvcache.ElemType, tokens, rounds int) (*SearchTiming, error) {
+// MeasureSearchTime runs beam-adaptive on eng, one warm-up and then
+// rounds searches of tokens tokens, and reports their time outside the
+// forward pass.
+func MeasureSearchTime(ctx context.Context, eng *engine.Engine, tokens, rounds int) (*SearchTiming, error) {
 	if tokens < 1 || rounds < 1 {
 		return nil, fmt.Errorf("bench: search time: %d tokens, %d rounds: want both > 0", tokens, rounds)
 	}
-	eng, err := engine.New(m, engine.WithMode(engine.BeamAdaptive), engine.WithSeed(1), engine.WithBackend(name),
-		engine.WithKVType(kv), engine.WithCacheTokens(min(m.Config.ContextLen, 64+tokens)*20))
-	if err != nil {
-		return nil, fmt.Errorf("bench: search time: %w", err)
-	}
 	r := &SearchTiming{Mode: engine.BeamAdaptive.String(), Tokens: tokens}
 	for i := range rounds + 1 {
-		out, err := eng.Search(ctx, searchPrompts[i%len(searchPrompts)], engine.Budget{MaxTokens: tokens})
+		out, err := eng.SearchWith(ctx, searchPrompts[i%len(searchPrompts)], engine.Budget{MaxTokens: tokens},
+			engine.WithMode(engine.BeamAdaptive), engine.WithSeed(1))
 		if err != nil {
 			return nil, fmt.Errorf("bench: search time: %w", err)
 		}
@@ -166,11 +162,12 @@ func (t *BackendTiming) note(what string, err error) {
 
 // MeasureBackendTiming measures backend name on m: decode at one row,
 // the branch steps of c.Branches (forks of one prefilled prefix), the
-// prefill of c.PromptTokens tokens, and the time beam-adaptive spends
-// outside the forward pass over searchTokens tokens (skipped when 0).
-// Each measurement that fails is noted and the others still run, but a
-// cancelled ctx stops them.
-func MeasureBackendTiming(ctx context.Context, m *model.Model, name string, c SpeedConfig, searchTokens, searchRounds int) (*BackendTiming, error) {
+// prefill of c.PromptTokens tokens, and, on eng (an engine of m on the
+// same backend; nil: skipped), the time beam-adaptive spends outside the
+// forward pass over searchTokens tokens (0: skipped). Each measurement
+// that fails is noted and the others still run, but a cancelled ctx stops
+// them. It fails only when the backend cannot be made.
+func MeasureBackendTiming(ctx context.Context, m *model.Model, name string, c SpeedConfig, eng *engine.Engine, searchTokens, searchRounds int) (*BackendTiming, error) {
 	c.Backend = name
 	c = c.withDefaults()
 	t := &BackendTiming{Backend: name, Config: c}
@@ -201,11 +198,11 @@ func MeasureBackendTiming(ctx context.Context, m *model.Model, name string, c Sp
 	} else {
 		t.Prefill = &p
 	}
-	if searchTokens > 0 {
+	if searchTokens > 0 && eng != nil {
 		if err := ctx.Err(); err != nil {
 			return t, err
 		}
-		if s, err := MeasureSearchTime(ctx, m, name, c.KVType, searchTokens, max(searchRounds, 1)); err != nil {
+		if s, err := MeasureSearchTime(ctx, eng, searchTokens, max(searchRounds, 1)); err != nil {
 			t.note("search", err)
 		} else {
 			t.Search = s

@@ -80,6 +80,7 @@ func runBackends(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	jsonPath := fs.String("json", "", "also write the results as JSON to this `file` (atomically, after each model)")
 	keep := fs.String("keep", "", "write the generated models into this `folder` and keep them (default: a temporary folder, removed)")
 	timeout := fs.Duration("timeout", 0, "stop measuring after this long and report what was measured (0: no limit)")
+	render := fs.String("render", "", "measure nothing: print the markdown of the JSON `file` an earlier run wrote (all it measured before it stopped)")
 	var applies []func() error
 	for _, f := range backendFlags {
 		applies = append(applies, f(fs))
@@ -100,6 +101,9 @@ func runBackends(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *render != "" {
+		return renderBackends(*render, stdout)
 	}
 	start := time.Now()
 	for _, name := range []string{*a, *b} {
@@ -261,14 +265,19 @@ func runBackends(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		fmt.Fprintf(stderr, "%s ready in %s\n", j.name, time.Since(t0).Round(time.Millisecond))
-		chk, err := checkModel(ctx, m, j.name, j.path, *a, *b, *kvName, timed, ac, sc, srchTokens, srchRounds,
-			serverPlan{clients: *serverClients, dur: srvTime, tokens: srvTokens}, *agree, *bandwidth, stderr)
+		chk := &bench.BackendCheck{Model: j.name, A: *a, B: *b, BandwidthGBps: *bandwidth}
+		rep.Models = append(rep.Models, chk)
+		save := func() error {
+			chk.Wall = time.Since(t0)
+			return writeJSON()
+		}
+		err = checkModel(ctx, m, chk, j.path, *kvName, timed, ac, sc, srchTokens, srchRounds,
+			serverPlan{clients: *serverClients, dur: srvTime, tokens: srvTokens}, *agree, save, stderr)
 		m.Close()
 		if err != nil {
 			return err
 		}
 		chk.Wall = time.Since(t0)
-		rep.Models = append(rep.Models, chk)
 		if err := chk.Markdown(stdout); err != nil {
 			return err
 		}
@@ -297,6 +306,33 @@ func runBackends(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return ctx.Err()
 }
 
+// renderBackends prints the markdown of a report the subcommand wrote.
+func renderBackends(path string, stdout io.Writer) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rep backendsReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(rep.Models) == 0 {
+		return fmt.Errorf("%s: no model was checked", path)
+	}
+	if err := rep.Machine.markdown(stdout, rep.Models[0].A, rep.Models[0].B); err != nil {
+		return err
+	}
+	for _, m := range rep.Models {
+		if err := m.Markdown(stdout); err != nil {
+			return err
+		}
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(stdout, "- %s\n", n)
+	}
+	return nil
+}
+
 // writeSynth writes a generated model to path, atomically.
 func writeSynth(path string, shape synth.Shape, dt kernels.DType, seed uint64) error {
 	return outfile.Write(path, nil, func(w io.Writer) error { return synth.WriteGGUF(w, shape, dt, seed, nil) })
@@ -309,19 +345,21 @@ type serverPlan struct {
 	tokens  int // max_tokens of a request
 }
 
-// checkModel compares backend b with a on m and measures the speed of
-// the backends in timed.
-func checkModel(ctx context.Context, m *model.Model, name, path, a, b, kvName string, timed []string, ac bench.AgreeConfig, sc bench.SpeedConfig,
-	searchTokens, searchRounds int, sp serverPlan, agree bool, bandwidth float64, stderr io.Writer) (*bench.BackendCheck, error) {
+// checkModel compares backend b with a on m, and measures the speed of
+// the backends in timed, into chk; save is called after each part, so
+// that a crash loses only the part it happened in.
+func checkModel(ctx context.Context, m *model.Model, chk *bench.BackendCheck, path, kvName string, timed []string, ac bench.AgreeConfig, sc bench.SpeedConfig,
+	searchTokens, searchRounds int, sp serverPlan, agree bool, save func() error, stderr io.Writer) error {
 	kv, err := m.KVType(kvName)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ac.KVType, sc.KVType = kv, kv
-	chk := &bench.BackendCheck{Model: name, Params: paramCount(m), KVType: kv, A: a, B: b, BandwidthGBps: bandwidth}
+	chk.Params, chk.KVType = paramCount(m), kv
 	if t, err := bench.TrafficOf(path, m.Config, kv); err == nil {
 		chk.Traffic = t
 	}
+	name, a, b := chk.Model, chk.A, chk.B
 	if agree {
 		fmt.Fprintf(stderr, "%s: comparing %s with %s...\n", name, b, a)
 		t0 := time.Now()
@@ -332,6 +370,9 @@ func checkModel(ctx context.Context, m *model.Model, name, path, a, b, kvName st
 			chk.Agreement = ag
 		}
 		fmt.Fprintf(stderr, "%s: agreement in %s\n", name, time.Since(t0).Round(time.Millisecond))
+		if err := save(); err != nil {
+			return err
+		}
 	}
 	for _, be := range timed {
 		if ctx.Err() != nil {
@@ -339,39 +380,51 @@ func checkModel(ctx context.Context, m *model.Model, name, path, a, b, kvName st
 		}
 		fmt.Fprintf(stderr, "%s: timing %s...\n", name, be)
 		t0 := time.Now()
-		t, err := bench.MeasureBackendTiming(ctx, m, be, sc, searchTokens, searchRounds)
+		// One engine serves the search measurement and the server: a
+		// backend made once (an engine is never closed).
+		var eng *engine.Engine
+		var engErr error
+		if searchTokens > 0 || sp.clients > 0 {
+			per := min(m.Config.ContextLen, 32+max(sp.tokens, searchTokens)+kvcache.DefaultBlockSize)
+			eng, engErr = engine.New(m, engine.WithBackend(be), engine.WithKVType(kv), engine.WithCacheTokens(per*8*max(sp.clients, 4)))
+		}
+		t, err := bench.MeasureBackendTiming(ctx, m, be, sc, eng, searchTokens, searchRounds)
 		if t == nil { // the backend could not be made: say so and go on
 			fmt.Fprintf(stderr, "%s: %s: %v\n", name, be, err)
 			chk.Timings = append(chk.Timings, &bench.BackendTiming{Backend: be, Config: sc, Errors: []string{err.Error()}})
 			continue
 		}
-		if err == nil && sp.clients > 0 {
+		chk.Timings = append(chk.Timings, t)
+		if engErr != nil {
+			t.Errors = append(t.Errors, fmt.Sprintf("engine: %v", engErr))
+		}
+		if err := save(); err != nil {
+			return err
+		}
+		if err == nil && eng != nil && sp.clients > 0 {
 			fmt.Fprintf(stderr, "%s: %s's server, 1 then %d clients, %s each...\n", name, be, sp.clients, sp.dur)
-			if st, err := measureServer(ctx, m, be, kv, sp); err != nil {
+			st, err := measureServer(ctx, m, eng, sp)
+			if err != nil {
 				t.Errors = append(t.Errors, fmt.Sprintf("server: %v", err))
-			} else {
-				t.Server = st
+			}
+			t.Server = st
+			if err := save(); err != nil {
+				return err
 			}
 		}
-		chk.Timings = append(chk.Timings, t)
 		fmt.Fprintf(stderr, "%s: %s timed in %s\n", name, be, time.Since(t0).Round(time.Millisecond))
 	}
-	return chk, nil
+	return nil
 }
 
 // serverPrompts are the server measurement's prompts, one a request.
 var serverPrompts = []string{"Once upon a time", "Lily wanted to", "The little dog", "Tom and his mom", "One day, a girl", "The sun was"}
 
-// measureServer runs an in-process server of m on backend name over
-// loopback and measures its throughput with one client, then with
-// sp.clients concurrent ones, each sending beam-adaptive requests one
-// after another for sp.dur (a request started before the end finishes).
-func measureServer(ctx context.Context, m *model.Model, name string, kv kvcache.ElemType, sp serverPlan) (*bench.ServerTiming, error) {
-	per := min(m.Config.ContextLen, 32+sp.tokens+kvcache.DefaultBlockSize)
-	eng, err := engine.New(m, engine.WithBackend(name), engine.WithKVType(kv), engine.WithCacheTokens(per*8*sp.clients))
-	if err != nil {
-		return nil, err
-	}
+// measureServer runs an in-process server of m on eng over loopback and
+// measures its throughput with one client, then with sp.clients
+// concurrent ones, each sending beam-adaptive requests one after another
+// for sp.dur (a request started before the end finishes).
+func measureServer(ctx context.Context, m *model.Model, eng *engine.Engine, sp serverPlan) (*bench.ServerTiming, error) {
 	srv := serve.New(m, eng, serve.Config{MaxSearches: sp.clients, Queue: 4 * sp.clients, Policy: policy.DefaultFile(), Grace: time.Second})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -470,7 +523,7 @@ func measureServer(ctx context.Context, m *model.Model, name string, kv kvcache.
 		}
 		return st, fmt.Errorf("no request completed: %v", firstErr)
 	}
-	if n := eng.BlocksInUse(); n != 0 {
+	if n := eng.BlocksInUse(); n != 0 && ctx.Err() == nil { // cancelled searches free theirs as they stop
 		return st, fmt.Errorf("%d KV blocks in use after the requests", n)
 	}
 	return st, nil

@@ -58,6 +58,15 @@ func TestBackendsTiny(t *testing.T) {
 		t.Errorf("server: %+v", s)
 	}
 
+	// -render prints the same markdown from the JSON.
+	code, rendered, errs := runCmd(t, "backends", "-render", jsonPath)
+	if code != exitOK || rendered != out {
+		t.Errorf("-render: exit %d: %s\n%s\nwant\n%s", code, errs, rendered, out)
+	}
+	if code, _, _ := runCmd(t, "backends", "-render", filepath.Join(dir, "stories260K-q8_0-seed1.gguf")); code != exitFailure {
+		t.Errorf("-render of a GGUF file: exit %d", code)
+	}
+
 	// The model kept by -keep is reused, and -m takes a file.
 	code, out, errs = runCmd(t, "backends", "-b", "cpu", "-m", filepath.Join(dir, "stories260K-q8_0-seed1.gguf"), "-quick", "-timings", "none")
 	if code != exitOK || !strings.Contains(out, "## stories260K-q8_0-seed1.gguf") || strings.Contains(out, "decode, 1 row") {
