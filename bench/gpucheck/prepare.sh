@@ -7,14 +7,23 @@
 #                        (model/ggml/getlibs.sh vulkan; its CUDA library,
 #                        159 MB, is too big to travel)
 #   vulkan/libvulkan.so.1  the Vulkan loader, from Debian's libvulkan1 .deb
+#   llama/               with --llama: llama.cpp's llama-bench and
+#                        llama-batched-bench (llama-tools.sh), run on the
+#                        same ggml libraries for a comparison
 #   MANIFEST             versions, commit and checksums
 # and checks that it stays under 60 MiB (at most 64 MiB travel with the
 # working tree). Run it from any folder; it needs Go, npm (or the package
 # tarball: see getlibs.sh), and apt-get download or an installed
-# libvulkan1.
+# libvulkan1; --llama also cmake and a C++ compiler.
 #
-#   bench/gpucheck/prepare.sh
+#   bench/gpucheck/prepare.sh [--llama]
 set -euo pipefail
+llama=0
+case "${1:-}" in
+--llama) llama=1 ;;
+"") ;;
+*) echo "usage: prepare.sh [--llama]" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/../.."
 root=$PWD
 export PATH="$PATH:/usr/local/go/bin"
@@ -63,6 +72,11 @@ fi
 [ -n "$loader" ] || die "no libvulkan.so.1: apt-get download libvulkan1 failed and none is installed"
 cp -L "$loader" "$stage/vulkan/libvulkan.so.1"
 rm -rf "$deb_dir"
+
+if [ "$llama" = 1 ]; then
+  say "llama.cpp's llama-bench and llama-batched-bench..."
+  bench/gpucheck/llama-tools.sh "$stage/llama" || die "could not build llama.cpp's tools (see above)"
+fi
 
 {
   echo "GPU check bundle, made $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"

@@ -22,8 +22,9 @@
 # (its device, vulkan0), GPUCHECK_SHAPE, GPUCHECK_DTYPES ("q8_0 q4_k"),
 # GPUCHECK_BANDWIDTH (GB/s; by default 4800 on an H200, 3350 on an H100),
 # GPUCHECK_BUDGET (seconds), GPUCHECK_ARGS (more flags for
-# entropix-bench backends), GPUCHECK_WORK (where to unpack; a temporary
-# folder by default).
+# entropix-bench backends), GPUCHECK_LLAMA_TIME (seconds kept for
+# llama.cpp's tools when the bundle has them: 100), GPUCHECK_WORK (where to
+# unpack; a temporary folder by default).
 set -uo pipefail
 shopt -s nullglob
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
   --small) small=1 ;;
   --cpu-only) small=1 cpuonly=1 ;;
-  -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "run.sh: unknown flag $1" >&2; exit 2 ;;
   *) break ;;
   esac
@@ -140,6 +141,24 @@ device=${GPUCHECK_DEVICE:-vulkan0}
 [ "$cpuonly" = 1 ] && device=${GPUCHECK_DEVICE:-cpu}
 devflags=()
 [ "$b" = ggml ] && devflags=(-device "$device")
+# The devices ggml sees (the check's header line, from a run that measures
+# nothing); without the one asked for, and with an NVIDIA driver the
+# loader was not told of, name that driver and look again.
+probe() {
+  "$bin" backends -a cpu -b ggml "${devflags[@]}" -shape stories260K -dtype q8_0 -agree=false -timings none 2>>"$log" |
+    grep -m 1 '^- ggml devices' || true
+}
+if [ "$b" = ggml ]; then
+  t=$(date +%s)
+  devices=$(probe)
+  if ! grep -qi "\b$device (" <<<"$devices" && [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nv_icd" ]; then
+    note "no $device among ${devices:-no devices}: trying VK_DRIVER_FILES=$nv_icd"
+    export VK_DRIVER_FILES=$nv_icd VK_ICD_FILENAMES=$nv_icd
+    devices=$(probe)
+  fi
+  note "${devices:-ggml listed no devices (see log.txt)}"
+  part "ggml's devices: ${devices#- ggml devices: }" $(($(date +%s) - t)) "$(grep -qi "\b$device (" <<<"$devices" && echo ok || echo "no $device")"
+fi
 shape=${GPUCHECK_SHAPE:-llama3.2-1b}
 [ "$small" = 1 ] && shape=${GPUCHECK_SHAPE:-stories15M}
 read -r -a dtypes <<<"${GPUCHECK_DTYPES:-q8_0 q4_k}"
@@ -151,9 +170,11 @@ note "GPU: ${gpu:-none}; checking $b${devflags[*]:+ (${devflags[*]})} against cp
 status=0
 results=()
 n=${#dtypes[@]}
+reserve=0 # for llama.cpp's tools, when the bundle has them
+[ -x "$work/llama/llama-bench" ] && [ "$b" = ggml ] && reserve=${GPUCHECK_LLAMA_TIME:-100}
 for i in "${!dtypes[@]}"; do
   dt=${dtypes[$i]}
-  left=$((budget - $(elapsed) - 5))
+  left=$((budget - $(elapsed) - 5 - reserve))
   hard=$((left / (n - i)))
   soft=$((hard - 40))
   if [ "$soft" -lt 20 ]; then
@@ -164,7 +185,7 @@ for i in "${!dtypes[@]}"; do
   name=$shape-$dt
   t=$(date +%s)
   note "$name: entropix-bench backends, at most $hard s..."
-  timeout -k 10 "$hard" "$bin" backends -a cpu -b "$b" "${devflags[@]}" -shape "$shape" -dtype "$dt" \
+  timeout -k 10 "$hard" "$bin" backends -a cpu -b "$b" "${devflags[@]}" -shape "$shape" -dtype "$dt" -keep "$work/models" \
     -bandwidth "$bw" -timings b -timeout "${soft}s" -json "$out/$name.json" "${extra[@]}" \
     >"$work/$name.md" 2> >(tee -a "$log" >&2)
   rc=$?
@@ -174,11 +195,47 @@ for i in "${!dtypes[@]}"; do
   124 | 137) what="stopped at its $hard s limit"; status=1 ;;
   *) what="exit $rc (see log.txt)"; status=1 ;;
   esac
+  if [ "$rc" != 0 ] && [ -s "$out/$name.json" ]; then
+    # Cut short: what it measured before is in its JSON.
+    "$bin" backends -render "$out/$name.json" >"$work/$name.md" 2>>"$log" && what="$what; the parts measured before are below"
+  fi
   part "$shape $dt: agreement and timings" "$secs" "$what"
   results+=("$work/$name.md")
 done
 
-# 5. The summary.
+# 5. llama.cpp on the same libraries, when the bundle has its tools
+# (prepare.sh --llama) and time is left.
+if [ -x "$work/llama/llama-bench" ] && [ "$b" = ggml ]; then
+  # The tools were linked with ggml's versioned names: give them the
+  # package's libraries under those.
+  reg=("$work"/ggml/libggml.*.so)
+  [ -n "${reg[0]:-}" ] && ln -sf "${reg[0]}" "$work/llama/libggml.so.0"
+  ln -sf "$work/ggml/libggml-base.so" "$work/llama/libggml-base.so.0"
+  ngl=99
+  [ "$device" = cpu ] && ngl=0
+  for dt in "${dtypes[@]}"; do
+    name=$shape-$dt
+    models=("$work/models/$shape-$dt"-seed*.gguf)
+    left=$((budget - $(elapsed) - 5))
+    if [ -z "${models[0]:-}" ] || [ ! -s "$out/$name.json" ]; then
+      part "llama.cpp, $name" 0 "skipped: no model or no check"
+      continue
+    fi
+    if [ "$left" -lt 40 ]; then
+      part "llama.cpp, $name" 0 "skipped: $left s left"
+      continue
+    fi
+    t=$(date +%s)
+    note "$name: llama-bench and llama-batched-bench, at most $((left / 2)) s each..."
+    python3 "$here/llama_compare.py" "$out/$name.json" "${models[0]}" "$work/llama" "$work/ggml" "$ngl" $((left / 2)) \
+      >"$work/$name-llama.md" 2>>"$log"
+    rc=$?
+    part "llama.cpp, $name" $(($(date +%s) - t)) "$([ $rc = 0 ] && echo ok || echo "exit $rc (see the table)")"
+    results+=("$work/$name-llama.md")
+  done
+fi
+
+# 6. The summary.
 {
   echo "# GPU check: $b${devflags[*]:+ (${devflags[*]})} against cpu, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo
@@ -192,7 +249,7 @@ done
   first=1
   for r in "${results[@]}"; do
     [ -s "$r" ] || continue
-    if [ "$first" = 1 ]; then cat "$r"; else sed -n '/^## /,$p' "$r"; fi
+    if [ "$first" = 1 ] || ! grep -q '^# ' "$r"; then cat "$r"; else sed -n '/^## /,$p' "$r"; fi
     first=0
   done
 } >"$summary"
