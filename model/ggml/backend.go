@@ -88,8 +88,13 @@ func New(m *model.Model, c model.CacheConfig, o Options) (*Backend, error) {
 		b.Close()
 		return nil, err
 	}
+	d := b.dev.Device()
+	gg.Logf(gg.LogInfo, "model/ggml: %s on %s (%s): weights %.1f MiB, KV pool of %d positions %.1f MiB (%v), graph memory %.1f MiB",
+		m.Source, d.Name(), d.Description(), mib(b.wbuf.Size()), b.slots, mib(b.kbuf.Size()), b.kvT, mib(b.sched.BufferSize(b.dev)))
 	return b, nil
 }
+
+func mib(n int) float64 { return float64(n) / (1 << 20) }
 
 // start starts the device's backend (and the CPU's beside it for a GPU)
 // and the scheduler.

@@ -81,6 +81,13 @@ func TestLoad(t *testing.T) {
 	logged.Lock()
 	lines := slices.Clone(logged.lines)
 	logged.Unlock()
+	Logf(LogInfo, "a line of %s", "ours")
+	logged.Lock()
+	ours := slices.Contains(logged.lines, "a line of ours")
+	logged.Unlock()
+	if !ours {
+		t.Error("Logf did not reach the logger")
+	}
 	t.Logf("ggml said: %q", lines)
 	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "CPU") }) {
 		t.Errorf("ggml's log did not come through: %q", lines)

@@ -71,3 +71,16 @@ func goString(p *byte) string {
 	}
 	return string(unsafe.Slice(p, n))
 }
+
+// Logf sends a line of the program's own through the same logger as
+// ggml's.
+func Logf(level LogLevel, format string, args ...any) {
+	s := &logState
+	s.Lock()
+	fn := s.fn
+	s.Unlock()
+	if fn == nil {
+		fn = defaultLogger
+	}
+	fn(level, fmt.Sprintf(format, args...))
+}
