@@ -55,9 +55,11 @@ type Backend struct {
 
 	pending []kvcache.Copy // copies on write not yet performed
 	broken  error          // set when a computation failed: the device cache is undefined
-	graphN  int            // the node budget of a step's graph
-	st      step           // the step's host-side inputs, reused
-	out     model.Output
+	// padSlots rounds each step's attention span up (on a GPU: a graph
+	// whose shapes repeat can be replayed, as CUDA graphs are).
+	padSlots int
+	st       step // the step's host-side inputs, reused
+	out      model.Output
 }
 
 // New returns a Backend running m on the device o names, over a new
@@ -121,8 +123,10 @@ func (b *Backend) start(o Options) error {
 		b.cpu.SetThreads(o.threads())
 		backends = append(backends, b.cpu)
 	}
-	b.graphN = 64*b.m.Config.Layers + 256
-	b.sched, err = gg.NewSched(backends, b.graphN)
+	if d.Type() != gg.DeviceCPU {
+		b.padSlots = 256
+	}
+	b.sched, err = gg.NewSched(backends, b.graphSize(maxGroups))
 	return err
 }
 

@@ -160,3 +160,79 @@ func TestMatchesCPU(t *testing.T) {
 		})
 	}
 }
+
+// TestManySearches runs 70 independent sequences (more than the attention
+// groups a graph holds, so that neighbouring groups attend together) and
+// a forked pair, their rows interleaved across sequences (so that the
+// graph reorders them), on the ggml backend and the CPU backend: the
+// logits and the attention agree as in TestMatchesCPU.
+func TestManySearches(t *testing.T) {
+	options(t)
+	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "stories260K.gguf"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	attn := []int{1}
+	run := func(b model.Backend) (logits [][]float32, att []model.Attention) {
+		p := b.Cache()
+		var seqs []*kvcache.Seq
+		for range 70 {
+			seqs = append(seqs, p.NewSeq())
+		}
+		for step := range 4 {
+			var rows []model.Row
+			per := 1
+			if step == 0 {
+				per = 3 // a prefill of 3 tokens each, interleaved
+			}
+			for j := range per {
+				for i, s := range seqs {
+					rows = append(rows, model.Row{Seq: s, Token: (i*31 + step*7 + j*3 + 1) % m.Config.Vocab, NoLogits: (i+step)%3 == 0 || j < per-1})
+				}
+			}
+			out, err := b.Forward(rows, attn...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range rows {
+				if r.NoLogits {
+					continue
+				}
+				logits = append(logits, append([]float32(nil), out.Logits(i)...))
+				a := out.Attention(i, 0)
+				a.Scores, a.Probs = append([]float32(nil), a.Scores...), append([]float32(nil), a.Probs...)
+				att = append(att, a)
+			}
+			if step == 1 {
+				seqs = append(seqs, p.Fork(seqs[5]))
+			}
+		}
+		for _, s := range seqs {
+			p.Free(s)
+		}
+		return logits, att
+	}
+	cb, err := model.NewBackend("cpu", m, model.CacheConfig{Tokens: 2048, BlockSize: 2, DType: kvcache.F32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantAtt := run(cb)
+	got, gotAtt := run(newBackend(t, m, 2048, 2, kvcache.F32))
+	worst, pworst := 0.0, 0.0
+	for i := range want {
+		worst = max(worst, spreadDiff(got[i], want[i]))
+	}
+	for i, w := range wantAtt {
+		if gotAtt[i].Len != w.Len || gotAtt[i].Heads != w.Heads {
+			t.Fatalf("attention %d: %d x %d, want %d x %d", i, gotAtt[i].Heads, gotAtt[i].Len, w.Heads, w.Len)
+		}
+		for j := range w.Probs {
+			pworst = max(pworst, math.Abs(float64(gotAtt[i].Probs[j]-w.Probs[j])))
+		}
+	}
+	if !(worst <= 1e-4) || !(pworst <= 1e-5) {
+		t.Fatalf("logits %.3g of the spread from the CPU backend's, attention probabilities %.3g", worst, pworst)
+	}
+	t.Logf("%d logits rows within %.2g of the spread, attention probabilities within %.2g", len(want), worst, pworst)
+}

@@ -22,7 +22,6 @@ var fns struct {
 	newTensor1d         func(c Context, t Type, ne0 int64) *Tensor                                     `sym:"ggml_new_tensor_1d"`
 	newTensor2d         func(c Context, t Type, ne0, ne1 int64) *Tensor                                `sym:"ggml_new_tensor_2d"`
 	newTensor3d         func(c Context, t Type, ne0, ne1, ne2 int64) *Tensor                           `sym:"ggml_new_tensor_3d"`
-	newTensor4d         func(c Context, t Type, ne0, ne1, ne2, ne3 int64) *Tensor                      `sym:"ggml_new_tensor_4d"`
 	setName             func(t *Tensor, name string) *Tensor                                           `sym:"ggml_set_name"`
 	setInput            func(t *Tensor)                                                                `sym:"ggml_set_input"`
 	setOutput           func(t *Tensor)                                                                `sym:"ggml_set_output"`
@@ -50,6 +49,7 @@ var fns struct {
 	setRows             func(c Context, a, b, idx *Tensor) *Tensor                                     `sym:"ggml_set_rows"`
 	cpy                 func(c Context, a, b *Tensor) *Tensor                                          `sym:"ggml_cpy"`
 	cont                func(c Context, a *Tensor) *Tensor                                             `sym:"ggml_cont"`
+	concat              func(c Context, a, b *Tensor, dim int32) *Tensor                               `sym:"ggml_concat"`
 	reshape2d           func(c Context, a *Tensor, ne0, ne1 int64) *Tensor                             `sym:"ggml_reshape_2d"`
 	reshape3d           func(c Context, a *Tensor, ne0, ne1, ne2 int64) *Tensor                        `sym:"ggml_reshape_3d"`
 	view1d              func(c Context, a *Tensor, ne0 int64, off uintptr) *Tensor                     `sym:"ggml_view_1d"`
@@ -232,6 +232,10 @@ func (c Context) Cpy(a, b *Tensor) *Tensor { return fns.cpy(c, a, b) }
 
 // Cont is a copy of a, contiguous.
 func (c Context) Cont(a *Tensor) *Tensor { return fns.cont(c, a) }
+
+// Concat is a and b joined along dimension dim (their other dimensions
+// equal).
+func (c Context) Concat(a, b *Tensor, dim int) *Tensor { return fns.concat(c, a, b, int32(dim)) }
 
 // Reshape is a view of the contiguous a with a new shape of 2 or 3
 // dimensions.
