@@ -53,6 +53,9 @@ type Backend struct {
 	kvT   gg.Type
 	slots int
 
+	statsK int        // top tokens per row of the statistics (0: no statistics)
+	stats  []RowStats // the last step's
+
 	pending []kvcache.Copy // copies on write not yet performed
 	broken  error          // set when a computation failed: the device cache is undefined
 	// padSlots rounds each step's attention span up (on a GPU: a graph

@@ -52,6 +52,7 @@ type graph struct {
 	cvdst       *gg.Tensor
 
 	logits        *gg.Tensor     // F32 [Vocab, nl]
+	stats         *statsGraph    // the logits rows' statistics, when asked for
 	scores, probs [][]*gg.Tensor // per layer asked and group: F32 [nkv*Heads, nl]
 }
 
@@ -195,6 +196,9 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		t.logits = ctx.MulMat(b.output, norm(x, b.outNorm)) // logits = output rmsnorm(x)
 		t.logits.SetOutput()
 		t.g.Expand(t.logits)
+		if b.statsK > 0 {
+			b.buildStats(ctx, t, s.nl)
+		}
 	}
 	return t
 }
@@ -516,8 +520,12 @@ func (b *Backend) Forward(rows []model.Row, attnLayers ...int) (*model.Output, e
 	b.pending = b.pending[:0]
 
 	out.Prepare(rows, c.Vocab, c.Heads, attnLayers)
+	b.stats = b.stats[:0]
 	if g.logits != nil {
 		gg.Get(g.logits, out.LogitsBuffer(), 0)
+		if g.stats != nil {
+			b.readStats(g, s.nl)
+		}
 	}
 	for i := range attnLayers {
 		b.readAttention(rows, s, g.scores[i], g.probs[i], i)
