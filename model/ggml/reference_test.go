@@ -112,6 +112,9 @@ func TestMatchesReference(t *testing.T) {
 			if strings.HasPrefix(c.name, "synth") && dt == kvcache.F16 {
 				continue // the file models check the F16 cache
 			}
+			if testing.Short() && strings.HasPrefix(c.name, "synth") && c.name != "synth-qwen2" {
+				continue // -short (the race run) keeps the cases the reference is quick for
+			}
 			t.Run(fmt.Sprintf("%s/kv-%v", c.name, dt), func(t *testing.T) {
 				options(t)
 				m := c.m(t)

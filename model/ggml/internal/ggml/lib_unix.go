@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 )
@@ -57,6 +58,9 @@ func fileExists(p string) bool {
 func Load(dir string) error {
 	if dir == "" {
 		return errors.New("ggml: no library folder given")
+	}
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		return errors.New("ggml: the ggml backend needs a 64-bit platform")
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -126,14 +130,25 @@ func bind(base, reg uintptr) error {
 			continue
 		}
 		f := v.Field(i)
-		// The fields are unexported: bind through their address.
+		// The fields are unexported: set or bind through their address.
 		fp := reflect.NewAt(f.Type(), f.Addr().UnsafePointer())
+		if f.Kind() == reflect.Uintptr {
+			fp.Elem().SetUint(uint64(sym))
+			continue
+		}
 		purego.RegisterFunc(fp.Interface(), sym)
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("missing functions %s: not the pinned ggml", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// call calls the C function at fn with integer and pointer arguments,
+// and returns its integer or pointer result.
+func call(fn uintptr, args ...uintptr) uintptr {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return r
 }
 
 // setThreads calls a CPU backend's ggml_backend_set_n_threads at p.
