@@ -53,6 +53,9 @@ type Backend struct {
 	kvT   gg.Type
 	slots int
 
+	last          lastGraph // the last step's graph, for the next step of its shape
+	built, reused int       // steps that built their graph, and that reused the last
+
 	statsK int        // top tokens per row of the statistics (0: no statistics)
 	stats  []RowStats // the last step's
 
@@ -220,6 +223,7 @@ func (b *Backend) Cache() *kvcache.Pool { return b.pool }
 
 // Close releases the device's memory and backends.
 func (b *Backend) Close() error {
+	b.dropGraph()
 	if b.sched != 0 {
 		b.sched.Free()
 	}

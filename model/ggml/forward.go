@@ -503,11 +503,8 @@ func (b *Backend) Forward(rows []model.Row, attnLayers ...int) (*model.Output, e
 		}
 	}
 	s := b.plan(rows, out.Pos, attnLayers)
-	ctx := gg.NewContext(b.graphSize(len(s.groups)), b.graphSize(len(s.groups)))
-	defer ctx.Free()
-	g := b.build(ctx, s)
-	b.sched.Reset()
-	if err := b.sched.Alloc(g.g); err != nil {
+	g, err := b.graphFor(s)
+	if err != nil {
 		rollback()
 		return nil, err
 	}
@@ -532,6 +529,56 @@ func (b *Backend) Forward(rows []model.Row, attnLayers ...int) (*model.Output, e
 	}
 	return out, nil
 }
+
+// lastGraph is the last step's graph, kept built and allocated: a step
+// of the same shape runs it again with new inputs.
+type lastGraph struct {
+	ctx    gg.Context
+	g      *graph
+	s      shape
+	statsK int
+}
+
+// same reports whether shapes s and o make the same graph.
+func (s shape) same(o shape) bool {
+	return s.n == o.n && s.nl == o.nl && s.reorder == o.reorder && s.maskLen == o.maskLen && s.ncp == o.ncp &&
+		slices.Equal(s.groups, o.groups) && slices.Equal(s.attn, o.attn)
+}
+
+// graphFor returns the graph of a step of shape s: the last step's when
+// it had the same shape (no building, no allocation: a decoding step
+// often repeats the last one's shape, and on a GPU the attention spans
+// are padded so that it does), else a new one, built and allocated.
+func (b *Backend) graphFor(s shape) (*graph, error) {
+	if l := &b.last; l.g != nil && l.statsK == b.statsK && l.s.same(s) {
+		b.reused++
+		return l.g, nil
+	}
+	b.dropGraph()
+	ctx := gg.NewContext(b.graphSize(len(s.groups)), b.graphSize(len(s.groups)))
+	g := b.build(ctx, s)
+	b.sched.Reset()
+	if err := b.sched.Alloc(g.g); err != nil {
+		ctx.Free()
+		return nil, err
+	}
+	s.groups, s.attn = slices.Clone(s.groups), slices.Clone(s.attn)
+	b.last = lastGraph{ctx: ctx, g: g, s: s, statsK: b.statsK}
+	b.built++
+	return g, nil
+}
+
+// dropGraph frees the last step's graph.
+func (b *Backend) dropGraph() {
+	if b.last.ctx != 0 {
+		b.last.ctx.Free()
+	}
+	b.last = lastGraph{}
+}
+
+// Graphs reports how many steps built their graph and how many ran the
+// last step's again.
+func (b *Backend) Graphs() (built, reused int) { return b.built, b.reused }
 
 // readAttention copies the i-th asked layer's scores and probabilities
 // (per group, [nkv*Heads] per row with logits, the slots in block-id

@@ -159,7 +159,11 @@ func TestMatchesReference(t *testing.T) {
 					}
 					worst = max(worst, d)
 				}
-				t.Logf("largest difference %.2g of the logit spread (tolerance %g)", worst, tol)
+				built, reused := b.Graphs()
+				if reused == 0 {
+					t.Errorf("no step reused the last one's graph (%d built)", built)
+				}
+				t.Logf("largest difference %.2g of the logit spread (tolerance %g); %d graphs built, %d reused", worst, tol, built, reused)
 			})
 		}
 	}
