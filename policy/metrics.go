@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/entropix-search/entropix-search/internal/workers"
 	"github.com/entropix-search/entropix-search/model/kernels"
-	"github.com/entropix-search/entropix-search/model/kernels/workers"
 )
 
 // Metrics are the entropix signals of one row: the shape of the next-token

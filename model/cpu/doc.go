@@ -20,5 +20,5 @@
 // grouped by the cache blocks they share); attention.go the attention
 // phases (cache write, sealing, scores and weighted values); cache.go the
 // block storage and its layout. The numeric kernels are package kernels',
-// the threads package kernels/workers'.
+// the threads package workers' (internal/workers).
 package cpu
