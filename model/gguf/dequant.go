@@ -37,6 +37,10 @@ func Dequantize(t Type, data []byte, out []float32) error {
 	return nil
 }
 
+// CanDequantize reports whether Dequantize decodes type t (one of
+// DequantizeTypes).
+func CanDequantize(t Type) bool { return dequantizer(t) != nil }
+
 // dequantizer returns the function that decodes one block of type t, or nil.
 func dequantizer(t Type) func(b []byte, out []float32) {
 	switch t {
