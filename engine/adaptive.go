@@ -4,7 +4,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/entropix-search/entropix-search/model/kernels/workers"
+	"github.com/entropix-search/entropix-search/internal/workers"
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
 )

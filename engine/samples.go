@@ -3,7 +3,7 @@ package engine
 import (
 	"slices"
 
-	"github.com/entropix-search/entropix-search/model/kernels/workers"
+	"github.com/entropix-search/entropix-search/internal/workers"
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
 )

@@ -21,6 +21,7 @@ type scripted struct {
 	passes, rows      int
 	copied            int // copies on write the manager queued
 	copies            []kvcache.Copy
+	closes            int // Close calls
 }
 
 func init() {
@@ -31,16 +32,20 @@ func init() {
 		}
 		b := &scripted{vocab: m.Config.Vocab, heads: m.Config.Heads, eos: m.Tokenizer.EOS(), kv: kv, ctx: m.Config.ContextLen}
 		lastScripted = b
+		madeScripted = append(madeScripted, b)
 		return b, nil
 	})
 }
 
 // lastScripted is the backend the last engine made (the tests run one
-// engine at a time).
-var lastScripted *scripted
+// engine at a time), madeScripted every one made, in order.
+var (
+	lastScripted *scripted
+	madeScripted []*scripted
+)
 
 func (b *scripted) Cache() *kvcache.Pool { return b.kv }
-func (b *scripted) Close() error         { return nil }
+func (b *scripted) Close() error         { b.closes++; return nil }
 
 func (b *scripted) Forward(rows []model.Row, attnLayers ...int) (*model.Output, error) {
 	if len(rows) == 0 {

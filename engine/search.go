@@ -14,9 +14,9 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
-	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/tokenizer"
 	"github.com/entropix-search/entropix-search/policy"
+	"github.com/entropix-search/entropix-search/policy/rowstat"
 	"github.com/entropix-search/entropix-search/tree"
 )
 
@@ -359,7 +359,7 @@ func (s *search) measureRows() error {
 	for i, row := range s.measRows {
 		_, r, err := s.meas[i].Result()
 		// A row of NaN and -Inf alone measures as fully masked.
-		if err != nil || (math.IsInf(r.LogZ, -1) && !kernels.Finite(row)) {
+		if err != nil || (math.IsInf(r.LogZ, -1) && !rowstat.Finite(row)) {
 			return fmt.Errorf("%w: step %d", ErrNonFinite, s.step)
 		}
 	}
@@ -625,11 +625,11 @@ func stopReason(err error) string {
 
 // logSumExp returns log Σ exp(logits) and the index of the largest.
 func logSumExp(logits []float32) (lz float64, arg int) {
-	mx, arg, _ := kernels.Top2(logits)
+	mx, arg, _ := rowstat.Top2(logits)
 	if math.IsInf(float64(mx), 0) { // all masked, or an infinite logit
 		return float64(mx), arg
 	}
-	sum, _, _ := kernels.LogitMoments(logits, mx)
+	sum, _, _ := rowstat.LogitMoments(logits, mx)
 	return float64(mx) + math.Log(sum), arg
 }
 

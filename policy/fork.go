@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/policy/rowstat"
 )
 
 // MaxForkWidth bounds Fork.MaxWidth.
@@ -162,7 +162,7 @@ func topLogits(top []Candidate, logits []float32, width, ban int) []Candidate {
 		}
 	}
 	for i < len(logits) {
-		i += kernels.FirstAbove(logits[i:], float32(top[width-1].LogProb))
+		i += rowstat.FirstAbove(logits[i:], float32(top[width-1].LogProb))
 		if i >= len(logits) {
 			break
 		}
@@ -218,7 +218,7 @@ func TopTokens(logits []float32, k, ban int, dst []int) []int {
 	// equal one has the higher index), and most are not: a vectorized
 	// scan skips to the next one that is.
 	for ; i < len(logits) && len(dst) > 0; i++ {
-		i += kernels.FirstAbove(logits[i:], logits[dst[0]])
+		i += rowstat.FirstAbove(logits[i:], logits[dst[0]])
 		if i >= len(logits) {
 			break
 		}

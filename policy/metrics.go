@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/entropix-search/entropix-search/model/kernels"
-	"github.com/entropix-search/entropix-search/model/kernels/workers"
+	"github.com/entropix-search/entropix-search/internal/workers"
+	"github.com/entropix-search/entropix-search/policy/rowstat"
 )
 
 // Metrics are the entropix signals of one row: the shape of the next-token
@@ -103,7 +103,7 @@ func measureLogits(logits []float32, floor float64) rowStats {
 	}
 	// Pass 1: the two largest logits (NaN skipped: it is caught by the
 	// sums below instead).
-	m1, arg, m2 := kernels.Top2(logits)
+	m1, arg, m2 := rowstat.Top2(logits)
 	st.max, st.second, st.arg = float64(m1), float64(m2), arg
 	if math.IsInf(st.max, -1) { // every token masked
 		st.logZ = 0
@@ -114,7 +114,7 @@ func measureLogits(logits []float32, floor float64) rowStats {
 		return st
 	}
 	// Pass 2: Z, Σ e·s, Σ e·s², in one vectorized pass.
-	z, a, b := kernels.LogitMoments(logits, m1)
+	z, a, b := rowstat.LogitMoments(logits, m1)
 	if math.IsNaN(z) { // a NaN logit: the floor's pass below would skip it
 		st.h, st.v, st.logZ = math.NaN(), math.NaN(), math.NaN()
 		return st
