@@ -165,6 +165,7 @@ func MeasureDecode(m *model.Model, c SpeedConfig) (DecodeResult, error) {
 	if err != nil {
 		return DecodeResult{}, err
 	}
+	defer be.Close()
 	r, kv := be, be.Cache()
 	toks := tokens(rand.New(rand.NewPCG(1, 1)), n, m.Config.Vocab)
 	row := []model.Row{{}}
@@ -218,6 +219,7 @@ func MeasureBranchSteps(m *model.Model, c SpeedConfig) ([]StepResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer be.Close()
 	r, kv := be, be.Cache()
 	rng := rand.New(rand.NewPCG(2, 2))
 	root := kv.NewSeq()
@@ -298,6 +300,7 @@ func MeasurePrefill(m *model.Model, c SpeedConfig) (PrefillResult, error) {
 	if err != nil {
 		return PrefillResult{}, err
 	}
+	defer be.Close()
 	r, kv := be, be.Cache()
 	toks := tokens(rand.New(rand.NewPCG(3, 3)), n, m.Config.Vocab)
 	rows := make([]model.Row, n)

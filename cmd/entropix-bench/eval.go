@@ -17,6 +17,7 @@ import (
 	"github.com/entropix-search/entropix-search/cmd/internal/outfile"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/ggml"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/policy"
@@ -475,7 +476,7 @@ func findShared() string {
 // paramCount counts the model's parameters.
 func paramCount(m *model.Model) int64 {
 	w := m.Weights
-	mat := func(x *kernels.Mat) int64 {
+	mat := func(x *model.Tensor) int64 {
 		if x == nil {
 			return 0
 		}
@@ -543,9 +544,9 @@ func measureEvalSpeed(ctx context.Context, m *model.Model, modelPath, tokPath st
 		tokens, rounds = 32, 1
 	}
 	fmt.Fprintf(stderr, "measuring speed...\n")
-	var dtype kernels.DType
-	if len(m.Weights.Layers) > 0 && m.Weights.Layers[0].Wq != nil {
-		dtype = m.Weights.Layers[0].Wq.Type
+	var dtype kernels.DType // as the CPU runs the weights
+	if w, err := cpu.WeightsOf(m); err == nil && len(w.Layers) > 0 {
+		dtype = w.Layers[0].Wq.Type
 	}
 	sp, err := bench.MeasureSpeed(m, filepath.Base(modelPath), dtype, paramCount(m), cfg)
 	if err != nil {

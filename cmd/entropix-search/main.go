@@ -225,6 +225,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		}
 		return usageError{err}
 	}
+	defer eng.Close()
 	if !c.chat {
 		emit(prompt)
 	}

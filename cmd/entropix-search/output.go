@@ -199,6 +199,7 @@ func calibrate(ctx context.Context, c *config, m *model.Model, st engine.Setting
 	if err != nil {
 		return err
 	}
+	defer eng.Close()
 	pf := st.File
 	for _, p := range prompts {
 		if _, err := eng.Search(ctx, p, st.Budget()); err != nil {

@@ -114,6 +114,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 		}
 		return err
 	}
+	defer eng.Close() // after the server: the searches still running end
 	if *name == "" {
 		*name = filepath.Base(*modelPath)
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
-	"github.com/entropix-search/entropix-search/model/kernels"
 
 	gg "github.com/entropix-search/entropix-search/model/ggml/internal/ggml"
 )
@@ -153,8 +152,8 @@ func (b *Backend) upload() error {
 		data []byte
 	}
 	var ups []upload
-	mats := map[*kernels.Mat]*gg.Tensor{} // a tied classifier is the embedding
-	mat := func(m *kernels.Mat, name string) *gg.Tensor {
+	mats := map[*model.Tensor]*gg.Tensor{} // a tied classifier is the embedding
+	mat := func(m *model.Tensor, name string) *gg.Tensor {
 		if t, ok := mats[m]; ok {
 			return t
 		}

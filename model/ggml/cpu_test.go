@@ -121,6 +121,7 @@ func TestMatchesCPU(t *testing.T) {
 		{"stories260K/kv-f16", stories, kvcache.F16, 2e-3, 5e-3, 0.03},
 		{"synth-Q8_0/kv-f32", gen(small, kernels.Q8_0), kvcache.F32, 0.02, 2e-3, 0.02},
 		{"synth-Q8_0/kv-f16", gen(small, kernels.Q8_0), kvcache.F16, 0.02, 5e-3, 0.02},
+		{"synth-Q4_K_M/kv-f32", gen(small, kernels.Q4_K), kvcache.F32, 0.03, 5e-3, 0.03},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := c.m(t)
