@@ -55,8 +55,8 @@ type Backend struct {
 	last          lastGraph // the last step's graph, for the next step of its shape
 	built, reused int       // steps that built their graph, and that reused the last
 
-	statsK int        // top tokens per row of the statistics (0: no statistics)
-	stats  []RowStats // the last step's
+	statsK   int          // top tokens per row of the statistics (0: no statistics)
+	statsBuf statsScratch // readStats' buffers
 
 	pending []kvcache.Copy // copies on write not yet performed
 	broken  error          // set when a computation failed: the device cache is undefined
@@ -82,7 +82,7 @@ func New(m *model.Model, c model.CacheConfig, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{m: m, pool: pool}
+	b := &Backend{m: m, pool: pool, statsK: min(DefaultStatsK, m.Config.Vocab)}
 	if err := b.start(o); err != nil {
 		b.Close()
 		return nil, err

@@ -517,7 +517,6 @@ func (b *Backend) Forward(rows []model.Row, attnLayers ...int) (*model.Output, e
 	b.pending = b.pending[:0]
 
 	out.Prepare(rows, c.Vocab, c.Heads, attnLayers)
-	b.stats = b.stats[:0]
 	if g.logits != nil {
 		gg.Get(g.logits, out.LogitsBuffer(), 0)
 		if g.stats != nil {

@@ -40,6 +40,7 @@ var fns struct {
 	sub                 uintptr                                                          `sym:"ggml_sub"`
 	mul                 uintptr                                                          `sym:"ggml_mul"`
 	sqr                 uintptr                                                          `sym:"ggml_sqr"`
+	exp                 uintptr                                                          `sym:"ggml_exp"`
 	log                 uintptr                                                          `sym:"ggml_log"`
 	scale               func(c Context, a *Tensor, s float32) *Tensor                    `sym:"ggml_scale"`
 	silu                uintptr                                                          `sym:"ggml_silu"`
@@ -203,6 +204,9 @@ func (c Context) Mul(a, b *Tensor) *Tensor { return c.op2(fns.mul, a, b) }
 
 // Sqr is a * a elementwise.
 func (c Context) Sqr(a *Tensor) *Tensor { return c.op1(fns.sqr, a) }
+
+// Exp is e to the power of a, elementwise.
+func (c Context) Exp(a *Tensor) *Tensor { return c.op1(fns.exp, a) }
 
 // Log is the natural logarithm of a, elementwise.
 func (c Context) Log(a *Tensor) *Tensor { return c.op1(fns.log, a) }
