@@ -55,6 +55,11 @@ type Backend struct {
 	last          lastGraph // the last step's graph, for the next step of its shape
 	built, reused int       // steps that built their graph, and that reused the last
 
+	lazy    bool      // the logits rows stay on the device until read (lazy.go)
+	rows    logitRows // where they stay
+	retired []retired
+	steps   int // successful Forwards
+
 	statsK   int          // top tokens per row of the statistics (0: no statistics)
 	statsBuf statsScratch // readStats' buffers
 
@@ -130,6 +135,7 @@ func (b *Backend) start(o Options) error {
 	}
 	if d.Type() != gg.DeviceCPU {
 		b.padSlots = 256
+		b.lazy = true
 	}
 	b.sched, err = gg.NewSched(backends, b.graphSize(maxGroups))
 	return err
@@ -223,6 +229,10 @@ func (b *Backend) Cache() *kvcache.Pool { return b.pool }
 // Close releases the device's memory and backends.
 func (b *Backend) Close() error {
 	b.dropGraph()
+	b.rows.free()
+	for _, r := range b.retired {
+		r.s.free()
+	}
 	if b.sched != 0 {
 		b.sched.Free()
 	}

@@ -52,6 +52,7 @@ type graph struct {
 	cvdst       *gg.Tensor
 
 	logits        *gg.Tensor     // F32 [Vocab, nl]
+	rowIdx        *gg.Tensor     // I64 [nl]: where the rows go in the device's store (lazy rows)
 	stats         *statsGraph    // the logits rows' statistics, when asked for
 	scores, probs [][]*gg.Tensor // per layer asked and group: F32 [nkv*Heads, nl]
 }
@@ -194,8 +195,13 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 			x = ctx.GetRows(x, t.outRows)
 		}
 		t.logits = ctx.MulMat(b.output, norm(x, b.outNorm)) // logits = output rmsnorm(x)
-		t.logits.SetOutput()
-		t.g.Expand(t.logits)
+		if b.lazy {                                         // the rows into the device's store, read from there when asked for
+			t.rowIdx = in(gg.TypeI64, int64(s.nl))
+			t.g.Expand(ctx.SetRows(b.rows.t, t.logits, t.rowIdx))
+		} else {
+			t.logits.SetOutput()
+			t.g.Expand(t.logits)
+		}
 		if b.statsK > 0 {
 			b.buildStats(ctx, t, s.nl)
 		}
@@ -222,6 +228,11 @@ const (
 // reserve sizes the scheduler's memory for a step of reserveRows rows of
 // one search attending over reserveSlots slots.
 func (b *Backend) reserve() error {
+	if b.lazy {
+		if err := b.ensureRows(reserveRows); err != nil {
+			return err
+		}
+	}
 	bs := b.pool.BlockSize()
 	nkv := min(b.slots, (reserveSlots+bs-1)/bs*bs)
 	ctx := gg.NewContext(b.graphSize(1), b.graphSize(1))
@@ -244,6 +255,7 @@ type step struct {
 	csrc, cvsrc          []int32
 	cdst, cvdst          []int64
 	attn                 []float32 // scratch for reading attention back
+	rowIdx               []int64   // the rows' places in the device's store
 	copies               map[int64]int64
 	parent               []int32 // union-find over block ids
 	touched              []int32
@@ -460,6 +472,9 @@ func (b *Backend) setInputs(g *graph) {
 			gg.Set(t, st.groupOut[gi], 0)
 		}
 	}
+	if g.rowIdx != nil {
+		gg.Set(g.rowIdx, b.rowIndex(g.rowIdx.Bytes()/8), 0)
+	}
 	if g.csrc != nil {
 		gg.Set(g.csrc, st.csrc, 0)
 		gg.Set(g.cdst, st.cdst, 0)
@@ -503,6 +518,12 @@ func (b *Backend) Forward(rows []model.Row, attnLayers ...int) (*model.Output, e
 		}
 	}
 	s := b.plan(rows, out.Pos, attnLayers)
+	if b.lazy {
+		if err := b.ensureRows(s.nl); err != nil {
+			rollback()
+			return nil, err
+		}
+	}
 	g, err := b.graphFor(s)
 	if err != nil {
 		rollback()
@@ -516,9 +537,14 @@ func (b *Backend) Forward(rows []model.Row, attnLayers ...int) (*model.Output, e
 	}
 	b.pending = b.pending[:0]
 
+	b.steps++
 	out.Prepare(rows, c.Vocab, c.Heads, attnLayers)
 	if g.logits != nil {
-		gg.Get(g.logits, out.LogitsBuffer(), 0)
+		if b.lazy {
+			b.lazyLogits()
+		} else {
+			gg.Get(g.logits, out.LogitsBuffer(), 0)
+		}
 		if g.stats != nil {
 			b.readStats(g, s.nl)
 		}
@@ -536,6 +562,7 @@ type lastGraph struct {
 	g      *graph
 	s      shape
 	statsK int
+	rows   *gg.Tensor // the store of logits rows it writes (lazy rows)
 }
 
 // same reports whether shapes s and o make the same graph.
@@ -549,7 +576,7 @@ func (s shape) same(o shape) bool {
 // often repeats the last one's shape, and on a GPU the attention spans
 // are padded so that it does), else a new one, built and allocated.
 func (b *Backend) graphFor(s shape) (*graph, error) {
-	if l := &b.last; l.g != nil && l.statsK == b.statsK && l.s.same(s) {
+	if l := &b.last; l.g != nil && l.statsK == b.statsK && l.rows == b.rows.t && l.s.same(s) {
 		b.reused++
 		return l.g, nil
 	}
@@ -562,7 +589,7 @@ func (b *Backend) graphFor(s shape) (*graph, error) {
 		return nil, err
 	}
 	s.groups, s.attn = slices.Clone(s.groups), slices.Clone(s.attn)
-	b.last = lastGraph{ctx: ctx, g: g, s: s, statsK: b.statsK}
+	b.last = lastGraph{ctx: ctx, g: g, s: s, statsK: b.statsK, rows: b.rows.t}
 	b.built++
 	return g, nil
 }

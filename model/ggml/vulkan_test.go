@@ -1,6 +1,7 @@
 package ggml_test
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,9 +80,20 @@ func TestVulkan(t *testing.T) {
 		}
 		worst = max(worst, d)
 	}
+	var want0 model.RowStats
+	want0.Top, want0.TopLogits = make([]int32, ggml.DefaultStatsK), make([]float32, ggml.DefaultStatsK)
+	zw := 0.0
 	for i := range rows {
 		check(i, out.Logits(i))
+		// The statistics, from the device, against the row's.
+		got := out.Stats(i)
+		model.RowStatsOf(out.Logits(i), ggml.DefaultStatsK, &want0)
+		if got == nil || got.Arg != want0.Arg || got.Max != want0.Max || got.Top[0] != want0.Top[0] || !(math.Abs(got.Z-want0.Z) <= 1e-4*want0.Z) {
+			t.Fatalf("position %d: statistics %+v, from the row %+v", i, got, want0)
+		}
+		zw = max(zw, math.Abs(got.Z-want0.Z)/want0.Z)
 	}
+	t.Logf("on %s: the rows' statistics agree with theirs, Z within %.2g", o.Device, zw)
 	for pos := 24; pos < len(prompt); pos++ {
 		out, err := b.Forward([]model.Row{{Seq: seq, Token: prompt[pos]}})
 		if err != nil {
