@@ -156,6 +156,7 @@ func (b *Backend) upload() error {
 	type upload struct {
 		t    *gg.Tensor
 		data []byte
+		from *model.Tensor // the weight whose bytes these are, or nil
 	}
 	var ups []upload
 	mats := map[*model.Tensor]*gg.Tensor{} // a tied classifier is the embedding
@@ -165,7 +166,7 @@ func (b *Backend) upload() error {
 		}
 		ty, data := matData(m)
 		t := b.wctx.NewTensor(ty, int64(m.Cols), int64(m.Rows)).SetName(name)
-		ups = append(ups, upload{t, data})
+		ups = append(ups, upload{t, data, m})
 		mats[m] = t
 		return t
 	}
@@ -174,7 +175,7 @@ func (b *Backend) upload() error {
 			return nil
 		}
 		t := b.wctx.NewTensor(gg.TypeF32, int64(len(x))).SetName(name)
-		ups = append(ups, upload{t, f32Bytes(x)})
+		ups = append(ups, upload{t, f32Bytes(x), nil})
 		return t
 	}
 	b.tokEmbd = mat(w.TokenEmbd, "token_embd")
@@ -198,6 +199,9 @@ func (b *Backend) upload() error {
 	b.wbuf.SetUsage(gg.UsageWeights)
 	for _, u := range ups {
 		gg.Set(u.t, u.data, 0)
+		if u.from != nil {
+			u.from.Release() // a file's pages, copied: resident once (read again, they come back)
+		}
 	}
 	return b.allocKV()
 }
