@@ -3,6 +3,7 @@ package ggml
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
@@ -55,7 +56,9 @@ type Backend struct {
 	last          lastGraph // the last step's graph, for the next step of its shape
 	built, reused int       // steps that built their graph, and that reused the last
 
-	lazy    bool      // the logits rows stay on the device until read (lazy.go)
+	lazy    bool       // the logits rows stay on the device until read (lazy.go)
+	fetchMu sync.Mutex // a row's fetch against Close
+	closed  bool
 	rows    logitRows // where they stay
 	retired []retired
 	steps   int // successful Forwards
@@ -232,11 +235,17 @@ func (b *Backend) Cache() *kvcache.Pool { return b.pool }
 
 // Close releases the device's memory and backends.
 func (b *Backend) Close() error {
+	if b.closed {
+		return nil
+	}
 	b.dropGraph()
+	b.fetchMu.Lock() // a row fetched from now on reads as zeros
 	b.rows.free()
 	for _, r := range b.retired {
 		r.s.free()
 	}
+	b.retired, b.closed = nil, true
+	b.fetchMu.Unlock()
 	if b.sched != 0 {
 		b.sched.Free()
 	}
@@ -256,7 +265,8 @@ func (b *Backend) Close() error {
 	if b.dev != 0 {
 		b.dev.Free()
 	}
-	*b = Backend{m: b.m, pool: b.pool, broken: errors.New("ggml: backend used after Close")}
+	b.sched, b.wbuf, b.kbuf, b.wctx, b.kctx, b.cpu, b.dev = 0, 0, 0, 0, 0, 0, 0
+	b.broken = errors.New("ggml: backend used after Close")
 	return nil
 }
 

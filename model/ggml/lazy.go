@@ -89,6 +89,12 @@ func (b *Backend) rowIndex(nl int) []int64 {
 func (b *Backend) lazyLogits() {
 	t, vocab, first := b.rows.t, b.m.Config.Vocab, b.rows.half*b.rows.cap
 	b.out.FetchLogits(func(i int, dst []float32) {
+		b.fetchMu.Lock()
+		defer b.fetchMu.Unlock()
+		if b.closed {
+			clear(dst[:vocab]) // nothing left to read: the backend is closed
+			return
+		}
 		gg.Get(t, dst[:vocab], (first+i)*vocab*4)
 	})
 	b.rows.half ^= 1

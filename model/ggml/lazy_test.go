@@ -59,9 +59,29 @@ func TestLazyRows(t *testing.T) {
 			}
 		}
 		r := len(rl) - 1
+		for rl[r].NoLogits {
+			r--
+		}
 		last, lastWant = ol.LogitsLater(r), slices.Clone(oe.Logits(r))
 		eager.Cache().Free(se)
 		lazy.Cache().Free(sl)
+	}
+	// A row first read after Close reads as zeros: nothing is left on the
+	// device.
+	out, err := lazy.Forward([]model.Row{{Seq: lazy.Cache().NewSeq(), Token: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last = out.LogitsLater(0)
+	lazy.Close()
+	if row := last(); len(row) != m.Config.Vocab || slices.ContainsFunc(row, func(x float32) bool { return x != 0 }) {
+		t.Fatal("a row fetched after Close is not zeros")
+	}
+	if err := lazy.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if _, err := lazy.Forward([]model.Row{{Seq: lazy.Cache().NewSeq(), Token: 1}}); err == nil {
+		t.Fatal("Forward after Close did not fail")
 	}
 }
 
