@@ -3,11 +3,13 @@ package ggml_test
 import (
 	"math"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/ggml"
+	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
 // options returns the backend's options for the tests: the libraries of
@@ -15,7 +17,7 @@ import (
 // two threads; it skips the test when the libraries are not there.
 func options(t testing.TB) ggml.Options {
 	t.Helper()
-	o := ggml.Options{Device: "cpu", Threads: 1}
+	o := ggml.Options{Device: "cpu", Threads: 1, Dir: defaultLibDir()}
 	if d := os.Getenv("ENTROPIX_GGML_DEVICE"); d != "" {
 		o.Device = d
 	}
@@ -26,6 +28,20 @@ func options(t testing.TB) ggml.Options {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// defaultLibDir is where model/ggml/getlibs.sh puts the CPU libraries
+// (.ggml/cpu in the repository) when ENTROPIX_GGML_DIR names none and
+// they are there, else "".
+func defaultLibDir() string {
+	if os.Getenv("ENTROPIX_GGML_DIR") != "" {
+		return ""
+	}
+	d := filepath.Join(modeltest.RepoRoot(), ".ggml", "cpu")
+	if _, err := os.Stat(filepath.Join(d, "libggml-base.so")); err != nil {
+		return ""
+	}
+	return d
 }
 
 // newBackend returns a ggml backend of m over a cache of tokens positions
