@@ -22,7 +22,7 @@ type backendFlags struct {
 func (b *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.name, "backend", "cpu", "what runs the forward pass: cpu (the built-in engine) or ggml (a GPU, or ggml's CPU backend, through the ggml libraries of --ggml-dir)")
 	fs.StringVar(&b.ggmlDir, "ggml-dir", "", "folder of the ggml libraries for --backend ggml (default $ENTROPIX_GGML_DIR; model/ggml/getlibs.sh fetches them)")
-	fs.StringVar(&b.device, "device", "", "the ggml device for --backend ggml: cpu, vulkan0, cuda0, ... (default: the first GPU, else cpu)")
+	fs.StringVar(&b.device, "device", "", "the ggml device for --backend ggml: cpu, vulkan0, cuda0, ... (default $ENTROPIX_GGML_DEVICE, else the first GPU, else cpu)")
 }
 
 // check reports a bad choice before anything loads.

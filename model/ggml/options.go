@@ -2,6 +2,7 @@ package ggml
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,7 +19,8 @@ type Options struct {
 	// $ENTROPIX_GGML_DIR.
 	Dir string
 	// Device names the device to run on, as ggml names it, in any case:
-	// "cpu", "vulkan0", "cuda0", ... "" picks the first GPU, else the CPU.
+	// "cpu", "vulkan0", "cuda0", ... "" reads $ENTROPIX_GGML_DEVICE, and
+	// when that is empty too picks the first GPU, else the CPU.
 	Device string
 	// Threads is ggml-cpu's threads (on the CPU device, and for the
 	// operations a GPU hands back); 0: one per core.
@@ -77,6 +79,10 @@ func Load(o Options) error {
 // ErrNoLibrary is the error of Load when no library folder is named.
 var ErrNoLibrary = gg.ErrNoLibrary
 
+// DeviceEnv is the environment variable naming the device when
+// Options.Device does not.
+const DeviceEnv = "ENTROPIX_GGML_DEVICE"
+
 // Device describes one device the loaded libraries offer.
 type Device struct {
 	Name, Description string
@@ -103,6 +109,9 @@ func pickDevice(name string) (gg.Device, error) {
 	var names []string
 	for _, d := range devs {
 		names = append(names, strings.ToLower(d.Name()))
+	}
+	if name == "" {
+		name = os.Getenv(DeviceEnv)
 	}
 	if name == "" {
 		for _, d := range devs {
