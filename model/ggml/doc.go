@@ -23,7 +23,9 @@
 //
 // # A step
 //
-// Each Forward is one graph for all rows of all sequences (forward.go):
+// Each Forward (forward.go) is one graph for all rows of all sequences,
+// planned on the host (plan.go: the groups, the masks, the slots written
+// and copied) and built by graph.go:
 // embedding, then per layer RMSNorm, q/k/v (Qwen2's biases), RoPE
 // (interleaved pairs for llama, NeoX halves for qwen2), the copies on
 // write and the new keys and values written into their slots with
