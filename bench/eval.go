@@ -66,6 +66,9 @@ type EvalConfig struct {
 	// in the report.
 	Verifier     *engine.Verifier `json:"-"`
 	VerifierName string           `json:"verifier,omitempty"`
+	// Backend names the model.Backend the local searches run on
+	// (engine.WithBackend; "": the engine's default, the CPU's).
+	Backend string `json:"backend,omitempty"`
 }
 
 // SearchRequest is one search of an evaluation: an item's prompt (its text
@@ -554,6 +557,9 @@ func (ev *evaluator) search(ctx context.Context, it *evalItem, mode engine.Mode,
 		engine.WithAnswer(policy.ExtractAnswer), engine.WithVerifier(ev.cfg.Verifier)}
 	if p := ev.cfg.Policy; p != nil {
 		opts = append(opts, engine.WithPolicy(p.Config), engine.WithScore(p.Score), engine.WithClarifyText(p.ClarifyText))
+	}
+	if ev.cfg.Backend != "" {
+		opts = append(opts, engine.WithBackend(ev.cfg.Backend))
 	}
 	eng, err := engine.New(ev.m, opts...)
 	if err != nil {
