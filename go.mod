@@ -7,6 +7,7 @@ require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/dlclark/regexp2 v1.11.5
+	github.com/ebitengine/purego v0.11.3
 	github.com/emirpasic/gods/v2 v2.0.0-alpha
 	github.com/google/renameio/v2 v2.0.2
 	github.com/mattn/go-isatty v0.0.20

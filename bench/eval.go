@@ -66,6 +66,9 @@ type EvalConfig struct {
 	// in the report.
 	Verifier     *engine.Verifier `json:"-"`
 	VerifierName string           `json:"verifier,omitempty"`
+	// Backend names the model.Backend the local searches run on
+	// (engine.WithBackend; "": the engine's default, the CPU's).
+	Backend string `json:"backend,omitempty"`
 }
 
 // SearchRequest is one search of an evaluation: an item's prompt (its text
@@ -555,10 +558,14 @@ func (ev *evaluator) search(ctx context.Context, it *evalItem, mode engine.Mode,
 	if p := ev.cfg.Policy; p != nil {
 		opts = append(opts, engine.WithPolicy(p.Config), engine.WithScore(p.Score), engine.WithClarifyText(p.ClarifyText))
 	}
+	if ev.cfg.Backend != "" {
+		opts = append(opts, engine.WithBackend(ev.cfg.Backend))
+	}
 	eng, err := engine.New(ev.m, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("bench: eval: %w", err)
 	}
+	defer eng.Close()
 	res, err := eng.SearchTokens(ctx, it.Prompt, it.ids, engine.Budget{MaxTokens: it.maxTokens, MaxRows: budget, MaxWidth: k})
 	if err != nil {
 		return nil, fmt.Errorf("bench: eval: %s, %s at %d rows: %w", it.ID, mode, budget, err)
@@ -867,6 +874,7 @@ func MeasureSearchOverhead(ctx context.Context, m *model.Model, widths []int, ma
 		for i := range rounds + 1 {
 			out, err := eng.Search(ctx, overheadPrompts[i%len(overheadPrompts)], budget)
 			if err != nil {
+				eng.Close()
 				return nil, fmt.Errorf("bench: search overhead, %s width %d: %w", rn.mode, rn.width, err)
 			}
 			if i == 0 {
@@ -876,6 +884,9 @@ func MeasureSearchOverhead(ctx context.Context, m *model.Model, widths []int, ma
 			r.Wall += out.Stats.Wall
 			r.Forward += out.Stats.ForwardTime
 			r.Width = max(r.Width, out.Stats.MaxLive)
+		}
+		if err := eng.Close(); err != nil {
+			return nil, fmt.Errorf("bench: search overhead: %w", err)
 		}
 		if r.Wall > 0 {
 			r.Share = 1 - float64(r.Forward)/float64(r.Wall)

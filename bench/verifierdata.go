@@ -48,6 +48,7 @@ func VerifierPaths(ctx context.Context, m *model.Model, problems []GSM8KProblem,
 	if err != nil {
 		return nil, err
 	}
+	defer eng.Close()
 	per := make([][]VerifierPath, len(problems))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(cfg.Parallel, 1))

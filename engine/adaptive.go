@@ -4,7 +4,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/entropix-search/entropix-search/model/kernels/workers"
+	"github.com/entropix-search/entropix-search/internal/workers"
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
 )
@@ -234,8 +234,9 @@ func (s *adaptive) Run(lo, hi int) {
 		if br.leaf != tree.Root {
 			sd.prevLP = leaf.LogProb
 		}
-		sd.d, sd.err = br.decider.Decide(policy.Step{Logits: s.logits(br), Attention: s.attention(br), Budget: budget,
-			PrevLogProb: sd.prevLP, Measure: s.measure(br)})
+		st := s.decideStep(br)
+		st.Budget, st.PrevLogProb = budget, sd.prevLP
+		sd.d, sd.err = br.decider.Decide(st)
 	}
 }
 
@@ -244,30 +245,31 @@ func (s *adaptive) applyStep(br *branch, sd *stepDecision) error {
 	if sd.err != nil {
 		return sd.err
 	}
-	logits := s.logits(br)
+	v := s.view(br)
 	if f := s.opts.Observe; f != nil {
-		s.top = topK(logits, 2, s.top)
+		s.top = v.top(2, s.top)
 		ratio := 0.0
 		if len(s.top) == 2 {
-			ratio = math.Exp(float64(logits[s.top[1]] - logits[s.top[0]]))
+			ratio = math.Exp(float64(v.logit(s.top[1]) - v.logit(s.top[0])))
 		}
 		f(policy.Observation{Metrics: sd.d.Metrics, Ratio: ratio, PrevP: math.Exp(sd.prevLP)})
 	}
-	return s.applyAdaptive(br, &sd.d, logits)
+	return s.applyAdaptive(br, &sd.d, v)
 }
 
-func (s *adaptive) applyAdaptive(br *branch, d *policy.Decision, logits []float32) error {
+// applyAdaptive applies decision d, made on row v, to br.
+func (s *adaptive) applyAdaptive(br *branch, d *policy.Decision, v rowView) error {
 	s.logDecision(br, d)
 	lz := d.LogZ
 	switch d.Action {
 	case policy.Backspace:
 		return s.backspace(br)
 	case policy.Branch:
-		s.branchOut(br, d, logits, lz)
+		s.branchOut(br, d, v, lz)
 		return nil
 	}
-	s.applyTokens(br, d, logits, lz)
-	s.keepPrev(br, d, logits)
+	s.applyTokens(br, d, v, lz)
+	s.keepPrev(br, d, v)
 	s.endIfDone(br)
 	return nil
 }
@@ -275,7 +277,7 @@ func (s *adaptive) applyAdaptive(br *branch, d *policy.Decision, logits []float3
 // keepPrev keeps the logits that chose br's new leaf, for a Backspace at
 // the next step. Clarify insertions keep none: their last token was not
 // chosen from these logits (see forward, which stashes the right row).
-func (s *adaptive) keepPrev(br *branch, d *policy.Decision, logits []float32) {
+func (s *adaptive) keepPrev(br *branch, d *policy.Decision, v rowView) {
 	if !s.backspaceOn() {
 		return
 	}
@@ -290,10 +292,11 @@ func (s *adaptive) keepPrev(br *branch, d *policy.Decision, logits []float32) {
 		br.prev = nil
 		return
 	}
-	// Not a copy: a step's logits rows outlive the next forward pass
-	// (model.Output), and a Backspace comes at the next step or never.
-	// (After a Backspace, logits is the branch's own copy of its row.)
-	br.prev = logits
+	// Not a copy, and not fetched until a Backspace asks for it: a step's
+	// logits rows outlive the next forward pass (model.Output), and a
+	// Backspace comes at the next step or never. (After a Backspace, v is
+	// the branch's own copy of its row.)
+	br.prev = v.later()
 }
 
 // backspace takes back br's last token and chooses again from the logits
@@ -306,9 +309,10 @@ func (s *adaptive) backspace(br *branch) error {
 		s.prune(br, "lost")
 		return nil
 	}
-	if len(br.prev) == 0 || leaf.Parent == tree.None {
-		d := s.argmaxDecision(s.logits(br))
-		return s.applyAdaptive(br, &d, s.logits(br))
+	if br.prev == nil || leaf.Parent == tree.None {
+		v := s.view(br)
+		d := s.argmaxDecision(v.logits())
+		return s.applyAdaptive(br, &d, v)
 	}
 	tok, parent := leaf.Token, leaf.Parent
 	delete(s.seqs, br.leaf)
@@ -320,7 +324,7 @@ func (s *adaptive) backspace(br *branch) error {
 	br.leaf = parent
 	br.score = br.before
 	br.decider.Rewind(tok)
-	prev := slices.Clone(br.prev)
+	prev := slices.Clone(br.prev())
 	br.prev = nil
 	lp := 0.0
 	if parent != tree.Root {
@@ -330,7 +334,7 @@ func (s *adaptive) backspace(br *branch) error {
 	if err != nil {
 		return err
 	}
-	return s.applyAdaptive(br, &d, prev)
+	return s.applyAdaptive(br, &d, rowView{row: prev})
 }
 
 // argmaxDecision is a Greedy decision for logits.
@@ -344,10 +348,10 @@ func (s *adaptive) argmaxDecision(logits []float32) policy.Decision {
 // branchOut forks br: br goes on with the most probable candidate, every
 // other one waits on the frontier with its own branch (a copy-on-write
 // fork of br's cache, its token fed when it is re-opened).
-func (s *adaptive) branchOut(br *branch, d *policy.Decision, logits []float32, lz float64) {
+func (s *adaptive) branchOut(br *branch, d *policy.Decision, v rowView, lz float64) {
 	cands := slices.Clone(d.Candidates)
 	from, base := br.leaf, br.score
-	conf := s.tokenConf(logits, lz)
+	conf := s.tokenConf(v, lz)
 	s.res.Stats.Forks++
 	// A fork's choice is not chosen again (see backspace): br, like the
 	// branches forked from it, keeps no row for it. (It kept the row of
@@ -373,7 +377,7 @@ func (s *adaptive) branchOut(br *branch, d *policy.Decision, logits []float32, l
 		if i == 0 {
 			// A waiting alternative keeps no logits: taking back a fork's
 			// choice drops the branch (its siblings wait), see backspace.
-			s.keepPrev(kid, d, logits)
+			s.keepPrev(kid, d, v)
 		}
 		n := s.t.Node(kid.leaf)
 		n.Score = kid.score.Value(s.opts.Score)

@@ -65,14 +65,14 @@ func (s *beamSearch) stepBeam() {
 	metrics := s.metrics[:0]
 	leaves := s.leaves[:0]
 	for i, br := range s.live {
-		logits := s.logits(br)
+		v := s.view(br)
 		m, row := s.measured(br)
 		lz := row.LogZ
 		metrics = append(metrics, m)
 		leaves = append(leaves, br.leaf)
-		s.top = topK(logits, k, s.top)
+		s.top = v.top(k, s.top)
 		for _, t := range s.top {
-			lp := float64(logits[t]) - lz
+			lp := float64(v.logit(t)) - lz
 			norm := (br.score.LogProb + lp) / float64(br.score.Steps+1)
 			cands = append(cands, beamCand{norm: norm, logProb: lp, parent: int32(i), tok: int32(t)})
 		}

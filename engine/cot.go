@@ -51,10 +51,10 @@ func (s *cotDecoding) stepCoT() {
 	q := s.opts.Policy.Thresholds
 	if s.step == 0 {
 		root := s.live[0]
-		logits := s.logits(root)
+		v := s.view(root)
 		m, row := s.measured(root)
 		lz := row.LogZ
-		s.top = topK(logits, s.b.MaxWidth, s.top)
+		s.top = v.top(s.b.MaxWidth, s.top)
 		if len(s.top) > 1 {
 			s.res.Stats.Forks++ // the root, into the K first tokens
 		}
@@ -65,7 +65,7 @@ func (s *cotDecoding) stepCoT() {
 				br = s.fork(root)
 				br.leaf = tree.Root
 			}
-			s.extend(br, t, float64(logits[t])-lz, m, q.Quadrant(m), policy.Branch)
+			s.extend(br, t, float64(v.logit(t))-lz, m, q.Quadrant(m), policy.Branch)
 			br.margins = append(br.margins[:0], row.Margin)
 			s.paths = append(s.paths, br)
 			if s.pathEnds(br.leaf) {
@@ -78,12 +78,12 @@ func (s *cotDecoding) stepCoT() {
 	}
 	live := s.live[:0]
 	for _, br := range s.live {
-		logits := s.logits(br)
+		v := s.view(br)
 		m, row := s.measured(br)
 		lz, arg, mg := row.LogZ, row.Arg, row.Margin
-		br.score.Add(policy.StepScore{LogProb: float64(logits[arg]) - lz, Margin: mg})
+		br.score.Add(policy.StepScore{LogProb: float64(v.logit(arg)) - lz, Margin: mg})
 		br.margins = append(br.margins, mg)
-		s.extend(br, arg, float64(logits[arg])-lz, m, q.Quadrant(m), policy.Greedy)
+		s.extend(br, arg, float64(v.logit(arg))-lz, m, q.Quadrant(m), policy.Greedy)
 		s.t.Node(br.leaf).Score = br.score.CoTMargin()
 		if !s.pathEnds(br.leaf) {
 			live = append(live, br)

@@ -15,15 +15,19 @@ import (
 	"github.com/entropix-search/entropix-search/tree"
 )
 
-// Engine searches over one model. It owns a KV cache pool and the scratch
-// of the forward pass. Concurrent Search calls are safe and batched
-// together: one driver goroutine advances every running search by one
-// step per forward pass (continuous batching: searches join and leave
-// between steps), so their branches share each pass's weight reads.
+// Engine searches over one model. It owns a backend (model.Backend: the
+// KV cache and the forward pass's scratch, on the CPU or a device), which
+// Close releases; a closed engine's searches return ErrClosed. Concurrent
+// Search calls are safe and batched together: one driver goroutine
+// advances every running search by one step per forward pass (continuous
+// batching: searches join and leave between steps), so their branches
+// share each pass's weight reads.
 type Engine struct {
-	mu      sync.Mutex // guards queue and driving
+	mu      sync.Mutex // guards queue, driving and closed
 	queue   []*search  // submitted, not yet driven
 	driving bool       // a driver goroutine runs
+	idle    sync.Cond  // signalled (on mu) when the driver stops
+	closed  bool       // Close was called
 	// passes and rows count the driver's forward passes and their rows,
 	// over every search (the batching: rows per pass).
 	passes, rows atomic.Int64
@@ -108,6 +112,7 @@ func New(m *model.Model, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Engine{m: m, opts: o, kv: be.Cache(), be: be}
+	e.idle.L = &e.mu
 	if o.Verifier != nil {
 		if e.ver, err = newVerifierRun(o.Verifier, o.Backend); err != nil {
 			be.Close()
@@ -217,6 +222,37 @@ var ErrNonFinite = errors.New("engine: the model's logits are not finite (corrup
 // ErrPromptTooLong is returned for a prompt that fills the model's context.
 var ErrPromptTooLong = errors.New("engine: the prompt does not fit the context")
 
+// ErrClosed is returned by a search on a closed engine (Close), and by
+// the searches Close ends.
+var ErrClosed = errors.New("engine: closed")
+
+// Close closes the engine: the searches still running end at their next
+// step with ErrClosed (and no result), later ones fail with ErrClosed at
+// once, and once the step in flight is done the engine's backends close
+// (the search's and the verifier's, model.Backend.Close), releasing
+// their caches. It does not close the model, nor a verifier's model.
+// Closing a closed engine does nothing.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	for e.driving {
+		e.idle.Wait()
+	}
+	e.mu.Unlock()
+	errs := []error{e.be.Close()}
+	if e.ver != nil {
+		errs = append(errs, e.ver.run.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("engine: close: %w", err)
+	}
+	return nil
+}
+
 // Search continues prompt within the budget and returns the best
 // continuation found. When ctx is canceled or its deadline passes, Search
 // returns the partial result together with the context's error; on any
@@ -305,7 +341,9 @@ func (e *Engine) searchTokens(ctx context.Context, promptText string, ids []int,
 		defer cancel()
 	}
 	s := newSearch(e, o, ctx, promptText, ids, b)
-	e.submit(s)
+	if err := e.submit(s); err != nil {
+		return nil, err
+	}
 	<-s.done
 	if s.err != nil && ctx.Err() == nil {
 		return nil, s.err
@@ -313,15 +351,20 @@ func (e *Engine) searchTokens(ctx context.Context, promptText string, ids []int,
 	return s.res, s.err
 }
 
-// submit queues s for the driver, starting one when none runs.
-func (e *Engine) submit(s *search) {
+// submit queues s for the driver, starting one when none runs; on a
+// closed engine it fails.
+func (e *Engine) submit(s *search) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
 	e.queue = append(e.queue, s)
 	if !e.driving {
 		e.driving = true
 		go e.drive()
 	}
+	return nil
 }
 
 // drive runs the submitted searches to their ends, one forward pass per
@@ -332,6 +375,15 @@ func (e *Engine) drive() {
 	var bases []int
 	for {
 		e.mu.Lock()
+		if e.closed { // Close ends every search before the backends go
+			for _, s := range append(active, e.queue...) {
+				if s.err == nil {
+					s.err = ErrClosed
+				}
+				e.end(s)
+			}
+			active, e.queue = nil, e.queue[:0]
+		}
 		for _, s := range e.queue {
 			if err := s.begin(); err != nil {
 				s.err = err
@@ -344,6 +396,7 @@ func (e *Engine) drive() {
 		e.inUse.Store(int64(e.kv.Stats().BlocksInUse))
 		if len(active) == 0 {
 			e.driving = false
+			e.idle.Broadcast()
 			e.mu.Unlock()
 			return
 		}

@@ -26,6 +26,7 @@ func ExampleEngine_Search() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer e.Close() // before the model: its backend's cache goes
 	res, err := e.Search(context.Background(), "Lily wanted to", engine.Budget{MaxTokens: 40, MaxRows: 80})
 	if err != nil {
 		log.Fatal(err)

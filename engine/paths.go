@@ -14,7 +14,7 @@ import (
 
 // applyTokens appends a decision's token(s) to br: the clarify text, or
 // one chosen token.
-func (s *search) applyTokens(br *branch, d *policy.Decision, logits []float32, lz float64) {
+func (s *search) applyTokens(br *branch, d *policy.Decision, v rowView, lz float64) {
 	toks := []int{d.Token}
 	if d.Action == policy.Clarify {
 		toks = d.Tokens
@@ -24,15 +24,15 @@ func (s *search) applyTokens(br *branch, d *policy.Decision, logits []float32, l
 	}
 	br.before = br.score
 	for i, t := range toks {
-		lp := float64(logits[t]) - lz
-		if i > 0 {
-			lp = 0 // inserted, not predicted from these logits
+		lp := 0.0 // inserted, not predicted from these logits
+		if i == 0 {
+			lp = float64(v.logit(t)) - lz
 		}
 		s.extend(br, t, lp, d.Metrics, d.Quadrant, d.Action)
 		br.decider.Accept(t)
 		if i == 0 {
 			st := d.StepScore()
-			st.TokenConf = s.tokenConf(logits, lz)
+			st.TokenConf = s.tokenConf(v, lz)
 			br.score.Add(st)
 		}
 		if s.pathEnds(br.leaf) {

@@ -3,7 +3,7 @@ package engine
 import (
 	"slices"
 
-	"github.com/entropix-search/entropix-search/model/kernels/workers"
+	"github.com/entropix-search/entropix-search/internal/workers"
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
 )
@@ -100,7 +100,7 @@ func (s *samples) stepSamples() {
 	}
 	live := s.live[:0]
 	for i, br := range s.live {
-		logits := s.logits(br)
+		v := s.view(br)
 		m, row := s.measured(br)
 		lz, arg := row.LogZ, row.Arg
 		tok := s.drawn[i]
@@ -108,7 +108,7 @@ func (s *samples) stepSamples() {
 			tok = arg
 		}
 		br.chain.Accept(tok)
-		lp := float64(logits[tok]) - lz
+		lp := float64(v.logit(tok)) - lz
 		br.score.Add(policy.StepScore{LogProb: lp})
 		id := s.extend(br, tok, lp, m, q.Quadrant(m), policy.Sample)
 		s.t.Node(id).Score = meanLogProb(br.score)

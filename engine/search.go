@@ -14,9 +14,9 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
-	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/tokenizer"
 	"github.com/entropix-search/entropix-search/policy"
+	"github.com/entropix-search/entropix-search/policy/rowstat"
 	"github.com/entropix-search/entropix-search/tree"
 )
 
@@ -33,10 +33,10 @@ type branch struct {
 	score   policy.PathScore
 	// before is score without the leaf's token (for Backspace).
 	before policy.PathScore
-	// prev is the logits row that chose the leaf's token, for Backspace:
-	// the forward pass's own row (never written through), valid through
-	// the next pass.
-	prev []float32
+	// prev gives the logits row that chose the leaf's token, for
+	// Backspace: the forward pass's own row (never written through),
+	// valid through the next pass, fetched only if asked for.
+	prev func() []float32
 	// margins are the per-token margins p(top1) - p(top2) of a
 	// CoT-decoding path, for its answer span.
 	margins []float64
@@ -82,8 +82,10 @@ type search struct {
 	prefill int
 	// base is the output row of the search's first row in the step;
 	// meas[r-base] the statistics of the logits row r of a live branch,
-	// measured once per step (afterForward) on the kernel threads.
+	// measured once per step (afterForward) on the kernel threads, or
+	// read from the backend's statistics when useStats (rows.go).
 	base     int
+	useStats bool
 	measurer policy.RowMeasurer
 	meas     []policy.RowMeasure
 	measRows [][]float32
@@ -310,6 +312,7 @@ func (s *search) afterForward(out *model.Output, took time.Duration) error {
 		st.Rows += len(s.rows)
 		st.TokensExplored += len(s.rows)
 	}
+	s.useStats = len(s.live) > 0 && out.Stats(s.live[0].row) != nil && !s.opts.IgnoreEOS && s.mode.noiseFloor() == 0
 	if s.opts.IgnoreEOS {
 		if eos := s.tok.EOS(); eos >= 0 {
 			for _, br := range s.live {
@@ -322,7 +325,7 @@ func (s *search) afterForward(out *model.Output, took time.Duration) error {
 	}
 	for _, br := range s.live {
 		if stash && len(br.feed) > 1 {
-			br.prev = out.Logits(br.row - 1) // valid through the next pass: see keepPrev
+			br.prev = out.LogitsLater(br.row - 1) // valid through the next pass: see keepPrev
 		}
 		br.feed = br.feed[:0]
 	}
@@ -338,9 +341,13 @@ func (s *search) afterForward(out *model.Output, took time.Duration) error {
 }
 
 // measureRows measures the logits rows of the live branches (once each:
-// branches may share one) across the kernel threads, and fails on a row
-// holding NaN or +Inf.
+// branches may share one) across the kernel threads, or reads their
+// measurement from the backend's statistics (measureStats), and fails on
+// a row holding NaN or +Inf.
 func (s *search) measureRows() error {
+	if s.useStats {
+		return s.measureStats()
+	}
 	floor := s.mode.noiseFloor()
 	n := len(s.rows)
 	s.measAt = slices.Grow(s.measAt[:0], n)[:n]
@@ -359,7 +366,7 @@ func (s *search) measureRows() error {
 	for i, row := range s.measRows {
 		_, r, err := s.meas[i].Result()
 		// A row of NaN and -Inf alone measures as fully masked.
-		if err != nil || (math.IsInf(r.LogZ, -1) && !kernels.Finite(row)) {
+		if err != nil || (math.IsInf(r.LogZ, -1) && !rowstat.Finite(row)) {
 			return fmt.Errorf("%w: step %d", ErrNonFinite, s.step)
 		}
 	}
@@ -386,19 +393,20 @@ func (s *search) backspaceOn() bool {
 // tokenConf is DeepConf's token confidence of a row, for the group score;
 // 0 when the search does not rank by it (a top-k pass over the vocabulary
 // per token is not free).
-func (s *search) tokenConf(logits []float32, lz float64) float64 {
+func (s *search) tokenConf(v rowView, lz float64) float64 {
 	if s.opts.Score != policy.ScoreGroup {
 		return 0
 	}
-	s.top = topK(logits, policy.GroupTopK, s.top)
+	s.top = v.top(policy.GroupTopK, s.top)
 	var sum float64
 	for _, t := range s.top {
-		sum += float64(logits[t]) - lz
+		sum += float64(v.logit(t)) - lz
 	}
 	return -sum / float64(max(len(s.top), 1))
 }
 
-// logits and attention of a branch in the current step.
+// logits and attention of a branch in the current step (the logits
+// fetched when the backend has not: see view).
 func (s *search) logits(br *branch) []float32 { return s.out.Logits(br.row) }
 
 func (s *search) attention(br *branch) []policy.Attention {
@@ -421,12 +429,12 @@ func (s *search) extend(br *branch, tok int, logProb float64, m policy.Metrics, 
 	br.leaf = id
 	n := s.t.Node(id)
 	if k := s.opts.TopProbs; k > 0 && s.out != nil {
-		logits := s.out.Logits(br.row)
-		lz, _ := logSumExp(logits)
-		s.topProbs = topK(logits, k, s.topProbs) // not s.top: callers iterate it
+		v := s.view(br)
+		lz := v.logZ()
+		s.topProbs = v.top(k, s.topProbs) // not s.top: callers iterate it
 		n.Top = make([]policy.Candidate, len(s.topProbs))
 		for i, t := range s.topProbs {
-			n.Top[i] = policy.Candidate{Token: t, LogProb: float64(logits[t]) - lz}
+			n.Top[i] = policy.Candidate{Token: t, LogProb: float64(v.logit(t)) - lz}
 		}
 	}
 	if s.isStop(tok) {
@@ -625,11 +633,11 @@ func stopReason(err error) string {
 
 // logSumExp returns log Σ exp(logits) and the index of the largest.
 func logSumExp(logits []float32) (lz float64, arg int) {
-	mx, arg, _ := kernels.Top2(logits)
+	mx, arg, _ := rowstat.Top2(logits)
 	if math.IsInf(float64(mx), 0) { // all masked, or an infinite logit
 		return float64(mx), arg
 	}
-	sum, _, _ := kernels.LogitMoments(logits, mx)
+	sum, _, _ := rowstat.LogitMoments(logits, mx)
 	return float64(mx) + math.Log(sum), arg
 }
 

@@ -36,6 +36,11 @@ func newEngine(t testing.TB, m *model.Model, opts ...Option) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return e
 }
 

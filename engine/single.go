@@ -47,10 +47,10 @@ type greedy struct{ singlePath }
 
 func (s *greedy) advance() error {
 	br := s.live[0]
-	logits := s.logits(br)
+	v := s.view(br)
 	m, row := s.measured(br)
 	lz, arg := row.LogZ, row.Arg
-	s.extend(br, arg, float64(logits[arg])-lz, m, s.opts.Policy.Thresholds.Quadrant(m), policy.Greedy)
+	s.extend(br, arg, float64(v.logit(arg))-lz, m, s.opts.Policy.Thresholds.Quadrant(m), policy.Greedy)
 	return s.afterSingle(br)
 }
 
@@ -65,15 +65,15 @@ func (s *sampling) initRoot(root *branch) error {
 
 func (s *sampling) advance() error {
 	br := s.live[0]
-	logits := s.logits(br)
+	v := s.view(br)
 	m, row := s.measured(br)
 	lz, arg := row.LogZ, row.Arg
-	tok := br.chain.Sample(&s.cand, logits)
+	tok := br.chain.Sample(&s.cand, v.logits())
 	if tok < 0 {
 		tok = arg
 	}
 	br.chain.Accept(tok)
-	s.extend(br, tok, float64(logits[tok])-lz, m, s.opts.Policy.Thresholds.Quadrant(m), policy.Sample)
+	s.extend(br, tok, float64(v.logit(tok))-lz, m, s.opts.Policy.Thresholds.Quadrant(m), policy.Sample)
 	return s.afterSingle(br)
 }
 
@@ -91,13 +91,12 @@ func (s *entropix) initRoot(root *branch) error {
 
 func (s *entropix) advance() error {
 	br := s.live[0]
-	logits := s.logits(br)
 	_, row := s.measured(br)
-	d, err := br.decider.Decide(policy.Step{Logits: logits, Attention: s.attention(br), Measure: s.measure(br)})
+	d, err := br.decider.Decide(s.decideStep(br))
 	if err != nil {
 		return err
 	}
 	s.logDecision(br, &d)
-	s.applyTokens(br, &d, logits, row.LogZ)
+	s.applyTokens(br, &d, s.view(br), row.LogZ)
 	return s.afterSingle(br)
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/entropix-search/entropix-search/model/internal/mmap"
-	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/llama2c"
 	"github.com/entropix-search/entropix-search/model/tokenizer"
 )
@@ -77,8 +76,8 @@ func loadLlama2C(path, tokenizerPath string) (_ *Model, err error) {
 	}
 	c := &m.Config
 	var errs []error
-	mat := func(w []float32, rows, cols int) *kernels.Mat {
-		x, err := kernels.NewF32Mat(rows, cols, w)
+	mat := func(w []float32, rows, cols int) *Tensor {
+		x, err := NewF32Tensor(rows, cols, w)
 		errs = append(errs, err)
 		return x
 	}

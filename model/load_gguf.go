@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/entropix-search/entropix-search/model/gguf"
-	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/tokenizer"
 )
 
@@ -110,95 +109,25 @@ func (g *ggufLoader) vec(name string, n int) []float32 {
 	return nil
 }
 
-// nativeQ4K keeps Q4_K, Q5_K, Q6_K and Q4_0 weights as stored (tests turn it off to
-// compare with the re-quantized path).
-var nativeQ4K = true
-
-// mat binds a rows x cols weight matrix. F32 weights are used in place;
-// Q8_0 weights are unpacked for the kernels; Q4_K, Q5_K, Q6_K and Q4_0
-// weights keep their bits (rows a multiple of 256 long, and for Q5_K and
-// Q4_0 a matrix's rows a multiple of 8), regrouped eight matrix rows at a
-// time; F16 and BF16 are widened to F32; other quantizations (Q4_1, Q5_0,
-// Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, and the native types' other matrices)
-// are dequantized and re-quantized to Q8_0 a panel of rows at a time,
-// which keeps their precision at a little more memory. Anything else (the
-// other IQ types among them) is an error naming the type.
-//
-// From a mapped file every matrix but F32 is copied as the mapping is
-// read, each piece of the mapping released once copied (see
-// kernels.NewQ8MatMapped, NewQ4KMatMapped, QuantizeQ8Mapped), so that the
-// weights are resident once: Q8_0 at the file's size, Q4_K 2.8% more,
-// Q5_K 2.3% (F16 and BF16 take twice theirs, as F32).
-func (g *ggufLoader) mat(name string, rows, cols int) *kernels.Mat {
+// mat binds a rows x cols weight matrix as the file stores it: its bytes
+// in the file's mapping (a backend converts or copies them when it is
+// made; see model/cpu), of a type Dequantize decodes. Other types (the IQ
+// types other than IQ4_NL and IQ4_XS among them) are an error naming the
+// type.
+func (g *ggufLoader) mat(name string, rows, cols int) *Tensor {
 	t := g.tensor(name, cols, rows)
 	if t == nil {
 		return nil
 	}
-	var m *kernels.Mat
-	var err error
 	if ty := t.Type.String(); !slices.Contains(g.types, ty) {
 		g.types = append(g.types, ty)
 	}
-	data, mapped := g.f.TensorData(t), g.f.Mapped()
-	requant := func() {
-		if bs := t.Type.BlockSize(); mapped && bs > 0 && cols%bs == 0 {
-			deq := func(dst []float32, src []byte) error { return gguf.Dequantize(t.Type, src, dst) }
-			m, err = kernels.QuantizeQ8Mapped(rows, cols, cols/bs*t.Type.TypeSize(), data, deq)
-		} else if w := g.floats(t); w != nil {
-			m, err = kernels.QuantizeQ8(rows, cols, w)
-		}
-	}
-	native := cols%kernels.QKBlockSize == 0 && nativeQ4K
-	switch t.Type {
-	case gguf.Q8_0:
-		if mapped {
-			m, err = kernels.NewQ8MatMapped(rows, cols, data)
-		} else {
-			m, err = kernels.NewQ8Mat(rows, cols, data)
-		}
-	case gguf.F32, gguf.F16, gguf.BF16:
-		if w := g.floats(t); w != nil {
-			m, err = kernels.NewF32Mat(rows, cols, w)
-			if t.Type != gguf.F32 {
-				g.f.Release(t) // widened into Go memory
-			}
-		}
-	case gguf.Q4_K, gguf.Q6_K:
-		switch {
-		case native && mapped && t.Type == gguf.Q4_K:
-			// Their bits kept, in huge pages where there are some.
-			m, err = kernels.NewQ4KMatMapped(rows, cols, data)
-		case native && mapped:
-			m, err = kernels.NewQ6KMatMapped(rows, cols, data)
-		case native && t.Type == gguf.Q4_K:
-			m, err = kernels.NewQ4KMat(rows, cols, data)
-		case native:
-			m, err = kernels.NewQ6KMat(rows, cols, data)
-		default:
-			requant()
-		}
-	case gguf.Q5_K, gguf.Q4_0:
-		switch {
-		case !native || rows%8 != 0:
-			requant()
-		case t.Type == gguf.Q5_K && mapped:
-			m, err = kernels.NewQ5KMatMapped(rows, cols, data)
-		case t.Type == gguf.Q5_K:
-			m, err = kernels.NewQ5KMat(rows, cols, data)
-		case mapped:
-			m, err = kernels.NewQ40MatMapped(rows, cols, data)
-		default:
-			m, err = kernels.NewQ40Mat(rows, cols, data)
-		}
-	case gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q2_K, gguf.Q3_K, gguf.IQ4_NL, gguf.IQ4_XS:
-		requant()
-	default:
-		err = fmt.Errorf("tensor type %s is not supported (supported: %s)", t.Type, gguf.DequantizeTypes)
-	}
-	if err != nil {
+	x := &Tensor{Type: t.Type, Rows: rows, Cols: cols, Data: g.f.TensorData(t), mapped: g.f.Mapped()}
+	if err := x.check(); err != nil {
 		g.fail("tensor %s: %w", name, err)
+		return nil
 	}
-	return m
+	return x
 }
 
 func loadGGUF(path string) (_ *Model, err error) {

@@ -10,11 +10,34 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/gguf"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/synth"
 )
+
+// logitsOf runs the tokens through a fresh cache on the CPU and returns
+// the last row's logits.
+func logitsOf(t *testing.T, m *model.Model, toks []int) []float32 {
+	t.Helper()
+	kv, err := m.NewCache(64, kvcache.DefaultBlockSize, kvcache.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cpu.NewRunner(m, cpu.NewCache(kv))
+	seq := kv.NewSeq()
+	rows := make([]model.Row, len(toks))
+	for i, tok := range toks {
+		rows[i] = model.Row{Seq: seq, Token: tok, NoLogits: i < len(toks)-1}
+	}
+	out, err := r.Forward(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Clone(out.Logits(len(toks) - 1))
+}
 
 // randomBlocks returns n elements of type typ as pseudo-random bytes, with
 // each block's f16 scales (at the byte offsets scales) set to small finite
@@ -75,8 +98,9 @@ func writeKQuantModel(t *testing.T, types map[string]gguf.Type) string {
 	return path
 }
 
-// Q2_K, Q3_K, IQ4_NL and IQ4_XS matrices load re-quantized to Q8_0, and
-// their rows match the file's values to within Q8_0's rounding.
+// Q2_K, Q3_K, IQ4_NL and IQ4_XS matrices load as the file stores them and
+// run re-quantized to Q8_0 on the CPU, whose rows match the file's values
+// to within Q8_0's rounding.
 func TestLoadKQuantTypes(t *testing.T) {
 	types := map[string]gguf.Type{
 		"blk.0.attn_q.weight": gguf.Q2_K, "blk.0.attn_k.weight": gguf.Q3_K,
@@ -93,12 +117,19 @@ func TestLoadKQuantTypes(t *testing.T) {
 			t.Errorf("file types %v lack %s", m.FileTypes(), name)
 		}
 	}
+	if l := m.Weights.Layers[0]; l.Wq.Type != gguf.Q2_K || l.Wo.Type != gguf.IQ4_XS || l.W1.Type != gguf.Q8_0 {
+		t.Errorf("the model's tensors are %v, %v, %v; want the file's Q2_K, IQ4_XS, Q8_0", l.Wq.Type, l.Wo.Type, l.W1.Type)
+	}
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	l := m.Weights.Layers[0]
+	cw, err := cpu.WeightsOf(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cw.Layers[0]
 	for name, mat := range map[string]*kernels.Mat{
 		"blk.0.attn_q.weight": l.Wq, "blk.0.attn_k.weight": l.Wk,
 		"blk.0.attn_v.weight": l.Wv, "blk.0.attn_output.weight": l.Wo,

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/synth"
 )
@@ -37,10 +38,12 @@ func procStatus(t *testing.T, keys ...string) []int64 {
 	return out
 }
 
-// A Q8_0 file is resident once while it loads and after: the panels take
-// the file's bytes, and each piece of the mapping is released once
-// unpacked (it once stayed resident beside them, twice the file's size).
-// The peak resident set during the load (VmHWM, reset before it) grows by
+// A Q8_0 file is resident once while it loads and the CPU converts its
+// weights (cpu.WeightsOf, which the first backend on a model runs), and
+// after: the panels take the file's bytes, and each piece of the mapping
+// is released once unpacked (it once stayed resident beside them, twice
+// the file's size). The peak resident set during the load and the
+// conversion (VmHWM, reset before them) grows by
 // at most 1.1 times the file's size and 8 MiB (the runtime's and the other
 // tests' stray pages: 3-6 MB here, against 47 MB more for the doubled
 // residency).
@@ -78,9 +81,13 @@ func TestQ8FileResidentOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	w, err := cpu.WeightsOf(m)
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := procStatus(t, "VmRSS", "VmHWM", "RssFile")
-	if l := m.Weights.Layers[0]; l.Wq.Type != kernels.Q8_0 || l.W1.Type != kernels.Q8_0 {
-		t.Fatalf("weights loaded as %v, %v", l.Wq.Type, l.W1.Type)
+	if l := w.Layers[0]; l.Wq.Type != kernels.Q8_0 || l.W1.Type != kernels.Q8_0 {
+		t.Fatalf("weights converted to %v, %v", l.Wq.Type, l.W1.Type)
 	}
 	grew, peak := now[0]-before, now[1]-before
 	t.Logf("file %.1f MB: resident +%.1f MB after the load, peak +%.1f MB, file pages %.1f MB",

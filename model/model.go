@@ -11,7 +11,11 @@
 // backward pass, for training.
 //
 // Weights are bound by name (GGUF) or by position (llama2.c) into plain
-// structs; the numeric kernels live in package kernels.
+// structs of Tensors, each matrix in its file's type and bytes (a GGUF
+// file's mapped in place): the model holds no backend's layout. A backend
+// converts or uploads them when it is made, once per model however many
+// backends run on it (BackendState); the CPU's numeric kernels are
+// package model/kernels, behind model/cpu.
 package model
 
 import (
@@ -19,32 +23,34 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/entropix-search/entropix-search/kvcache"
-	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/model/gguf"
 	"github.com/entropix-search/entropix-search/model/tokenizer"
 )
 
-// Layer holds one transformer block's weights.
+// Layer holds one transformer block's weights: matrices as Tensors
+// (rows x cols), norms and biases as float32s.
 type Layer struct {
-	AttnNorm   []float32    // dim
-	Wq         *kernels.Mat // QDim x dim
-	Wk, Wv     *kernels.Mat // KVDim x dim
-	Bq, Bk, Bv []float32    // q/k/v biases (Qwen2), nil otherwise
-	Wo         *kernels.Mat // dim x QDim
-	FFNNorm    []float32    // dim
-	W1         *kernels.Mat // hidden x dim (gate)
-	W2         *kernels.Mat // dim x hidden (down)
-	W3         *kernels.Mat // hidden x dim (up)
+	AttnNorm   []float32 // dim
+	Wq         *Tensor   // QDim x dim
+	Wk, Wv     *Tensor   // KVDim x dim
+	Bq, Bk, Bv []float32 // q/k/v biases (Qwen2), nil otherwise
+	Wo         *Tensor   // dim x QDim
+	FFNNorm    []float32 // dim
+	W1         *Tensor   // hidden x dim (gate)
+	W2         *Tensor   // dim x hidden (down)
+	W3         *Tensor   // hidden x dim (up)
 }
 
 // Weights holds all of a model's parameters.
 type Weights struct {
-	TokenEmbd  *kernels.Mat // vocab x dim
+	TokenEmbd  *Tensor // vocab x dim
 	Layers     []Layer
-	OutputNorm []float32    // dim
-	Output     *kernels.Mat // vocab x dim; the same Mat as TokenEmbd when tied
+	OutputNorm []float32 // dim
+	Output     *Tensor   // vocab x dim; the same Tensor as TokenEmbd when tied
 }
 
 // Model is a loaded model: its shape, weights and tokenizer.
@@ -61,11 +67,22 @@ type Model struct {
 	fileTypes []string  // the weight matrices' types in the file (GGUF)
 	closers   []io.Closer
 	closed    atomic.Bool
+
+	statesMu sync.Mutex
+	states   []backendState // BackendState's, in the order made
+}
+
+// backendState is one value a backend derived from the model.
+type backendState struct {
+	key    any
+	value  any
+	closer io.Closer
 }
 
 // FileTypes are the types of the weight matrices as a GGUF file stores
 // them ("Q4_K", "Q6_K", ...), in the order first met; none for other
-// models. The kernels run some of them as another (see Load).
+// models. A backend may run some of them as another (the CPU's: see
+// model/cpu).
 func (m *Model) FileTypes() []string { return m.fileTypes }
 
 // ErrClosed is returned for a model used after Close.
@@ -88,11 +105,19 @@ func New(c Config, w *Weights, tok *tokenizer.Tokenizer, source string) (*Model,
 	return m, nil
 }
 
-// Close releases the model's file mappings. The model must not be used
-// afterwards.
+// Close releases what backends derived from the model (BackendState) and
+// the model's file mappings. The model must not be used afterwards.
 func (m *Model) Close() error {
 	m.closed.Store(true)
 	var errs []error
+	m.statesMu.Lock()
+	for i := len(m.states) - 1; i >= 0; i-- {
+		if c := m.states[i].closer; c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	m.states = nil
+	m.statesMu.Unlock()
 	for _, c := range m.closers {
 		errs = append(errs, c.Close())
 	}
@@ -100,14 +125,47 @@ func (m *Model) Close() error {
 	return errors.Join(errs...)
 }
 
+// BackendState returns what a backend derives from the model's weights
+// and keeps for as long as the model lives (the CPU's converted
+// matrices, a GPU's uploaded ones), under a key of the backend's own (a
+// value of an unexported type, as context keys are): made by build the
+// first time, then the same value for every backend on this model, so
+// that the server's, a verifier's and the tests' backends share one
+// conversion. Calls for one model are serialized; a build that fails is
+// not remembered. The closer build returns, if not nil, is closed by
+// Close, which also drops the value; after Close, BackendState returns
+// ErrClosed.
+func (m *Model) BackendState(key any, build func() (any, io.Closer, error)) (any, error) {
+	m.statesMu.Lock()
+	defer m.statesMu.Unlock()
+	if m.Closed() {
+		return nil, ErrClosed
+	}
+	for _, s := range m.states {
+		if s.key == key {
+			return s.value, nil
+		}
+	}
+	v, c, err := build()
+	if err != nil {
+		return nil, err
+	}
+	m.states = append(m.states, backendState{key: key, value: v, closer: c})
+	return v, nil
+}
+
 // DefaultKVType is the KV cache type for this model when the user names
 // none: F16 when its layers' weights are quantized (llama.cpp's default
 // cache; it halves the cache's memory and the attention's traffic, which
-// a tree of many branches feels), F32 when they are float, so that a
-// float model reproduces reference outputs exactly.
+// a tree of many branches feels), F32 when they are float (F32, F16 or
+// BF16), so that a float model reproduces reference outputs exactly.
 func (m *Model) DefaultKVType() kvcache.ElemType {
-	if len(m.Weights.Layers) > 0 && m.Weights.Layers[0].Wq.Type != kernels.F32 {
-		return kvcache.F16
+	if len(m.Weights.Layers) > 0 {
+		switch m.Weights.Layers[0].Wq.Type {
+		case gguf.F32, gguf.F16, gguf.BF16:
+		default:
+			return kvcache.F16
+		}
 	}
 	return kvcache.F32
 }
@@ -163,12 +221,15 @@ func (m *Model) check() error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	mat := func(name string, x *kernels.Mat, rows, cols int) error {
+	mat := func(name string, x *Tensor, rows, cols int) error {
 		if x == nil {
 			return fmt.Errorf("model: missing weight %s", name)
 		}
 		if x.Rows != rows || x.Cols != cols {
 			return fmt.Errorf("model: weight %s is %dx%d, want %dx%d", name, x.Rows, x.Cols, rows, cols)
+		}
+		if err := x.check(); err != nil {
+			return fmt.Errorf("model: weight %s: %w", name, err)
 		}
 		return nil
 	}

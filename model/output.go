@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/entropix-search/entropix-search/kvcache"
 )
@@ -29,8 +30,31 @@ type Attention struct {
 // Logits: those stay valid one call longer, until the second successful
 // Forward after the one that returned them (a search keeps the row that
 // chose a token, for taking the token back at the next step, without a
-// copy). A backend fills it through Prepare, LogitsBuffer, AttentionBuffer
-// and AttentionOffset.
+// copy).
+//
+// A backend fills it through Prepare, then LogitsBuffer (every row with
+// logits, vocabulary-wide), AttentionBuffer and AttentionOffset. A backend
+// whose rows live elsewhere (a GPU's memory) may instead compute each
+// row's statistics there and hand over only those (StatsBuffer: the
+// normalizer's sums, the argmax, the top K), with a function that copies a
+// whole row to the host when a reader asks for it (FetchLogits): the
+// search then reads the statistics where they suffice (greedy steps, beams,
+// forks) and fetches a row only where a mode needs it (a sampler's draw).
+// Such a backend must:
+//
+//   - fill every field of every RowStats of the step, exactly as
+//     RowStatsOf defines them (the search's decisions are then the same as
+//     from the row; RowStatsOf is the oracle to test against), for every
+//     row with logits or for none;
+//   - keep each step's logits, and its fetch function working, until the
+//     second successful Forward after the step (a step's rows outlive the
+//     next one: double-buffer them on the device);
+//   - copy the row it is asked for, without failing (a device whose copy
+//     can fail must report that at its next Forward), never during a
+//     Forward. The Output calls the function at most once per row, one
+//     call at a time, from any goroutine.
+//
+// The CPU backend fills the rows and gives no statistics.
 type Output struct {
 	Pos []int // the position each row was written at
 
@@ -40,6 +64,17 @@ type Output struct {
 	// spare is the logits buffer of the step before the last: the next
 	// Prepare writes there.
 	spare []float32
+	// lazy fetches the step's rows on first use (nil: the backend filled
+	// them); mu serializes the fetches of this step's and the last one's.
+	lazy *lazyRows
+	mu   sync.Mutex
+
+	// stats are the rows' statistics (nil: none), one per row with
+	// logits; statsTop and statsTopLogits hold their Top and TopLogits.
+	stats          []RowStats
+	statsBuf       []RowStats
+	statsTop       []int32
+	statsTopLogits []float32
 
 	heads      int
 	attnLayers []int
@@ -51,13 +86,44 @@ type Output struct {
 // context length.
 var ErrContextFull = errors.New("model: context length exceeded")
 
-// Logits returns row r's next-token logits (nil for a NoLogits row).
+// Logits returns row r's next-token logits (nil for a NoLogits row),
+// fetching the row from the backend on first use when it is lazy
+// (FetchLogits). It is safe to call from several goroutines at once.
 func (o *Output) Logits(r int) []float32 {
 	i := o.logitIndex[r]
 	if i < 0 {
 		return nil
 	}
+	if o.lazy != nil {
+		return o.lazy.row(i)
+	}
 	return o.logits[i*o.vocab : (i+1)*o.vocab]
+}
+
+// LogitsLater returns a function that gives Logits(r) of this step,
+// callable until the second successful Forward after it (the row's
+// lifetime, see Output): a lazy row is fetched only if it is called.
+func (o *Output) LogitsLater(r int) func() []float32 {
+	i := o.logitIndex[r]
+	switch {
+	case i < 0:
+		return func() []float32 { return nil }
+	case o.lazy != nil:
+		l := o.lazy
+		return func() []float32 { return l.row(i) }
+	}
+	row := o.logits[i*o.vocab : (i+1)*o.vocab]
+	return func() []float32 { return row }
+}
+
+// Stats returns row r's statistics, or nil when the backend gave none (or
+// r is a NoLogits row). They are valid until the next Forward.
+func (o *Output) Stats(r int) *RowStats {
+	i := o.logitIndex[r]
+	if o.stats == nil || i < 0 {
+		return nil
+	}
+	return &o.stats[i]
 }
 
 // Attention returns row r's attention in the i-th of the layers asked for
@@ -94,6 +160,7 @@ func (o *Output) Prepare(rows []Row, vocab, heads int, attnLayers []int) {
 	}
 	o.logits, o.spare = o.spare, o.logits
 	o.logits = grow(o.logits, nl*vocab)
+	o.lazy, o.stats = nil, nil
 
 	// Attention is kept only for rows with logits: a prefill's other rows
 	// would cost O(prompt²) memory for nothing.
@@ -116,6 +183,61 @@ func (o *Output) Prepare(rows []Row, vocab, heads int, attnLayers []int) {
 // LogitsBuffer is the step's logits, one vocab-wide row per row with
 // logits, packed in row order: what a backend writes.
 func (o *Output) LogitsBuffer() []float32 { return o.logits }
+
+// StatsBuffer turns on the step's row statistics and returns them, one
+// per row with logits, packed in row order as LogitsBuffer, each with a
+// Top and TopLogits k long: what a backend writes, every field. Call it
+// after Prepare. (A k of 64 gives every fork of the policy, whose width is
+// at most 64, and every beam and --n-probs up to 64, without a row.)
+func (o *Output) StatsBuffer(k int) []RowStats {
+	nl := len(o.logits) / max(o.vocab, 1)
+	if cap(o.statsBuf) < nl {
+		o.statsBuf = make([]RowStats, nl)
+	}
+	o.stats = o.statsBuf[:nl]
+	if cap(o.statsTop) < nl*k {
+		o.statsTop, o.statsTopLogits = make([]int32, nl*k), make([]float32, nl*k)
+	}
+	for i := range o.stats {
+		j := i * k
+		o.stats[i] = RowStats{Top: o.statsTop[j : j+k : j+k], TopLogits: o.statsTopLogits[j : j+k : j+k]}
+	}
+	return o.stats
+}
+
+// LogitsFetch copies the i-th row with logits of a step (in LogitsBuffer's
+// order) to dst, vocabulary-wide.
+type LogitsFetch func(i int, dst []float32)
+
+// FetchLogits makes the step's logits rows lazy: the backend does not fill
+// LogitsBuffer, and Logits(r) calls fetch for row r on its first use, into
+// the row's place in LogitsBuffer. Call it after Prepare; see Output for
+// what fetch must do.
+func (o *Output) FetchLogits(fetch LogitsFetch) {
+	nl := len(o.logits) / max(o.vocab, 1)
+	o.lazy = &lazyRows{mu: &o.mu, fetch: fetch, buf: o.logits, vocab: o.vocab, done: make([]bool, nl)}
+}
+
+// lazyRows are one step's logits rows, fetched on first use.
+type lazyRows struct {
+	mu    *sync.Mutex // the Output's: one fetch at a time
+	fetch LogitsFetch
+	buf   []float32 // the step's logits buffer
+	vocab int
+	done  []bool // the rows fetched
+}
+
+// row returns the i-th row with logits, fetching it the first time.
+func (l *lazyRows) row(i int) []float32 {
+	r := l.buf[i*l.vocab : (i+1)*l.vocab]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done[i] {
+		l.fetch(i, r)
+		l.done[i] = true
+	}
+	return r
+}
 
 // AttentionBuffer is the step's attention storage: at AttentionOffset(r,
 // i), row r's scores (Heads x (Pos[r]+1), head-major), then as many

@@ -4,16 +4,14 @@ import (
 	"fmt"
 	"math"
 	"slices"
-
-	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
 // Reference runs the forward pass over tokens, one position after the
 // other, as llama2.c's run.c does, and returns the logits at every
 // position (len(tokens) rows of Vocab). It is the oracle every backend is
 // tested against: one function, one line per operation, sums in float64,
-// each weight row dequantized (kernels.Mat.Row) when it is used, whatever
-// the weights' type; slow, and meant for tests. The training package's
+// each weight row dequantized (Tensor.Row) when it is used, whatever the
+// weights' type; slow, and meant for tests. The training package's
 // forward (model/train, step.go) is the same network with its backward
 // pass.
 func (m *Model) Reference(tokens []int) ([][]float32, error) {
@@ -35,7 +33,7 @@ func (m *Model) Reference(tokens []int) ([][]float32, error) {
 	row := make([]float32, max(dim, c.QDim(), c.HiddenDim)) // one dequantized weight row
 
 	// out = mat x, one dequantized row at a time.
-	matVec := func(out []float32, mat *kernels.Mat, x []float32) {
+	matVec := func(out []float32, mat *Tensor, x []float32) {
 		for r := range out {
 			mat.Row(row, r)
 			s := 0.0

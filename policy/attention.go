@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/policy/rowstat"
 )
 
 // MaxHeads bounds Attention.Heads; the metrics keep one float64 per head on
@@ -118,7 +118,7 @@ func measureLayer(a *Attention) AttentionMetrics {
 	var out AttentionMetrics
 
 	if a.Scores != nil {
-		out.Interaction = kernels.AbsSum(a.Scores) / float64(H*L)
+		out.Interaction = rowstat.AbsSum(a.Scores) / float64(H*L)
 	}
 
 	// Per-head entropy, with Welford's mean and variance across heads.
@@ -132,9 +132,9 @@ func measureLayer(a *Attention) AttentionMetrics {
 			// probable k: one log per head, H = c·ΣP - ΣP·s.
 			// H = Σ P·(c - s), terms of one sign, in one vectorized pass.
 			probs, scores := a.Probs[h*L:(h+1)*L], a.Scores[h*L:(h+1)*L]
-			_, k, _ := kernels.Top2(probs)
+			_, k, _ := rowstat.Top2(probs)
 			c := float64(scores[k]) - math.Log(float64(probs[k]))
-			ent = max(0, kernels.SurprisalSum(probs, scores, float32(c))) / math.Ln2
+			ent = max(0, rowstat.SurprisalSum(probs, scores, float32(c))) / math.Ln2
 		case a.Probs != nil:
 			var acc float64
 			for _, p := range a.Probs[h*L : (h+1)*L] {
@@ -180,11 +180,11 @@ func measureLayer(a *Attention) AttentionMetrics {
 			m := mu[:min(agreementChunk, L-j0)]
 			clear(m)
 			for h := range H {
-				kernels.Axpy(1, a.Probs[h*L+j0:][:len(m)], m)
+				rowstat.Axpy(1, a.Probs[h*L+j0:][:len(m)], m)
 			}
-			kernels.Scale(m, inv)
+			rowstat.Scale(m, inv)
 			for h := range H {
-				dev += kernels.AbsDiffSum(a.Probs[h*L+j0:][:len(m)], m)
+				dev += rowstat.AbsDiffSum(a.Probs[h*L+j0:][:len(m)], m)
 			}
 		}
 	} else {

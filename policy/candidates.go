@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/policy/rowstat"
 )
 
 // TokenLogit is one candidate token and its (possibly transformed) logit.
@@ -59,7 +59,7 @@ func (c *Candidates) ResetAbove(logits []float32, cut float32) {
 		}
 	}
 	for i := 0; below == below && i < len(logits); i++ {
-		i += kernels.FirstAbove(logits[i:], below)
+		i += rowstat.FirstAbove(logits[i:], below)
 		if i >= len(logits) {
 			break
 		}
@@ -86,7 +86,7 @@ func (c *Candidates) ResetAboveTopK(logits []float32, cut float32, k int) {
 	below := math.Nextafter32(cut, float32(math.Inf(-1)))
 	i := 0
 	for ; i < len(logits); i++ {
-		i += kernels.FirstAbove(logits[i:], below)
+		i += rowstat.FirstAbove(logits[i:], below)
 		if i >= len(logits) || len(c.Items) == k {
 			break
 		}
@@ -108,7 +108,7 @@ func (c *Candidates) ResetAboveTopK(logits []float32, cut float32, k int) {
 			siftDownLeast(h, 0)
 		}
 		i++
-		i += kernels.FirstAbove(logits[i:], max(below, h[0].Logit))
+		i += rowstat.FirstAbove(logits[i:], max(below, h[0].Logit))
 	}
 	c.identity = false
 	c.sort()
@@ -136,7 +136,7 @@ func (c *Candidates) resetScaled(logits []float32, inv float32, scaled bool) {
 func (c *Candidates) resetArgMax(logits []float32) {
 	arg := 0
 	if l := logits[0]; l == l {
-		_, arg, _ = kernels.Top2(logits)
+		_, arg, _ = rowstat.Top2(logits)
 	}
 	c.Items = append(c.Items[:0], TokenLogit{ID: int32(arg), Logit: logits[arg]})
 	c.Selected = -1
@@ -203,7 +203,7 @@ func (c *Candidates) tiedAtK(logits []float32, inv float32) bool {
 	below := math.Nextafter32(lo, float32(math.Inf(-1)))
 	n := 0
 	for i := 0; i < len(logits); i++ {
-		i += kernels.FirstAbove(logits[i:], below)
+		i += rowstat.FirstAbove(logits[i:], below)
 		if i >= len(logits) {
 			break
 		}
@@ -315,7 +315,7 @@ func (c *Candidates) loadCut(logits []float32, inv float32, p float64, k int) in
 	items := c.Items[:0]
 	defer func() { c.Items = items }() // keep the buffer, whatever happens
 	for i, n := 0, len(logits); i < n; {
-		j := i + kernels.FirstAbove(logits[i:], below)
+		j := i + rowstat.FirstAbove(logits[i:], below)
 		// Logit j passes; where many do (the scan was short), compares
 		// are cheaper than scans for the next few.
 		end := j + 1

@@ -242,8 +242,13 @@ func (c *Config) Validate() error {
 
 // Step is the input of one decision.
 type Step struct {
-	// Logits of the row (len = vocabulary).
+	// Logits of the row (len = vocabulary), or nil when Fetch gives them.
 	Logits []float32
+	// Fetch, when Logits is nil, gives the row, which Decide then reads
+	// only where Measure (from MeasureMoments) cannot answer: a draw, a
+	// penalty or a banned token, the clarify test, a fork wider than the
+	// measured top tokens, a noise floor.
+	Fetch func() []float32
 	// Attention of the layers to average, normally just the last layer
 	// (see MeasureAttention); may be empty.
 	Attention []Attention
@@ -255,9 +260,63 @@ type Step struct {
 	// back only when it was itself uncertain (Config.BackspaceBelow).
 	PrevLogProb float64
 	// Measure, when set, holds Logits' statistics measured ahead
-	// (RowMeasurer) with the configuration's noise floor; otherwise, or
-	// with another floor, Decide measures the row itself.
+	// (RowMeasurer, or MeasureMoments) with the configuration's noise
+	// floor; otherwise, or with another floor, Decide measures the row
+	// itself.
 	Measure *RowMeasure
+}
+
+// row returns the step's logits, fetching them the first time.
+func (s *Step) row() []float32 {
+	if s.Logits == nil && s.Fetch != nil {
+		s.Logits = s.Fetch()
+	}
+	return s.Logits
+}
+
+// n is the row's length.
+func (s *Step) n() int {
+	if s.Logits == nil && s.Measure != nil && s.Fetch != nil {
+		return s.Measure.n
+	}
+	return len(s.row())
+}
+
+// logit returns token tok's logit, from the measured statistics when the
+// row has not been fetched and they hold it.
+func (s *Step) logit(st *rowStats, tok int) float32 {
+	if s.Logits == nil {
+		if tok == st.arg {
+			return float32(st.max)
+		}
+		if m := s.Measure; m != nil {
+			if i := slices.Index(m.top, int32(tok)); i >= 0 {
+				return m.topLogits[i]
+			}
+		}
+	}
+	return s.row()[tok]
+}
+
+// topLogits appends to dst[:0] the width largest logits other than ban's
+// (see topLogits), from the measured top tokens when the row has not been
+// fetched and they hold that many.
+func (s *Step) topLogits(dst []Candidate, width, ban int) []Candidate {
+	if m := s.Measure; s.Logits == nil && m != nil {
+		dst = dst[:0]
+		for i, t := range m.top {
+			if len(dst) == width {
+				break
+			}
+			if int(t) != ban {
+				dst = append(dst, Candidate{Token: int(t), LogProb: float64(m.topLogits[i])})
+			}
+		}
+		if len(dst) == width || len(m.top) >= m.n {
+			return dst
+		}
+	}
+	return topLogits(dst, s.row(), width, ban)
 }
 
 // Decision is the outcome of one step, with its reason.
@@ -476,8 +535,8 @@ var errNoLogits = errors.New("policy: empty logits")
 // Decide measures the row, classifies it and decides. It allocates nothing
 // once its scratch has grown (Decision.String aside).
 func (t *Decider) Decide(s Step) (Decision, error) {
-	logits := s.Logits
-	if len(logits) == 0 {
+	n := s.n()
+	if n == 0 {
 		return Decision{Token: -1}, errNoLogits
 	}
 	cfg := t.cfg
@@ -485,13 +544,13 @@ func (t *Decider) Decide(s Step) (Decision, error) {
 	if m := s.Measure; m != nil && m.ok && m.floor == cfg.NoiseFloor {
 		st = m.st
 	} else {
-		st = measureLogits(logits, cfg.NoiseFloor)
+		st = measureLogits(s.row(), cfg.NoiseFloor)
 	}
 	if math.IsNaN(st.h) || math.IsNaN(st.v) {
-		return Decision{Token: -1}, fmt.Errorf("policy: row of %d logits: %w", len(logits), errBadLogits)
+		return Decision{Token: -1}, fmt.Errorf("policy: row of %d logits: %w", n, errBadLogits)
 	}
 	if math.IsInf(st.max, -1) {
-		return Decision{Token: -1}, fmt.Errorf("policy: every one of %d logits is -Inf", len(logits))
+		return Decision{Token: -1}, fmt.Errorf("policy: every one of %d logits is -Inf", n)
 	}
 	m := Metrics{Entropy: st.h, Varentropy: st.v}
 	if len(s.Attention) > 0 {
@@ -514,7 +573,7 @@ func (t *Decider) Decide(s Step) (Decision, error) {
 		// Break the loop: not the token that repeats the unit again.
 		ban = t.recent[len(t.recent)-t.loop]
 	}
-	if ban >= len(logits) {
+	if ban >= n {
 		ban = -1
 	}
 	d := Decision{
@@ -536,21 +595,21 @@ func (t *Decider) Decide(s Step) (Decision, error) {
 		return Decision{Token: -1}, err
 	}
 	if d.Token >= 0 {
-		d.LogProb = st.logProb(logits[d.Token])
+		d.LogProb = st.logProb(s.logit(&st, d.Token))
 		d.Score = cfg.Scales.Score(m, d.LogProb)
 	} else if d.Action != Branch && d.Action != Backspace {
-		return Decision{Token: -1}, fmt.Errorf("policy: no token left to choose from a row of %d logits", len(logits))
+		return Decision{Token: -1}, fmt.Errorf("policy: no token left to choose from a row of %d logits", n)
 	}
 	return d, nil
 }
 
 // greedy returns the most probable token after penalties, never ban.
-func (t *Decider) greedy(logits []float32, st *rowStats, ban int) int {
+func (t *Decider) greedy(s *Step, st *rowStats, ban int) int {
 	if ban < 0 && !t.pen.Active() {
 		return st.arg
 	}
 	c := &t.cand
-	c.Reset(logits)
+	c.Reset(s.row())
 	t.pen.Apply(c)
 	if ban >= 0 {
 		c.Remove(ban)
@@ -562,7 +621,8 @@ func (t *Decider) greedy(logits []float32, st *rowStats, ban int) int {
 // tokens, returning the most probable one under the untruncated
 // distribution (the best entropix score, since every draw of one step has
 // the same confidence) and the number of draws.
-func (t *Decider) sample(logits []float32, st *rowStats, p Params, n, ban int) (int, int) {
+func (t *Decider) sample(s *Step, st *rowStats, p Params, n, ban int) (int, int) {
+	logits := s.row()
 	c := &t.cand
 	if ban < 0 && !t.pen.Active() && p.Temperature > 0 && p.MinP > 0 {
 		// min-p while loading: p_i/p_max >= min_p at temperature T
@@ -596,30 +656,30 @@ func (t *Decider) sample(logits []float32, st *rowStats, p Params, n, ban int) (
 // decideSingle is Decide for the single-path sampler: every quadrant
 // yields a token (or the clarify text).
 func (t *Decider) decideSingle(d *Decision, s *Step, st *rowStats, ban int) error {
-	cfg, logits := t.cfg, s.Logits
+	cfg := t.cfg
 	switch d.Quadrant {
 	case LELV:
 		d.Action = Greedy
-		d.Token = t.greedy(logits, st, ban)
+		d.Token = t.greedy(s, st, ban)
 	case HELV:
-		if ok, err := t.clarify(d, logits); ok || err != nil {
+		if ok, err := t.clarify(d, s); ok || err != nil {
 			return err
 		}
 		d.Action = Sample
 		d.Params = UnsureParams(d.Metrics, cfg.Base)
-		d.Token, d.Samples = t.sample(logits, st, d.Params, 1, ban)
+		d.Token, d.Samples = t.sample(s, st, d.Params, 1, ban)
 	case LEHV:
 		d.Action = Sample
 		d.Params = BranchParams(d.Metrics, cfg.Base)
-		d.Token, d.Samples = t.sample(logits, st, d.Params, 1, ban)
+		d.Token, d.Samples = t.sample(s, st, d.Params, 1, ban)
 	case HEHV:
 		d.Action = Resample
 		d.Params = LostParams(d.Metrics, cfg.Base)
-		d.Token, d.Samples = t.sample(logits, st, d.Params, 1, ban)
+		d.Token, d.Samples = t.sample(s, st, d.Params, 1, ban)
 	default:
 		d.Action = MultiSample
 		d.Params = AdaptiveParams(d.Metrics, cfg.Base)
-		d.Token, d.Samples = t.sample(logits, st, d.Params, cfg.AdaptiveSamples, ban)
+		d.Token, d.Samples = t.sample(s, st, d.Params, cfg.AdaptiveSamples, ban)
 	}
 	return nil
 }
@@ -628,15 +688,16 @@ func (t *Decider) decideSingle(d *Decision, s *Step, st *rowStats, ban int) erro
 // inserted here: there is one, its cooldown has passed, the path has
 // insertions left and none failed, and the model gives its first token p
 // >= ClarifyMinP in this row. It reports whether it did.
-func (t *Decider) clarify(d *Decision, logits []float32) (bool, error) {
+func (t *Decider) clarify(d *Decision, s *Step) (bool, error) {
 	cfg := t.cfg
 	if len(cfg.Clarify) == 0 || t.sinceClarify < cfg.ClarifyCooldown || t.clarifyOff || t.clarifies >= cfg.MaxClarifies {
 		return false, nil
 	}
-	if i := slices.IndexFunc(cfg.Clarify, func(tok int) bool { return tok >= len(logits) }); i >= 0 {
-		return false, fmt.Errorf("policy: clarify token %d outside the vocabulary of %d", cfg.Clarify[i], len(logits))
+	n := s.n()
+	if i := slices.IndexFunc(cfg.Clarify, func(tok int) bool { return tok >= n }); i >= 0 {
+		return false, fmt.Errorf("policy: clarify token %d outside the vocabulary of %d", cfg.Clarify[i], n)
 	}
-	if cfg.ClarifyMinP > 0 && float64(logits[cfg.Clarify[0]])-d.LogZ < math.Log(cfg.ClarifyMinP) {
+	if cfg.ClarifyMinP > 0 && float64(s.row()[cfg.Clarify[0]])-d.LogZ < math.Log(cfg.ClarifyMinP) {
 		return false, nil
 	}
 	d.Action = Clarify
@@ -656,17 +717,17 @@ func (t *Decider) decideSearch(d *Decision, s *Step, st *rowStats, ban int) erro
 	switch d.Quadrant {
 	case LELV:
 		d.Action = Greedy
-		d.Token = t.greedy(s.Logits, st, ban)
+		d.Token = t.greedy(s, st, ban)
 		return nil
 	case HELV:
-		if ok, err := t.clarify(d, s.Logits); ok || err != nil {
+		if ok, err := t.clarify(d, s); ok || err != nil {
 			return err
 		}
 		// Uniformly unsure is not a choice between a few options: a
 		// fork here would explore interchangeable tokens (on the arith
 		// models, the item words, 16 of them about equally likely).
 		d.Action = Greedy
-		d.Token = t.greedy(s.Logits, st, ban)
+		d.Token = t.greedy(s, st, ban)
 		return nil
 	case HEHV:
 		if cfg.Backspace && t.generated > 0 && t.backspaces < cfg.MaxBackspaces && ban < 0 &&
@@ -675,7 +736,7 @@ func (t *Decider) decideSearch(d *Decision, s *Step, st *rowStats, ban int) erro
 			return nil
 		}
 	}
-	t.fork = cfg.Fork.selectStats(t.fork[:0], s.Logits, st, d.Metrics.Varentropy, s.Budget, ban)
+	t.fork = cfg.Fork.selectStats(t.fork[:0], s, st, d.Metrics.Varentropy, s.Budget, ban)
 	if len(t.fork) >= 2 {
 		for i := range t.fork {
 			t.fork[i].Score = cfg.Scales.Score(d.Metrics, t.fork[i].LogProb)
@@ -685,6 +746,6 @@ func (t *Decider) decideSearch(d *Decision, s *Step, st *rowStats, ban int) erro
 		return nil
 	}
 	d.Action = Greedy
-	d.Token = t.greedy(s.Logits, st, ban)
+	d.Token = t.greedy(s, st, ban)
 	return nil
 }

@@ -18,7 +18,9 @@
 // LogitEntropy computes both in two reads of the row (the maximum, then one
 // exp per token accumulating in float64), allocating nothing.
 // LogitEntropyFloor first drops tokens under a noise floor (NoiseFloor gives
-// the bf16 one, 2⁻⁷/√vocab).
+// the bf16 one, 2⁻⁷/√vocab). MeasureMoments takes them, with the normalizer,
+// argmax and margin, from the row's sums computed where the row lives (a GPU
+// backend's), and Decide then reads the row only where a decision needs it.
 //
 // From the attention of the last query position (Attention: per head, the
 // scores q·k/√d and their softmax over the positions 0..pos the sequence

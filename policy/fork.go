@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/policy/rowstat"
 )
 
 // MaxForkWidth bounds Fork.MaxWidth.
@@ -82,15 +82,15 @@ func (f Fork) Select(dst []Candidate, logits []float32, v float64, budget int) [
 	if math.IsNaN(st.logZ) || math.IsInf(st.max, -1) {
 		return dst[:0]
 	}
-	return f.selectStats(dst, logits, &st, v, budget, -1)
+	return f.selectStats(dst, &Step{Logits: logits}, &st, v, budget, -1)
 }
 
-// selectStats is Select with the row's statistics known and token ban
-// excluded (-1: none).
-func (f Fork) selectStats(dst []Candidate, logits []float32, st *rowStats, v float64, budget, ban int) []Candidate {
+// selectStats is Select of the step's row with its statistics known and
+// token ban excluded (-1: none).
+func (f Fork) selectStats(dst []Candidate, s *Step, st *rowStats, v float64, budget, ban int) []Candidate {
 	width := min(f.MaxWidth, budget, MaxForkWidth)
 	top := dst[:0]
-	if width < 2 || len(logits) < 2 {
+	if width < 2 || s.n() < 2 {
 		return top
 	}
 	cut := st.max + math.Log(f.MinP(v))
@@ -100,7 +100,7 @@ func (f Fork) selectStats(dst []Candidate, logits []float32, st *rowStats, v flo
 	// above the cut are the fork: if `width` tokens or more pass the cut,
 	// the best `width` all do. Up to 8 wide the list is kept sorted; wider,
 	// TopTokens keeps a heap.
-	top = topLogits(top, logits, width, ban)
+	top = s.topLogits(top, width, ban)
 	count := 0
 	for _, c := range top {
 		if c.LogProb >= cut {
@@ -162,7 +162,7 @@ func topLogits(top []Candidate, logits []float32, width, ban int) []Candidate {
 		}
 	}
 	for i < len(logits) {
-		i += kernels.FirstAbove(logits[i:], float32(top[width-1].LogProb))
+		i += rowstat.FirstAbove(logits[i:], float32(top[width-1].LogProb))
 		if i >= len(logits) {
 			break
 		}
@@ -218,7 +218,7 @@ func TopTokens(logits []float32, k, ban int, dst []int) []int {
 	// equal one has the higher index), and most are not: a vectorized
 	// scan skips to the next one that is.
 	for ; i < len(logits) && len(dst) > 0; i++ {
-		i += kernels.FirstAbove(logits[i:], logits[dst[0]])
+		i += rowstat.FirstAbove(logits[i:], logits[dst[0]])
 		if i >= len(logits) {
 			break
 		}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/entropix-search/entropix-search/model/kernels"
-	"github.com/entropix-search/entropix-search/model/kernels/workers"
+	"github.com/entropix-search/entropix-search/internal/workers"
+	"github.com/entropix-search/entropix-search/policy/rowstat"
 )
 
 // Metrics are the entropix signals of one row: the shape of the next-token
@@ -103,7 +103,7 @@ func measureLogits(logits []float32, floor float64) rowStats {
 	}
 	// Pass 1: the two largest logits (NaN skipped: it is caught by the
 	// sums below instead).
-	m1, arg, m2 := kernels.Top2(logits)
+	m1, arg, m2 := rowstat.Top2(logits)
 	st.max, st.second, st.arg = float64(m1), float64(m2), arg
 	if math.IsInf(st.max, -1) { // every token masked
 		st.logZ = 0
@@ -114,7 +114,7 @@ func measureLogits(logits []float32, floor float64) rowStats {
 		return st
 	}
 	// Pass 2: Z, Σ e·s, Σ e·s², in one vectorized pass.
-	z, a, b := kernels.LogitMoments(logits, m1)
+	z, a, b := rowstat.LogitMoments(logits, m1)
 	if math.IsNaN(z) { // a NaN logit: the floor's pass below would skip it
 		st.h, st.v, st.logZ = math.NaN(), math.NaN(), math.NaN()
 		return st
@@ -139,6 +139,13 @@ func measureLogits(logits []float32, floor float64) rowStats {
 			z, a, b = 1, 0, 0
 		}
 	}
+	st.h, st.v = entropyOf(z, a, b)
+	return st
+}
+
+// entropyOf returns the entropy (bits) and varentropy (bits²) of a
+// softmax from its sums Z, A, B (see measureLogits).
+func entropyOf(z, a, b float64) (h, v float64) {
 	mean := a / z
 	hn := math.Log(z) - mean
 	vn := b/z - mean*mean
@@ -148,9 +155,7 @@ func measureLogits(logits []float32, floor float64) rowStats {
 	if hn < 0 {
 		hn = 0
 	}
-	st.h = hn / math.Ln2
-	st.v = vn / (math.Ln2 * math.Ln2)
-	return st
+	return hn / math.Ln2, vn / (math.Ln2 * math.Ln2)
 }
 
 // Measure computes the metrics of one row: logit entropy and varentropy
@@ -211,6 +216,46 @@ type RowMeasure struct {
 	floor float64
 	ok    bool
 	n     int // the row's length
+	// top and topLogits are the row's most probable tokens and their
+	// logits, when measured from Moments.
+	top       []int32
+	topLogits []float32
+}
+
+// Moments are a logits row's statistics computed where the row lives (a
+// GPU backend's model.RowStats, which defines them): enough for its
+// metrics, normalizer, argmax, margin and forks without the row.
+type Moments struct {
+	N           int     // the row's length
+	Max, Second float32 // the largest logit, and the second largest
+	Arg         int     // the largest's index (the first on ties)
+	// Z, A, B are Σ e, Σ e·s, Σ e·s² with s = l - Max, e = exp(s).
+	Z, A, B float64
+	// Top are the most probable tokens, largest first (ties: the lower
+	// token first), TopLogits their logits; Decide forks from them when
+	// they hold the fork's width.
+	Top       []int32
+	TopLogits []float32
+}
+
+// MeasureMoments is the RowMeasure of a row known by its moments, without
+// the noise floor (which needs the row): its Result, and Decide's
+// decisions given it, are those of the row (MeasureRow's with floor 0) bit
+// for bit when the moments are the sums measureLogits takes, and to their
+// precision otherwise. Top and TopLogits are kept, not copied.
+func MeasureMoments(m Moments) RowMeasure {
+	st := rowStats{max: float64(m.Max), second: float64(m.Second), arg: m.Arg, floorLog: math.Inf(-1)}
+	switch {
+	case m.N == 0:
+		st.max, st.second, st.arg = math.Inf(-1), math.Inf(-1), -1
+	case math.IsInf(st.max, -1): // every token masked: logZ 0, as measured
+	case math.IsInf(st.max, 1) || math.IsNaN(st.max) || math.IsNaN(m.Z):
+		st.h, st.v, st.logZ = math.NaN(), math.NaN(), math.NaN()
+	default:
+		st.logZ = math.Log(m.Z)
+		st.h, st.v = entropyOf(m.Z, m.A, m.B)
+	}
+	return RowMeasure{st: st, ok: true, n: m.N, top: m.Top, topLogits: m.TopLogits}
 }
 
 // Result is what MeasureRow gives for the measured row: its metrics, its

@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/entropix-search/entropix-search/model/kernels"
+	"github.com/entropix-search/entropix-search/policy/rowstat"
 )
 
 // Sampler is one composable stage of token selection, in the llama.cpp
@@ -170,7 +170,7 @@ func (ch *Chain) load(c *Candidates, logits []float32) int {
 	}
 	switch s := st[j].(type) {
 	case MinP: // > 0: skipNoOps passed it
-		if !kernels.Finite(row) {
+		if !rowstat.Finite(row) {
 			break
 		}
 		next := skipNoOps(st, j+1)
@@ -184,7 +184,7 @@ func (ch *Chain) load(c *Candidates, logits []float32) int {
 		case cutTied:
 			break // (the stages from min-p on)
 		default:
-			m, _, _ := kernels.Top2(row)
+			m, _, _ := rowstat.Top2(row)
 			// KeepMinP's cut, with the row's largest scaled logit.
 			lo := leastScaledAtLeast(inv, float32(float64(m*inv)+math.Log(min(float64(s), 1))))
 			if ok && !math.IsInf(float64(lo), -1) {
@@ -197,7 +197,7 @@ func (ch *Chain) load(c *Candidates, logits []float32) int {
 		}
 	case TopK: // > 0: skipNoOps passed it
 		// (Without a floor, below 1024 logits, the scan loads them all.)
-		if int(s) >= len(row) || len(row) < 1024 || !kernels.Finite(row) {
+		if int(s) >= len(row) || len(row) < 1024 || !rowstat.Finite(row) {
 			break
 		}
 		switch c.loadCut(row, inv, 0, int(s)) {

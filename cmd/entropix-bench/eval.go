@@ -17,6 +17,8 @@ import (
 	"github.com/entropix-search/entropix-search/cmd/internal/outfile"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
+	"github.com/entropix-search/entropix-search/model/ggml"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/policy"
 	"github.com/entropix-search/entropix-search/tree"
@@ -80,7 +82,10 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	noTimings := fs.Bool("no-timings", false, "leave timings out of the markdown (to compare runs)")
 	noSpeed := fs.Bool("no-speed", false, "skip the speed section")
 	verifierPath := fs.String("verifier", "", "outcome verifier `file` (GGUF, as train-verifier writes) judging the paths of beam-adaptive, beam, self-consistency and best-of-N (with -endpoint, the servers' own --verifier is used)")
-	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
+	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS); with -backend ggml also ggml-cpu's (0: one per core)")
+	backend := fs.String("backend", "cpu", "what runs the searches' forward passes: cpu or ggml (a GPU, or ggml's CPU backend; the scorer stays on the CPU)")
+	ggmlDir := fs.String("ggml-dir", "", "folder of the ggml libraries for -backend ggml (default $ENTROPIX_GGML_DIR)")
+	device := fs.String("device", "", "the ggml device for -backend ggml: cpu, vulkan0, cuda0, ... (default: the first GPU, else cpu)")
 	kvName := fs.String("kv", "auto", "KV cache type: f32, f16, or auto: f16 for quantized weights, f32 for float ones (as entropix-search)")
 	endpoints := fs.String("endpoint", "", "run the searches on entropix-search servers (`URL[,URL...]`, each started with serve -m on the same model file as -m), spread round robin; the outputs are still scored here, and -kv is the servers' own")
 	parallel := fs.Int("parallel", 16, "with -endpoint: requests in flight per server (its --max-searches, 16 by default, run at once; more queue)")
@@ -106,6 +111,18 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *maxTokens < 0 || *limit < 0 || *threads < 0 {
 		return usagef("-max-tokens, -limit and -threads must be >= 0")
+	}
+	switch {
+	case *backend != "cpu" && *backend != "ggml":
+		return usagef("-backend %q: want cpu or ggml", *backend)
+	case *backend == "cpu" && (*ggmlDir != "" || *device != ""):
+		return usagef("-ggml-dir and -device choose ggml's libraries and device: give -backend ggml too")
+	case *backend == "ggml":
+		o := ggml.Options{Dir: *ggmlDir, Device: *device, Threads: *threads}
+		if err := ggml.Load(o); err != nil {
+			return err
+		}
+		ggml.SetDefaults(o)
 	}
 	var searcher bench.Searcher
 	if *endpoints != "" {
@@ -210,6 +227,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	base := bench.EvalConfig{Modes: modes, MaxWidth: *maxWidth, Seed: *seed, Policy: pol, Chat: *chat, Loop: bench.DefaultLoopRule(), KVType: kv,
 		Searcher: searcher, Parallel: *parallel}
+	if *backend == "ggml" {
+		base.Backend = "ggml"
+	}
 	if *verifierPath != "" {
 		v, err := loadEvalVerifier(*verifierPath, m)
 		if err != nil {
@@ -456,7 +476,7 @@ func findShared() string {
 // paramCount counts the model's parameters.
 func paramCount(m *model.Model) int64 {
 	w := m.Weights
-	mat := func(x *kernels.Mat) int64 {
+	mat := func(x *model.Tensor) int64 {
 		if x == nil {
 			return 0
 		}
@@ -524,9 +544,9 @@ func measureEvalSpeed(ctx context.Context, m *model.Model, modelPath, tokPath st
 		tokens, rounds = 32, 1
 	}
 	fmt.Fprintf(stderr, "measuring speed...\n")
-	var dtype kernels.DType
-	if len(m.Weights.Layers) > 0 && m.Weights.Layers[0].Wq != nil {
-		dtype = m.Weights.Layers[0].Wq.Type
+	var dtype kernels.DType // as the CPU runs the weights
+	if w, err := cpu.WeightsOf(m); err == nil && len(w.Layers) > 0 {
+		dtype = w.Layers[0].Wq.Type
 	}
 	sp, err := bench.MeasureSpeed(m, filepath.Base(modelPath), dtype, paramCount(m), cfg)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/entropix-search/entropix-search/bench"
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/cpu"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/synth"
 	"github.com/entropix-search/entropix-search/model/tokenizer"
@@ -218,7 +219,7 @@ func targets(w io.Writer, reports []*bench.SpeedReport) error {
 
 // speedOfFile measures a model file, and llama-bench on the same file
 // when bin is set. The report's model is the file's name with the types
-// of its weights as stored (a K-quant is run as Q8_0: see model.Load).
+// of its weights as stored (some types run as Q8_0: see cpu.WeightsOf).
 func speedOfFile(ctx context.Context, path, kvName, bin string, quick bool, cfg bench.SpeedConfig, addOverhead func(*model.Model, *bench.SpeedReport) error, stderr io.Writer) (*bench.SpeedReport, error) {
 	m, err := model.Load(path, "")
 	if err != nil {
@@ -230,7 +231,11 @@ func speedOfFile(ctx context.Context, path, kvName, bin string, quick bool, cfg 
 		return nil, err
 	}
 	cfg.KVType = kv
-	dt := m.Weights.Layers[0].Wq.Type
+	w, err := cpu.WeightsOf(m)
+	if err != nil {
+		return nil, err
+	}
+	dt := w.Layers[0].Wq.Type // as the CPU runs the weights
 	name := filepath.Base(path)
 	if types := m.FileTypes(); len(types) > 0 {
 		name += " (" + strings.Join(types, ", ") + " in the file)"

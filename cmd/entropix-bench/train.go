@@ -249,6 +249,7 @@ func greedyAccuracy(ctx context.Context, m *train.Model, tok *tokenizer.Tokenize
 	if err != nil {
 		return 0, err
 	}
+	defer be.Close()
 	run, kv := be, be.Cache()
 	seqs := make([]*kvcache.Seq, len(problems))
 	outs := make([][]int, len(problems))

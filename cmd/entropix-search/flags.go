@@ -50,6 +50,8 @@ type config struct {
 	system, messages                   string
 	threads                            int
 	kvType                             string
+	backend                            backendFlags
+	backendOpt                         engine.Option // the chosen backend, once readied
 	verifier                           string
 	logLevel, logFormat                string
 	quiet, version, noEscape           bool
@@ -139,6 +141,7 @@ func parse(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.system, "system", "", "a system message first (implies --chat)")
 	fs.StringVar(&c.messages, "messages", "", "a conversation `file`: a JSON array of {\"role\", \"content\"}, before the prompt (implies --chat)")
 	integer(&c.threads, "t", "threads", 0, "worker threads (0 = all cores)")
+	c.backend.register(fs)
 	fs.StringVar(&c.kvType, "kv-type", "auto", "KV cache type: f32; f16 for half the memory and attention traffic; auto: f16 for quantized weights, f32 for float ones")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	fs.StringVar(&c.logFormat, "log-format", "console", "log format: console or json")
@@ -263,6 +266,9 @@ func (c *config) check() error {
 	}
 	if c.budgetRows < 0 || c.maxWidth < 0 || c.timeout < 0 || c.threads < 0 {
 		errs = append(errs, errors.New("budgets, --timeout and --threads must not be negative"))
+	}
+	if err := c.backend.check(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.seedFlag < -1 {
 		errs = append(errs, fmt.Errorf("--seed %d: want a seed >= 0, or -1 for a random one", c.seedFlag))

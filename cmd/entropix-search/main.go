@@ -28,7 +28,8 @@ import (
 
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
-	_ "github.com/entropix-search/entropix-search/model/cpu" // the CPU backend, model.NewBackend("cpu", ...)
+	_ "github.com/entropix-search/entropix-search/model/cpu"  // the CPU backend, model.NewBackend("cpu", ...)
+	_ "github.com/entropix-search/entropix-search/model/ggml" // the ggml backend (--backend ggml)
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/policy"
 )
@@ -140,6 +141,9 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		}
 		m.Config.ContextLen = c.ctxSize
 	}
+	if c.backendOpt, err = c.backend.option(c.threads, log); err != nil {
+		return err
+	}
 	c.seed = uint64(c.seedFlag)
 	if c.seedFlag == -1 {
 		c.seed = rand.Uint64()
@@ -198,7 +202,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 			stopRun(interrupt{syscall.SIGPIPE})
 		}
 	}
-	opts := append(st.Options(), engine.WithLogger(log), engine.WithStopTokens(stops...), engine.WithKVType(kv), engine.WithStream(emit))
+	opts := append(st.Options(), c.backendOpt, engine.WithLogger(log), engine.WithStopTokens(stops...), engine.WithKVType(kv), engine.WithStream(emit))
 	var prog *progress
 	// The progress line redraws itself with a carriage return: on the
 	// terminal the text streams to, it would erase that text.
@@ -221,6 +225,7 @@ func execute(ctx context.Context, c *config, stdin io.Reader, stdout, stderr io.
 		}
 		return usageError{err}
 	}
+	defer eng.Close()
 	if !c.chat {
 		emit(prompt)
 	}

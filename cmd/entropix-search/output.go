@@ -195,10 +195,11 @@ func calibrate(ctx context.Context, c *config, m *model.Model, st engine.Setting
 	// Calibration fits beam-adaptive's own rows: the flags' settings in
 	// that mode, reading marked answers.
 	st.Mode, st.Answer = engine.BeamAdaptive, "marked"
-	eng, err := engine.New(m, append(st.Options(), engine.WithObserver(func(o policy.Observation) { obs = append(obs, o) }))...)
+	eng, err := engine.New(m, append(st.Options(), c.backendOpt, engine.WithObserver(func(o policy.Observation) { obs = append(obs, o) }))...)
 	if err != nil {
 		return err
 	}
+	defer eng.Close()
 	pf := st.File
 	for _, p := range prompts {
 		if _, err := eng.Search(ctx, p, st.Budget()); err != nil {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/entropix-search/entropix-search/cmd/internal/serve"
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/model"
@@ -49,6 +51,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 	policyPath := fs.String("policy", "", "default search policy `file` (as --calibrate prints)")
 	name := fs.String("model-name", "", "the model id the API reports (default: the file's name)")
 	threads := fs.Int("threads", 0, "worker threads (0 = all cores)")
+	var backend backendFlags
+	backend.register(fs)
 	verifierPath := fs.String("verifier", "", "outcome verifier `file` (GGUF, as entropix-bench train-verifier writes) that judges the paths of beam-adaptive, beam, self-consistency and best-of-N; a request's entropix.verifier false turns it off")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -62,6 +66,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 		return usageError{errors.New("serve: no model: give one with -m FILE")}
 	case *maxSearches < 1 || *queue < 1 || *kvTokens < 0 || *grace < 0 || *threads < 0:
 		return usageError{errors.New("serve: --max-searches and --queue must be positive, --kv-tokens, --grace and --threads not negative")}
+	}
+	if err := backend.check(); err != nil {
+		return usageError{fmt.Errorf("serve: %w", err)}
 	}
 	pf := policy.DefaultFile()
 	if *policyPath != "" {
@@ -87,7 +94,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 	if cache == 0 {
 		cache = min(16*m.Config.ContextLen, 1<<18)
 	}
-	opts := []engine.Option{engine.WithCacheTokens(cache), engine.WithKVType(kv)}
+	beOpt, err := backend.option(*threads, zerolog.New(stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger())
+	if err != nil {
+		return err
+	}
+	opts := []engine.Option{beOpt, engine.WithCacheTokens(cache), engine.WithKVType(kv)}
 	if *verifierPath != "" {
 		v, err := engine.LoadVerifier(*verifierPath)
 		if err != nil {
@@ -103,6 +114,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer, ready func(a
 		}
 		return err
 	}
+	defer eng.Close() // after the server: the searches still running end
 	if *name == "" {
 		*name = filepath.Base(*modelPath)
 	}

@@ -23,11 +23,16 @@ func newBackend(m *model.Model, c model.CacheConfig) (model.Backend, error) {
 }
 
 // New returns a Runner of m over a new cache of c (model.Model.NewCache):
-// the CPU backend, as model.NewBackend("cpu", m, c) makes it.
+// the CPU backend, as model.NewBackend("cpu", m, c) makes it. The first
+// on a model converts its weights for the kernels (WeightsOf).
 func New(m *model.Model, c model.CacheConfig) (*Runner, error) {
 	p, err := m.NewCache(c.Tokens, c.BlockSize, c.DType)
 	if err != nil {
 		return nil, err
 	}
-	return NewRunner(m, NewCache(p)), nil
+	r := NewRunner(m, NewCache(p))
+	if r.initErr != nil {
+		return nil, r.initErr
+	}
+	return r, nil
 }

@@ -12,6 +12,12 @@
 // prefill — and every weight matrix is read once per call for all of them.
 // A single sequence is simply a batch of one.
 //
+// The model's weights are tensors in their file's types (model.Tensor);
+// the first backend made on a model converts them into the kernels'
+// matrices (WeightsOf: which types run as stored, which re-quantized to
+// Q8_0, a mapped file's pages given back as they are copied), and every
+// later backend on the model shares that conversion.
+//
 // The files, by concern: runner.go is the step and the transformer block,
 // phase by phase, with the residual adds named (model.Reference is the
 // same computation one row at a time, the oracle the tests compare with);
@@ -20,5 +26,5 @@
 // grouped by the cache blocks they share); attention.go the attention
 // phases (cache write, sealing, scores and weighted values); cache.go the
 // block storage and its layout. The numeric kernels are package kernels',
-// the threads package kernels/workers'.
+// the threads package workers' (internal/workers).
 package cpu

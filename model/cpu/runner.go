@@ -15,6 +15,7 @@ import (
 // the CPU's model.Backend.
 type Runner struct {
 	m  *model.Model
+	w  *Weights // m's matrices as the kernels run them (WeightsOf)
 	kv *Cache
 
 	capRows int
@@ -35,7 +36,7 @@ type Runner struct {
 	rowGroup  []int32 // scratch of plan
 	sealRows  []int32 // rows writing the last slot of a block
 	poolHD    int     // the cache's HeadDim: KVDim, or the model's HeadDim
-	cacheErr  error   // the cache does not fit the model
+	initErr   error   // the cache does not fit the model, or its weights did not convert
 
 	xq, hq  kernels.Q8Acts // quantized norm and SwiGLU outputs, for Q8_0 products
 	task    layerTask      // the running layer's attention work for the thread pool
@@ -45,16 +46,21 @@ type Runner struct {
 }
 
 // NewRunner returns a Runner over the given cache, which must have been
-// made for this model (model.Model.NewCache): Forward reports an error
-// otherwise. The cache's HeadDim may be the model's or KVDim.
+// made for this model (model.Model.NewCache), running the model's weights
+// as WeightsOf converts them (the first Runner or backend on a model
+// converts them): Forward reports an error if the cache does not fit or
+// the weights did not convert. The cache's HeadDim may be the model's or
+// KVDim.
 func NewRunner(m *model.Model, kv *Cache) *Runner {
 	r := &Runner{m: m, kv: kv}
 	c, pc := &m.Config, kv.Config()
 	r.poolHD = pc.HeadDim
 	if pc.Layers != c.Layers || pc.KVDim != c.KVDim() || pc.HeadDim%c.HeadDim != 0 {
-		r.cacheErr = fmt.Errorf("model: KV cache of %d layers, KVDim %d, HeadDim %d does not fit the model's %d layers, KVDim %d, HeadDim %d",
+		r.initErr = fmt.Errorf("model: KV cache of %d layers, KVDim %d, HeadDim %d does not fit the model's %d layers, KVDim %d, HeadDim %d",
 			pc.Layers, pc.KVDim, pc.HeadDim, c.Layers, c.KVDim(), c.HeadDim)
+		return r
 	}
+	r.w, r.initErr = WeightsOf(m)
 	return r
 }
 
@@ -113,8 +119,8 @@ func (r *Runner) Forward(rows []model.Row, attnLayers ...int) (*model.Output, er
 	if n == 0 {
 		return nil, errors.New("model: empty batch")
 	}
-	if r.cacheErr != nil {
-		return nil, r.cacheErr
+	if r.initErr != nil {
+		return nil, r.initErr
 	}
 	if err := m.CheckRows(rows, attnLayers); err != nil {
 		return nil, err
@@ -137,7 +143,7 @@ func (r *Runner) Forward(rows []model.Row, attnLayers ...int) (*model.Output, er
 	out.Prepare(rows, c.Vocab, c.Heads, attnLayers)
 	r.planBatch(rows)
 	r.embed(rows)
-	for l := range m.Weights.Layers {
+	for l := range r.w.Layers {
 		r.layer(rows, l, attnLayers)
 	}
 	r.classify(rows)
@@ -150,7 +156,7 @@ func (r *Runner) embed(rows []model.Row) {
 	m := r.m
 	dim, half := m.Config.Dim, m.Config.HeadDim/2
 	for i, row := range rows {
-		m.Weights.TokenEmbd.Row(r.x[i*dim:(i+1)*dim], row.Token)
+		r.w.TokenEmbd.Row(r.x[i*dim:(i+1)*dim], row.Token)
 		m.RopeAngles(r.cos[i*half:(i+1)*half], r.sin[i*half:(i+1)*half], r.out.Pos[i])
 	}
 }
@@ -160,10 +166,10 @@ func (r *Runner) embed(rows []model.Row) {
 // (none before block 0), whose add goes with the first norm.
 func (r *Runner) layer(rows []model.Row, l int, attnLayers []int) {
 	n := len(rows)
-	lw := &r.m.Weights.Layers[l]
+	lw, mw := &r.m.Weights.Layers[l], &r.w.Layers[l] // norms and biases, matrices
 
 	// x += xb; xb = rmsnorm(x); q, k, v = Wq xb, Wk xb, Wv xb.
-	qkv := []*kernels.Mat{lw.Wq, lw.Wk, lw.Wv}
+	qkv := []*kernels.Mat{mw.Wq, mw.Wk, mw.Wv}
 	xq := quantFor(&r.xq, qkv, n)
 	r.addNorm(lw.AttnNorm, l > 0, xq, n)
 	matMuls(qkv, [][]float32{r.q, r.k, r.v}, r.xb, n, xq)
@@ -176,14 +182,14 @@ func (r *Runner) layer(rows []model.Row, l int, attnLayers []int) {
 		}
 	}
 	r.attention(rows, lw, l, slot)
-	lw.Wo.MatMul(r.xb, r.ao, n)
+	mw.Wo.MatMul(r.xb, r.ao, n)
 
 	// x += xb; xb = rmsnorm(x); hb = silu(W1 xb) * W3 xb; xb = W2 hb.
-	ffn := []*kernels.Mat{lw.W1, lw.W3}
+	ffn := []*kernels.Mat{mw.W1, mw.W3}
 	xq = quantFor(&r.xq, ffn, n)
 	r.addNorm(lw.FFNNorm, true, xq, n)
 	matMuls(ffn, [][]float32{r.hb, r.hb2}, r.xb, n, xq)
-	down := []*kernels.Mat{lw.W2}
+	down := []*kernels.Mat{mw.W2}
 	hq := quantFor(&r.hq, down, n)
 	r.swiGLU(hq, n)
 	matMuls(down, [][]float32{r.xb}, r.hb, n, hq) // its residual add goes with the next norm
@@ -211,13 +217,13 @@ func (r *Runner) attention(rows []model.Row, lw *model.Layer, l, slot int) {
 // compacting: row nl <= i of r.xb is free by the time row i's norm goes
 // there.
 func (r *Runner) classify(rows []model.Row) {
-	c, w := &r.m.Config, r.m.Weights
+	c, norm := &r.m.Config, r.m.Weights.OutputNorm
 	n, dim := len(rows), c.Dim
 	logits := r.out.LogitsBuffer()
 	if len(logits) == n*c.Vocab {
-		head := []*kernels.Mat{w.Output}
+		head := []*kernels.Mat{r.w.Output}
 		xq := quantFor(&r.xq, head, n)
-		r.addNorm(w.OutputNorm, true, xq, n)
+		r.addNorm(norm, true, xq, n)
 		matMuls(head, [][]float32{logits}, r.xb, n, xq)
 		return
 	}
@@ -228,10 +234,10 @@ func (r *Runner) classify(rows []model.Row) {
 		}
 		x := r.x[i*dim : (i+1)*dim]
 		kernels.Add(x, r.xb[i*dim:(i+1)*dim])
-		kernels.RMSNorm(r.xb[nl*dim:(nl+1)*dim], x, w.OutputNorm, c.NormEps)
+		kernels.RMSNorm(r.xb[nl*dim:(nl+1)*dim], x, norm, c.NormEps)
 		nl++
 	}
 	if nl > 0 {
-		w.Output.MatMul(logits, r.xb, nl)
+		r.w.Output.MatMul(logits, r.xb, nl)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-
-	"github.com/entropix-search/entropix-search/model/kernels"
 )
 
 // Dequantize converts len(out) elements of type t, stored in data, to
@@ -38,6 +36,10 @@ func Dequantize(t Type, data []byte, out []float32) error {
 	}
 	return nil
 }
+
+// CanDequantize reports whether Dequantize decodes type t (one of
+// DequantizeTypes).
+func CanDequantize(t Type) bool { return dequantizer(t) != nil }
 
 // dequantizer returns the function that decodes one block of type t, or nil.
 func dequantizer(t Type) func(b []byte, out []float32) {
@@ -79,7 +81,7 @@ func dequantizer(t Type) func(b []byte, out []float32) {
 // DequantizeTypes lists the types Dequantize decodes, for error messages.
 const DequantizeTypes = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS"
 
-func half(b []byte) float32 { return kernels.HalfToFloat(binary.LittleEndian.Uint16(b)) }
+func half(b []byte) float32 { return halfToFloat(binary.LittleEndian.Uint16(b)) }
 
 func deqF32(b []byte, out []float32) {
 	for i := range out {
@@ -95,7 +97,7 @@ func deqF16(b []byte, out []float32) {
 
 func deqBF16(b []byte, out []float32) {
 	for i := range out {
-		out[i] = kernels.BF16ToFloat(binary.LittleEndian.Uint16(b[2*i:]))
+		out[i] = bf16ToFloat(binary.LittleEndian.Uint16(b[2*i:]))
 	}
 }
 

@@ -3,6 +3,7 @@ package gguf
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -397,6 +398,16 @@ func TestKQuantMatRows(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// CanDequantize says yes to exactly the types DequantizeTypes names.
+func TestCanDequantize(t *testing.T) {
+	names := strings.Split(DequantizeTypes, ", ")
+	for ty := Type(0); ty < 64; ty++ {
+		if got, want := CanDequantize(ty), slices.Contains(names, ty.String()); got != want {
+			t.Errorf("CanDequantize(%v) = %v, want %v", ty, got, want)
 		}
 	}
 }

@@ -73,14 +73,6 @@ func gemmTileRow(mr int, a []float32, as, ak int, b []float32, ldb int, c []floa
 	panic("kernels: no Gemm tiles")
 }
 
-func logitMoments(x []float32, m float32) (z, a, b float64) { return logitMomentsGo(x, m) }
-
-func top2(x []float32) (float32, int, float32) { return top2Go(x) }
-
-func firstAbove(x []float32, thr float32) int { return 0 }
-
-func badFloats(x []float32, done *int) bool { return false }
-
 func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q4kRowsGo(out, m, xq, n, r0, r1) }
 
 func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q6kRowsGo(out, m, xq, n, r0, r1) }
@@ -90,7 +82,3 @@ func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q5kRowsGo(out, m
 func q40Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q40RowsGo(out, m, xq, n, r0, r1) }
 
 func quantizeQ8K(dst []byte, x []float32) { quantizeQ8KRow(dst, x) }
-
-func absSum(x []float32) float64                     { return absSumGo(x) }
-func absDiffSum(x, y []float32) float64              { return absDiffSumGo(x, y) }
-func surprisalSum(p, s []float32, c float32) float64 { return surprisalSumGo(p, s, c) }

@@ -56,11 +56,12 @@
 // # Threads
 //
 // MatMul splits large products by weight rows across a persistent worker
-// pool, package workers' (Pool here; the default is sized by GOMAXPROCS and
-// changed with SetThreads). Parallel exposes the same pool to other loops,
-// such as attention over rows and heads; ParallelTask takes a long-lived
-// Task instead of a func literal and allocates nothing. The search borrows
-// the pool from package workers directly, without importing the kernels.
+// pool, package workers' (internal/workers; Pool here; the default is
+// sized by GOMAXPROCS and changed with SetThreads). Parallel exposes the
+// same pool to other loops, such as attention over rows and heads;
+// ParallelTask takes a long-lived Task instead of a func literal and
+// allocates nothing. The search borrows the pool from package workers
+// directly, without importing the kernels.
 //
 // # Dispatch
 //

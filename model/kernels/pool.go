@@ -3,7 +3,7 @@ package kernels
 import (
 	"sync"
 
-	"github.com/entropix-search/entropix-search/model/kernels/workers"
+	"github.com/entropix-search/entropix-search/internal/workers"
 )
 
 // Pool is the worker pool the products split their rows over: package

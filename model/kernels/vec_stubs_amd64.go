@@ -64,41 +64,6 @@ func softmaxScaledAVX2(x *float32, n int, a float32)
 //go:noescape
 func siluMulAVX2(h *float32, gate *float32, n int)
 
-// logitMomentsAVX2 sets out to the sums of e^(x[i]-m), times (x[i]-m) and its square, for i < n.
-//
-//go:noescape
-func logitMomentsAVX2(x *float32, n int, m float32, out *[3]float64)
-
-// top2AVX2 writes the per-lane largest, second largest and index of the first largest of x[:n].
-//
-//go:noescape
-func top2AVX2(x *float32, n int, out *[24]uint32)
-
-// firstAboveAVX2 returns the index of the first of x[:n&^7] above thr, or n&^7.
-//
-//go:noescape
-func firstAboveAVX2(x *float32, n int, thr float32) int
-
-// badFloatsAVX2 reports whether one of x[:n&^7] is NaN or +Inf.
-//
-//go:noescape
-func badFloatsAVX2(x *float32, n int) bool
-
-// absSumAVX2 returns the sum of |x[i]| for i < n.
-//
-//go:noescape
-func absSumAVX2(x *float32, n int) float64
-
-// absDiffSumAVX2 returns the sum of |x[i] - y[i]| for i < n.
-//
-//go:noescape
-func absDiffSumAVX2(x *float32, y *float32, n int) float64
-
-// surprisalSumAVX2 returns the sum of p[i]*(c-s[i]) over i < n with p[i] > 0.
-//
-//go:noescape
-func surprisalSumAVX2(p *float32, s *float32, n int, c float32) float64
-
 // dotStridedAVX512 sets out[t] = dot(q[:dim], k[t*stride:][:dim]) for t < n.
 //
 //go:noescape

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/gguf"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/tokenizer"
 )
@@ -39,10 +40,9 @@ type tensor struct {
 	vec        bool    // 1-D: a norm's weights, all one
 	std        float64 // standard deviation of a matrix's values
 
-	f32 []float32    // values (F32 or a norm)
-	raw []byte       // GGUF bytes, when asked for
-	mat *kernels.Mat // the matrix for the model
-	typ kernels.DType
+	f32 []float32 // values (F32 or a norm)
+	raw []byte    // GGUF bytes: a quantized matrix's, or with raw (build) all
+	typ gguf.Type // a matrix's type
 }
 
 // tensors lists the weights of a model of shape s in GGUF order and names.
@@ -102,10 +102,10 @@ func fill(t *tensor, ti int, seed uint64) {
 // quantizable reports whether t can be stored as Q8_0.
 func (t *tensor) quantizable() bool { return !t.vec && t.cols%kernels.Q8BlockSize == 0 }
 
-// build draws every tensor of a model of shape s and makes its matrix; with
-// raw set it also keeps each tensor's GGUF bytes (and drops the float32
-// copy where the matrix does not need it). Tensors are built in parallel,
-// largest first.
+// build draws every tensor of a model of shape s and encodes the
+// quantized matrices; with raw set it also keeps the float32 tensors'
+// GGUF bytes (and drops their float32 values). Tensors are built in
+// parallel, largest first.
 func build(s Shape, dtype kernels.DType, seed uint64, raw bool) ([]*tensor, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -148,7 +148,8 @@ func build(s Shape, dtype kernels.DType, seed uint64, raw bool) ([]*tensor, erro
 	return ts, nil
 }
 
-// make1 draws one tensor and builds its matrix and, with raw, its bytes.
+// make1 draws one tensor and encodes it: a quantized matrix's bytes, and
+// with raw a float32 tensor's.
 func make1(t *tensor, ti int, dtype kernels.DType, seed uint64, raw bool) error {
 	fill(t, ti, seed)
 	if t.vec {
@@ -159,49 +160,40 @@ func make1(t *tensor, ti int, dtype kernels.DType, seed uint64, raw bool) error 
 	}
 	var err error
 	if (dtype == kernels.Q4_K || dtype == kernels.Q6_K) && t.cols%kernels.QKBlockSize == 0 {
-		t.typ = dtype
-		encode, wrap := kernels.EncodeQ4K, kernels.NewQ4KMat
+		t.typ = gguf.Q4_K
+		encode := kernels.EncodeQ4K
 		if dtype == kernels.Q6_K {
-			encode, wrap = kernels.EncodeQ6K, kernels.NewQ6KMat
+			t.typ, encode = gguf.Q6_K, kernels.EncodeQ6K
 		}
-		var q []byte
-		if q, err = encode(t.rows, t.cols, t.f32); err != nil {
+		if t.raw, err = encode(t.rows, t.cols, t.f32); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 		t.f32 = nil
-		if t.mat, err = wrap(t.rows, t.cols, q); err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
-		}
-		if raw {
-			t.raw = q
-		}
 		return nil
 	}
 	if (dtype == kernels.Q8_0 || dtype == kernels.Q4_K || dtype == kernels.Q6_K) && t.quantizable() {
-		t.typ = kernels.Q8_0
-		var q []byte
-		if q, err = kernels.EncodeQ8(t.rows, t.cols, t.f32); err != nil {
+		t.typ = gguf.Q8_0
+		if t.raw, err = kernels.EncodeQ8(t.rows, t.cols, t.f32); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 		t.f32 = nil
-		if t.mat, err = kernels.NewQ8Mat(t.rows, t.cols, q); err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
-		}
-		if raw {
-			t.raw = q
-		}
 		return nil
 	}
-	t.typ = kernels.F32
+	t.typ = gguf.F32
 	if raw {
 		// Only the bytes are needed: GGUF writing does not build a model.
 		t.raw, t.f32 = f32Bytes(t.f32), nil
-		return nil
-	}
-	if t.mat, err = kernels.NewF32Mat(t.rows, t.cols, t.f32); err != nil {
-		return fmt.Errorf("%s: %w", t.name, err)
 	}
 	return nil
+}
+
+// matrix returns t as a model's tensor: its float32 values in place, or
+// its encoded bytes.
+func (t *tensor) matrix() (*model.Tensor, error) {
+	if t.typ == gguf.F32 {
+		return model.NewF32Tensor(t.rows, t.cols, t.f32)
+	}
+	return &model.Tensor{Type: t.typ, Rows: t.rows, Cols: t.cols, Data: t.raw}, nil
 }
 
 // moreBits reports whether llama.cpp's Q4_K_M stores the tensor named
@@ -249,9 +241,17 @@ func Generate(shape Shape, dtype kernels.DType, seed uint64) (*model.Model, erro
 	for _, t := range ts {
 		byName[t.name] = t
 	}
+	var errs []error
 	w := weights(shape,
-		func(name string) *kernels.Mat { return byName[name+".weight"].mat },
+		func(name string) *model.Tensor {
+			x, err := byName[name+".weight"].matrix()
+			errs = append(errs, err)
+			return x
+		},
 		func(name string) []float32 { return byName[name+".weight"].f32 })
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("synth: shape %q: %w", shape.Name, err)
+	}
 	vocab, err := SyntheticVocab(shape.Vocab)
 	if err != nil {
 		return nil, err

@@ -49,16 +49,7 @@ func WriteGGUF(w io.Writer, shape Shape, dtype kernels.DType, seed uint64, vocab
 	}
 	wts := make([]gguf.WriteTensor, len(ts))
 	for i, t := range ts {
-		typ := gguf.F32
-		switch t.typ {
-		case kernels.Q8_0:
-			typ = gguf.Q8_0
-		case kernels.Q4_K:
-			typ = gguf.Q4_K
-		case kernels.Q6_K:
-			typ = gguf.Q6_K
-		}
-		wts[i] = writeTensor(t.name, t.rows, t.cols, t.vec, typ, t.raw)
+		wts[i] = writeTensor(t.name, t.rows, t.cols, t.vec, t.typ, t.raw)
 	}
 	return writeGGUF(w, shape, fmt.Sprintf("synth-%s-%v-seed%d", shape.Name, dtype, seed), fileType, vocab, wts)
 }

@@ -44,13 +44,13 @@ func FromTensors(shape Shape, ts []Tensor, tok *tokenizer.Tokenizer, source stri
 		byName[ts[i].Name] = &ts[i]
 	}
 	var errs []error
-	m := func(name string) *kernels.Mat {
+	m := func(name string) *model.Tensor {
 		t := byName[name+".weight"]
 		if t == nil {
 			errs = append(errs, fmt.Errorf("synth: no tensor %s.weight", name))
 			return nil
 		}
-		mat, err := kernels.NewF32Mat(t.Rows, t.Cols, t.Values)
+		mat, err := model.NewF32Tensor(t.Rows, t.Cols, t.Values)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("synth: %s.weight: %w", name, err))
 		}
@@ -75,7 +75,7 @@ func FromTensors(shape Shape, ts []Tensor, tok *tokenizer.Tokenizer, source stri
 
 // weights binds a model's matrices (m) and vectors (v) by GGUF name, less
 // the ".weight" suffix.
-func weights(shape Shape, m func(string) *kernels.Mat, v func(string) []float32) *model.Weights {
+func weights(shape Shape, m func(string) *model.Tensor, v func(string) []float32) *model.Weights {
 	w := &model.Weights{
 		TokenEmbd:  m("token_embd"),
 		OutputNorm: v("output_norm"),

@@ -74,3 +74,12 @@ func (m *File) Release(off, n int) {
 	}
 	release(m.Data[off : off+n])
 }
+
+// Release drops the process's pages wholly inside b, which must be part
+// of a mapping of Open (Data, a mapped File's): as File.Release, for a
+// caller that holds only the slice.
+func Release(b []byte) {
+	if len(b) > 0 {
+		release(b)
+	}
+}

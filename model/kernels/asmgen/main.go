@@ -1,13 +1,15 @@
-// Command asmgen generates the amd64 assembly kernels of package kernels
-// with avo (github.com/mmcloughlin/avo).
+// Command asmgen generates the amd64 assembly kernels of package kernels,
+// and the row statistics of package rowstat (policy/rowstat), with avo
+// (github.com/mmcloughlin/avo).
 //
 // It lives in its own module so that the main module does not depend on avo.
-// It is run by `go generate` in model/kernels (see kernels.go there), once
-// per output file:
+// It is run by `go generate` in model/kernels (see doc.go there) and in
+// policy/rowstat, once per output file:
 //
 //	go -C asmgen run . -set matmul -out ../matmul_amd64.s -stubs ../matmul_stubs_amd64.go -pkg kernels
 //	go -C asmgen run . -set vec -out ../vec_amd64.s -stubs ../vec_stubs_amd64.go -pkg kernels
 //	go -C asmgen run . -set gemm -out ../gemm_amd64.s -stubs ../gemm_stubs_amd64.go -pkg kernels
+//	go -C ../../model/kernels/asmgen run . -set rowstat -out ../../../policy/rowstat/rowstat_amd64.s -stubs ../../../policy/rowstat/rowstat_stubs_amd64.go -pkg rowstat
 //
 // Conventions shared by every generated function:
 //   - ABI0, NOSPLIT, no Go pointers retained (//go:noescape stubs);
@@ -28,7 +30,7 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 )
 
-var set = flag.String("set", "", "kernel set to generate: matmul, vec or gemm")
+var set = flag.String("set", "", "kernel set to generate: matmul, vec, gemm or rowstat")
 
 func main() {
 	flag.Parse()
@@ -40,8 +42,10 @@ func main() {
 		genVec()
 	case "gemm":
 		genGemm()
+	case "rowstat":
+		genRowStat()
 	default:
-		fmt.Fprintf(os.Stderr, "asmgen: unknown -set %q (want matmul, vec or gemm)\n", *set)
+		fmt.Fprintf(os.Stderr, "asmgen: unknown -set %q (want matmul, vec, gemm or rowstat)\n", *set)
 		os.Exit(2)
 	}
 	Generate()

@@ -1,4 +1,4 @@
-package kernels
+package rowstat
 
 import (
 	"math"
@@ -11,7 +11,7 @@ import (
 func TestAttentionSums(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	ninf := float32(math.Inf(-1))
-	for _, l := range f32Levels() {
+	for _, l := range levels() {
 		for _, n := range []int{1, 3, 7, 8, 9, 63, 64, 65, 100, 1000, 4097} {
 			x, y := randVec(r, n), randVec(r, n)
 			p, s := make([]float32, n), make([]float32, n)
@@ -36,7 +36,7 @@ func TestAttentionSums(t *testing.T) {
 				}
 			}
 			var ga, gd, gs float64
-			withLevels(t, l, q8Level, func() {
+			withLevel(t, l, func() {
 				ga, gd, gs = AbsSum(x), AbsDiffSum(x, y), SurprisalSum(p, s, c)
 			})
 			for _, v := range [][3]float64{{ga, wa, 0}, {gd, wd, 1}, {gs, ws, 2}} {
@@ -50,7 +50,7 @@ func TestAttentionSums(t *testing.T) {
 		nan := float32(math.NaN())
 		x := []float32{1, 2, nan, 4, 5, 6, 7, 8, 9}
 		var a, d, s1, s2 float64
-		withLevels(t, l, q8Level, func() {
+		withLevel(t, l, func() {
 			a, d = AbsSum(x), AbsDiffSum(x, make([]float32, 9))
 			s1 = SurprisalSum(x, make([]float32, 9), 1)
 			s2 = SurprisalSum(make([]float32, 9), x, 1)
@@ -67,9 +67,9 @@ func TestAttentionSums(t *testing.T) {
 func BenchmarkAttentionSums(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	x, y := randVec(r, 1024), randVec(r, 1024)
-	for _, l := range f32Levels() {
+	for _, l := range levels() {
 		b.Run(l.String(), func(b *testing.B) {
-			withLevels(b, l, q8Level, func() {
+			withLevel(b, l, func() {
 				for b.Loop() {
 					AbsSum(x)
 					AbsDiffSum(x, y)

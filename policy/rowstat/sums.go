@@ -1,4 +1,4 @@
-package kernels
+package rowstat
 
 // The sums behind the attention metrics (policy.MeasureAttention): one
 // vectorized pass each over a head's positions, float64 totals. The AVX2
@@ -33,6 +33,23 @@ func SurprisalSum(p, s []float32, c float32) float64 {
 	return surprisalSum(p, s[:len(p)], c)
 }
 
+// Axpy computes y += a*x over len(x) elements (fused multiply-adds on
+// AVX2 and AVX-512, as the kernels' Axpy).
+func Axpy(a float32, x, y []float32) {
+	if len(x) == 0 {
+		return
+	}
+	axpy(a, x, y[:len(x)])
+}
+
+// Scale sets x[i] *= a.
+func Scale(x []float32, a float32) {
+	if len(x) == 0 {
+		return
+	}
+	scale(x, a)
+}
+
 func absSumGo(x []float32) float64 {
 	var a float64
 	for _, v := range x {
@@ -59,4 +76,17 @@ func surprisalSumGo(p, s []float32, c float32) float64 {
 		}
 	}
 	return a
+}
+
+func axpyGo(a float32, x, y []float32) {
+	y = y[:len(x)]
+	for i, v := range x {
+		y[i] += a * v
+	}
+}
+
+func scaleGo(x []float32, a float32) {
+	for i := range x {
+		x[i] *= a
+	}
 }

@@ -1,4 +1,4 @@
-package kernels
+package rowstat
 
 import (
 	"math"
@@ -10,7 +10,7 @@ import (
 // relative, masked logits and all; a NaN makes z NaN.
 func TestLogitMoments(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, l := range f32Levels() {
+	for _, l := range levels() {
 		for _, n := range []int{1, 2, 7, 8, 9, 31, 100, 1000, 32000} {
 			x := randVec(r, n)
 			for i := range x {
@@ -31,7 +31,7 @@ func TestLogitMoments(t *testing.T) {
 				}
 			}
 			var z, a, b float64
-			withLevels(t, l, q8Level, func() { z, a, b = LogitMoments(x, m) })
+			withLevel(t, l, func() { z, a, b = LogitMoments(x, m) })
 			for _, c := range [][2]float64{{z, wz}, {a, wa}, {b, wb}} {
 				if math.Abs(c[0]-c[1]) > 1e-6*math.Abs(c[1])+1e-12 {
 					t.Fatalf("%v, n=%d: got (%g, %g, %g), want (%g, %g, %g)", l, n, z, a, b, wz, wa, wb)
@@ -39,7 +39,7 @@ func TestLogitMoments(t *testing.T) {
 			}
 			if n > 2 {
 				x[2] = float32(math.NaN())
-				withLevels(t, l, q8Level, func() { z, _, _ = LogitMoments(x, m) })
+				withLevel(t, l, func() { z, _, _ = LogitMoments(x, m) })
 				if !math.IsNaN(z) {
 					t.Fatalf("%v, n=%d: a NaN logit gave z = %g", l, n, z)
 				}
@@ -53,9 +53,9 @@ func TestLogitMoments(t *testing.T) {
 
 func BenchmarkLogitMoments(b *testing.B) {
 	x := randVec(rand.New(rand.NewPCG(1, 2)), 128256)
-	for _, l := range f32Levels() {
+	for _, l := range levels() {
 		b.Run(l.String(), func(b *testing.B) {
-			withLevels(b, l, q8Level, func() {
+			withLevel(b, l, func() {
 				for b.Loop() {
 					LogitMoments(x, 1)
 				}
@@ -68,7 +68,7 @@ func BenchmarkLogitMoments(b *testing.B) {
 func TestTop2(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	ninf := float32(math.Inf(-1))
-	for _, l := range f32Levels() {
+	for _, l := range levels() {
 		for _, n := range []int{1, 2, 15, 16, 17, 33, 100, 1000, 32000} {
 			for c := range 6 {
 				x := randVec(r, n)
@@ -98,7 +98,7 @@ func TestTop2(t *testing.T) {
 				w1, wa, w2 := top2Go(x)
 				var g1, g2 float32
 				var ga int
-				withLevels(t, l, q8Level, func() { g1, ga, g2 = Top2(x) })
+				withLevel(t, l, func() { g1, ga, g2 = Top2(x) })
 				if g1 != w1 || ga != wa || g2 != w2 {
 					t.Fatalf("%v n=%d case %d: Top2 = %g, %d, %g; want %g, %d, %g", l, n, c, g1, ga, g2, w1, wa, w2)
 				}
@@ -109,7 +109,7 @@ func TestTop2(t *testing.T) {
 
 func TestFirstAbove(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, l := range f32Levels() {
+	for _, l := range levels() {
 		for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 100, 1000} {
 			x := randVec(r, n)
 			for i := range x {
@@ -126,12 +126,12 @@ func TestFirstAbove(t *testing.T) {
 					}
 				}
 				var got int
-				withLevels(t, l, q8Level, func() { got = FirstAbove(x, thr) })
+				withLevel(t, l, func() { got = FirstAbove(x, thr) })
 				if got != want {
 					t.Fatalf("%v n=%d thr=%g: FirstAbove = %d, want %d", l, n, thr, got, want)
 				}
 				if n > 2 {
-					withLevels(t, l, q8Level, func() { got = FirstAbove(x[2:], thr) })
+					withLevel(t, l, func() { got = FirstAbove(x[2:], thr) })
 					if want2 := max(want, 2) - 2; want >= 2 && got != want2 {
 						t.Fatalf("%v n=%d thr=%g: FirstAbove(x[2:]) = %d, want %d", l, n, thr, got, want2)
 					}
@@ -142,7 +142,7 @@ func TestFirstAbove(t *testing.T) {
 }
 
 func TestFinite(t *testing.T) {
-	for _, l := range f32Levels() {
+	for _, l := range levels() {
 		for _, n := range []int{0, 1, 8, 9, 100} {
 			for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 				for _, at := range []int{0, n / 2, n - 1} {
@@ -153,7 +153,7 @@ func TestFinite(t *testing.T) {
 					x[at] = bad
 					want := !(bad != bad || bad > math.MaxFloat32)
 					var got bool
-					withLevels(t, l, q8Level, func() { got = Finite(x) })
+					withLevel(t, l, func() { got = Finite(x) })
 					if got != want {
 						t.Fatalf("%v n=%d x[%d]=%g: Finite = %v", l, n, at, bad, got)
 					}

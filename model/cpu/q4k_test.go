@@ -1,4 +1,4 @@
-package model_test
+package cpu_test
 
 import (
 	"math"
@@ -58,24 +58,32 @@ func TestQ4KFile(t *testing.T) {
 	if got := native.FileTypes(); !slices.Contains(got, "Q4_K") || !slices.Contains(got, "Q6_K") {
 		t.Fatalf("file types %v", got)
 	}
-	l0 := native.Weights.Layers[0]
+	nw, err := cpu.WeightsOf(native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l0 := nw.Layers[0]
 	if l0.Wq.Type != kernels.Q4_K || l0.Wq.Bytes() != int64(256/8*256/256*1184) { // the q4k8 layout: 1184 bytes for 8 rows of a super-block
 		t.Fatalf("Wq is %v of %d bytes", l0.Wq.Type, l0.Wq.Bytes())
 	}
 	// llama.cpp's Q4_K_M mix: attn_v and ffn_down in Q6_K in the last
 	// eighth of the layers (here layer 1) and some others.
-	if l1 := native.Weights.Layers[1]; l0.Wv.Type != kernels.Q4_K || l1.Wv.Type != kernels.Q6_K || l1.W2.Type != kernels.Q6_K {
+	if l1 := nw.Layers[1]; l0.Wv.Type != kernels.Q4_K || l1.Wv.Type != kernels.Q6_K || l1.W2.Type != kernels.Q6_K {
 		t.Fatalf("Wv %v and %v, W2 %v: want Q4_K, Q6_K, Q6_K", l0.Wv.Type, l1.Wv.Type, l1.W2.Type)
 	}
-	model.SetNativeQ4K(false)
 	requant, err := model.Load(path, "")
-	model.SetNativeQ4K(true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer requant.Close()
-	if requant.Weights.Layers[0].Wq.Type != kernels.Q8_0 {
-		t.Fatalf("re-quantized Wq is %v", requant.Weights.Layers[0].Wq.Type)
+	cpu.SetNativeQ4K(false)
+	rw, err := cpu.WeightsOf(requant)
+	cpu.SetNativeQ4K(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rw.Layers[0].Wq.Type != kernels.Q8_0 {
+		t.Fatalf("re-quantized Wq is %v", rw.Layers[0].Wq.Type)
 	}
 	toks := []int{1, 17, 42, 99, 7}
 	a, b := logitsOf(t, native, toks), logitsOf(t, requant, toks)

@@ -1,0 +1,274 @@
+package ggml
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/entropix-search/entropix-search/kvcache"
+	"github.com/entropix-search/entropix-search/model"
+
+	gg "github.com/entropix-search/entropix-search/model/ggml/internal/ggml"
+)
+
+func init() { model.RegisterBackend("ggml", newBackend) }
+
+// newBackend is the model.BackendFactory of "ggml": New with the options
+// SetDefaults set.
+func newBackend(m *model.Model, c model.CacheConfig) (model.Backend, error) {
+	return New(m, c, Defaults())
+}
+
+// layerWeights are one transformer block's tensors on the device.
+type layerWeights struct {
+	attnNorm, ffnNorm *gg.Tensor
+	wq, wk, wv, wo    *gg.Tensor
+	bq, bk, bv        *gg.Tensor // Qwen2's biases, or nil
+	w1, w2, w3        *gg.Tensor
+}
+
+// Backend runs a model on a ggml device: the model's weights uploaded
+// once, the KV pool's blocks on the device, each Forward one graph. It is
+// a model.Backend, used from one goroutine.
+type Backend struct {
+	m     *model.Model
+	pool  *kvcache.Pool
+	dev   gg.Backend // the device's backend
+	cpu   gg.Backend // the CPU's, for operations the device lacks (== dev on the CPU)
+	sched gg.Sched
+
+	wctx gg.Context // the weights' tensor headers
+	wbuf gg.Buffer  // the weights' memory
+	kctx gg.Context // the KV pool's tensor headers
+	kbuf gg.Buffer  // the KV pool's memory
+
+	tokEmbd, outNorm, output, freqFactors *gg.Tensor
+	layers                                []layerWeights
+
+	// The device's KV pool: per layer, keys [KVDim, slots] and values
+	// transposed, [slots, KVDim] (each dimension's values of all slots
+	// together, as the probabilities' product with them wants), slot
+	// b*BlockSize+s holding position s of block b.
+	k, v  []*gg.Tensor
+	kvT   gg.Type
+	slots int
+
+	last          lastGraph // the last step's graph, for the next step of its shape
+	built, reused int       // steps that built their graph, and that reused the last
+
+	lazy    bool       // the logits rows stay on the device until read (lazy.go)
+	fetchMu sync.Mutex // a row's fetch against Close
+	closed  bool
+	rows    logitRows // where they stay
+	retired []retired
+	steps   int // successful Forwards
+
+	statsK   int          // top tokens per row of the statistics (0: no statistics)
+	statsBuf statsScratch // readStats' buffers
+
+	pending []kvcache.Copy // copies on write not yet performed
+	broken  error          // set when a computation failed: the device cache is undefined
+	// padSlots rounds each step's attention span up (on a GPU: a graph
+	// whose shapes repeat can be replayed, as CUDA graphs are).
+	padSlots int
+	st       step // the step's host-side inputs, reused
+	out      model.Output
+}
+
+// New returns a Backend running m on the device o names, over a new
+// cache of c (model.Model.NewCache): the ggml backend, as
+// model.NewBackend("ggml", m, c) makes it with the options SetDefaults
+// set.
+func New(m *model.Model, c model.CacheConfig, o Options) (*Backend, error) {
+	if m.Closed() {
+		return nil, model.ErrClosed
+	}
+	if err := Load(o); err != nil {
+		return nil, err
+	}
+	pool, err := m.NewCache(c.Tokens, c.BlockSize, c.DType)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{m: m, pool: pool, statsK: min(DefaultStatsK, m.Config.Vocab)}
+	if err := b.start(o); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := b.upload(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := b.reserve(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	d := b.dev.Device()
+	gg.Logf(gg.LogInfo, "model/ggml: %s on %s (%s): weights %.1f MiB, KV pool of %d positions %.1f MiB (%v), graph memory %.1f MiB",
+		m.Source, d.Name(), d.Description(), mib(b.wbuf.Size()), b.slots, mib(b.kbuf.Size()), b.kvT, mib(b.sched.BufferSize(b.dev)))
+	return b, nil
+}
+
+func mib(n int) float64 { return float64(n) / (1 << 20) }
+
+// start starts the device's backend (and the CPU's beside it for a GPU)
+// and the scheduler.
+func (b *Backend) start(o Options) error {
+	d, err := pickDevice(o.Device)
+	if err != nil {
+		return err
+	}
+	if b.dev, err = d.Init(); err != nil {
+		return err
+	}
+	b.dev.SetThreads(o.threads())
+	backends := []gg.Backend{b.dev}
+	if d.Type() == gg.DeviceCPU {
+		b.cpu = b.dev
+	} else {
+		cd, err := cpuDevice()
+		if err != nil {
+			return err
+		}
+		if b.cpu, err = cd.Init(); err != nil {
+			return err
+		}
+		b.cpu.SetThreads(o.threads())
+		backends = append(backends, b.cpu)
+	}
+	if d.Type() != gg.DeviceCPU {
+		b.padSlots = 256
+		b.lazy = true
+	}
+	b.sched, err = gg.NewSched(backends, b.graphSize(maxGroups))
+	return err
+}
+
+// upload makes the weights' and the KV pool's tensors on the device and
+// copies the weights there.
+func (b *Backend) upload() error {
+	c, w := &b.m.Config, b.m.Weights
+	pc := b.pool.Config()
+	b.slots = pc.MaxBlocks * pc.BlockSize
+	b.kvT = gg.TypeF32
+	if pc.DType == kvcache.F16 {
+		b.kvT = gg.TypeF16
+	}
+
+	b.wctx = gg.NewContext(16*c.Layers+16, 0)
+	type upload struct {
+		t    *gg.Tensor
+		data []byte
+		from *model.Tensor // the weight whose bytes these are, or nil
+	}
+	var ups []upload
+	mats := map[*model.Tensor]*gg.Tensor{} // a tied classifier is the embedding
+	mat := func(m *model.Tensor, name string) *gg.Tensor {
+		if t, ok := mats[m]; ok {
+			return t
+		}
+		ty, data := matData(m)
+		t := b.wctx.NewTensor(ty, int64(m.Cols), int64(m.Rows)).SetName(name)
+		ups = append(ups, upload{t, data, m})
+		mats[m] = t
+		return t
+	}
+	vec := func(x []float32, name string) *gg.Tensor {
+		if x == nil {
+			return nil
+		}
+		t := b.wctx.NewTensor(gg.TypeF32, int64(len(x))).SetName(name)
+		ups = append(ups, upload{t, f32Bytes(x), nil})
+		return t
+	}
+	b.tokEmbd = mat(w.TokenEmbd, "token_embd")
+	b.outNorm = vec(w.OutputNorm, "output_norm")
+	b.output = mat(w.Output, "output")
+	b.freqFactors = vec(c.RopeFreqFactors, "rope_freqs")
+	b.layers = make([]layerWeights, c.Layers)
+	for l := range w.Layers {
+		lw, p := &w.Layers[l], fmt.Sprintf("blk.%d.", l)
+		b.layers[l] = layerWeights{
+			attnNorm: vec(lw.AttnNorm, p+"attn_norm"), ffnNorm: vec(lw.FFNNorm, p+"ffn_norm"),
+			wq: mat(lw.Wq, p+"attn_q"), wk: mat(lw.Wk, p+"attn_k"), wv: mat(lw.Wv, p+"attn_v"), wo: mat(lw.Wo, p+"attn_output"),
+			bq: vec(lw.Bq, p+"attn_q.bias"), bk: vec(lw.Bk, p+"attn_k.bias"), bv: vec(lw.Bv, p+"attn_v.bias"),
+			w1: mat(lw.W1, p+"ffn_gate"), w2: mat(lw.W2, p+"ffn_down"), w3: mat(lw.W3, p+"ffn_up"),
+		}
+	}
+	var err error
+	if b.wbuf, err = b.wctx.AllocTensors(b.dev); err != nil {
+		return err
+	}
+	b.wbuf.SetUsage(gg.UsageWeights)
+	for _, u := range ups {
+		gg.Set(u.t, u.data, 0)
+		if u.from != nil {
+			u.from.Release() // a file's pages, copied: resident once (read again, they come back)
+		}
+	}
+	return b.allocKV()
+}
+
+// allocKV makes the KV pool's tensors on the device, cleared: a slot
+// nothing wrote holds zeros, so that the masked-out slots attention
+// multiplies by zero are finite.
+func (b *Backend) allocKV() error {
+	c := &b.m.Config
+	kctx := gg.NewContext(2*c.Layers, 0)
+	b.k, b.v = make([]*gg.Tensor, c.Layers), make([]*gg.Tensor, c.Layers)
+	for l := range c.Layers {
+		b.k[l] = kctx.NewTensor(b.kvT, int64(c.KVDim()), int64(b.slots)).SetName(fmt.Sprintf("cache_k_l%d", l))
+		b.v[l] = kctx.NewTensor(b.kvT, int64(b.slots), int64(c.KVDim())).SetName(fmt.Sprintf("cache_v_l%d", l))
+	}
+	buf, err := kctx.AllocTensors(b.dev)
+	if err != nil {
+		kctx.Free()
+		return fmt.Errorf("%w (a KV pool of %d positions)", err, b.slots)
+	}
+	buf.Clear(0)
+	b.kbuf, b.kctx = buf, kctx
+	return nil
+}
+
+// Cache returns the block manager of the backend's KV cache.
+func (b *Backend) Cache() *kvcache.Pool { return b.pool }
+
+// Close releases the device's memory and backends.
+func (b *Backend) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.dropGraph()
+	b.fetchMu.Lock() // a row fetched from now on reads as zeros
+	b.rows.free()
+	for _, r := range b.retired {
+		r.s.free()
+	}
+	b.retired, b.closed = nil, true
+	b.fetchMu.Unlock()
+	if b.sched != 0 {
+		b.sched.Free()
+	}
+	for _, buf := range []gg.Buffer{b.wbuf, b.kbuf} {
+		if buf != 0 {
+			buf.Free()
+		}
+	}
+	for _, c := range []gg.Context{b.wctx, b.kctx} {
+		if c != 0 {
+			c.Free()
+		}
+	}
+	if b.cpu != 0 && b.cpu != b.dev {
+		b.cpu.Free()
+	}
+	if b.dev != 0 {
+		b.dev.Free()
+	}
+	b.sched, b.wbuf, b.kbuf, b.wctx, b.kctx, b.cpu, b.dev = 0, 0, 0, 0, 0, 0, 0
+	b.broken = errors.New("ggml: backend used after Close")
+	return nil
+}
+
+// DeviceName is the name of the device the backend runs on.
+func (b *Backend) DeviceName() string { return b.dev.Device().Name() }

@@ -1,0 +1,46 @@
+// Package ggml is a backend of package model that runs the forward pass
+// on a ggml device — a GPU through ggml's CUDA, Vulkan or Metal backend, or
+// ggml's own CPU backend — behind the model.Backend seam. Importing it
+// registers the backend as "ggml":
+//
+//	import _ "github.com/entropix-search/entropix-search/model/ggml"
+//
+// ggml is loaded at run time from the folder that Options.Dir or
+// $ENTROPIX_GGML_DIR names (model/ggml/getlibs.sh fetches the pinned
+// prebuilt libraries), through purego: no cgo, and a program that never
+// asks for "ggml" needs nothing new. The binding is internal/ggml.
+//
+// # The device's state
+//
+// The weights are uploaded once, each in its file's type (weights.go is
+// the one place that reads them: GGUF's types are ggml's), and a file's
+// pages are given back once copied. The KV pool lives on the device: per layer a key tensor [KVDim,
+// slots] and a value tensor transposed [slots, KVDim], slot b*BlockSize+s
+// holding position s of block b. The host's block manager
+// (kvcache.Pool) stays the authority: its block tables say where each
+// sequence's positions are, and the copies on write it decides are
+// performed on the device, inside the next step's graph.
+//
+// # A step
+//
+// Each Forward (forward.go) is one graph for all rows of all sequences,
+// planned on the host (plan.go: the groups, the masks, the slots written
+// and copied) and built by graph.go:
+// embedding, then per layer RMSNorm, q/k/v (Qwen2's biases), RoPE
+// (interleaved pairs for llama, NeoX halves for qwen2), the copies on
+// write and the new keys and values written into their slots with
+// ggml_set_rows, attention by group — the rows whose sequences share
+// blocks (one search's branches) attend together over their blocks'
+// slots, from the lowest block id to the highest, each read once for all
+// of them (a prefix shared by many branches is read once), with a mask
+// from the block tables (0 where the row's sequence has the position,
+// -Inf elsewhere), grouped-query heads by broadcast; Wo, the
+// residual, RMSNorm, SwiGLU, the residual; the classifier on the rows
+// that want logits, and each logits row's statistics (stats.go: the
+// argmax, the moments of the softmax's normalizer, the top K), which is
+// what the search reads of a row most of the time. On a GPU the rows
+// themselves stay on the device until read (lazy.go). The graph's memory
+// is reserved once for a typical step and grows only when a larger step
+// comes; a step of the last step's shape runs the last graph again; the
+// scheduler places any operation the device lacks on the CPU.
+package ggml

@@ -1,0 +1,243 @@
+package ggml
+
+import (
+	"math"
+	"slices"
+
+	gg "github.com/entropix-search/entropix-search/model/ggml/internal/ggml"
+)
+
+// group is rows [r0, r1) of a step, in the step's order: the rows whose
+// sequences share blocks, directly or through others (the branches of
+// one search), which attend together over slots [lo, lo+nkv) — every
+// block any of them reads, each read once for all of them. Rows of
+// different searches attend apart: attending over the union of all
+// searches' blocks would cost rows x slots scores of which only one
+// search's are kept.
+type group struct {
+	r0, r1  int
+	lo, nkv int
+	maskOff int // where its mask, [nkv, r1-r0], starts in the step's
+	nl      int // its rows with logits
+}
+
+// shape is what a step's graph depends on: its rows, those with logits,
+// the groups, the slots copied on write, and the layers whose attention
+// goes out.
+type shape struct {
+	n, nl   int
+	groups  []group
+	reorder bool // the step's order is not the rows' (outputs gathered back)
+	maskLen int
+	ncp     int
+	attn    []int
+}
+
+// graph is a step's graph and its tensors: the inputs to set, the
+// outputs to read.
+type graph struct {
+	g gg.Graph
+
+	tokens, pos *gg.Tensor   // I32 [n]: each row's token and position
+	kidx        *gg.Tensor   // I64 [n]: the slot each row's key goes to
+	vidx        *gg.Tensor   // I64 [n*KVDim]: the element of the transposed values each row's value element goes to
+	mask        *gg.Tensor   // F32 [maskLen]: per group [nkv, rows], 0 where a row sees a slot, -Inf elsewhere
+	outRows     *gg.Tensor   // I32 [nl]: the rows with logits, in the rows' order, when not simply all
+	groupOut    []*gg.Tensor // per group, I32 [nl]: its rows with logits, when attention goes out and not all have
+	csrc, cdst  *gg.Tensor   // [ncp]: the slots copied on write, and where to
+	cvsrc       *gg.Tensor   // [ncp*KVDim]: the same in the transposed values
+	cvdst       *gg.Tensor
+
+	logits        *gg.Tensor     // F32 [Vocab, nl]
+	rowIdx        *gg.Tensor     // I64 [nl]: where the rows go in the device's store (lazy rows)
+	stats         *statsGraph    // the logits rows' statistics, when asked for
+	scores, probs [][]*gg.Tensor // per layer asked and group: F32 [nkv*Heads, nl]
+}
+
+// build makes a step's graph of shape s in ctx. The step, for the rows x
+// of the residual stream (model.Reference is the same, one row at a time):
+//
+//	x = embedding(token)
+//	for each layer:
+//		x += attention(rmsnorm(x))   // q, k, v; RoPE; cache write; attend; Wo
+//		x += ffn(rmsnorm(x))         // W2 (silu(W1 x) * W3 x)
+//	logits = output(rmsnorm(x))
+func (b *Backend) build(ctx gg.Context, s shape) *graph {
+	c := &b.m.Config
+	hd, heads, kvHeads, kvd := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads), int64(c.KVDim())
+	n := int64(s.n)
+	in := func(t gg.Type, ne ...int64) *gg.Tensor {
+		x := ctx.NewTensor(t, ne...)
+		x.SetInput()
+		return x
+	}
+	t := &graph{g: ctx.NewGraph(b.graphSize(len(s.groups)))}
+	t.tokens, t.pos, t.kidx = in(gg.TypeI32, n), in(gg.TypeI32, n), in(gg.TypeI64, n)
+	t.vidx, t.mask = in(gg.TypeI64, n*kvd), in(gg.TypeF32, int64(s.maskLen))
+	if s.nl > 0 && (s.nl < s.n || s.reorder) {
+		t.outRows = in(gg.TypeI32, int64(s.nl))
+	}
+	if s.ncp > 0 {
+		t.csrc, t.cdst = in(gg.TypeI32, int64(s.ncp)), in(gg.TypeI64, int64(s.ncp))
+		t.cvsrc, t.cvdst = in(gg.TypeI32, int64(s.ncp)*kvd), in(gg.TypeI64, int64(s.ncp)*kvd)
+	}
+	if len(s.attn) > 0 {
+		t.groupOut = make([]*gg.Tensor, len(s.groups))
+		for gi, g := range s.groups {
+			if g.nl > 0 && g.nl < g.r1-g.r0 {
+				t.groupOut[gi] = in(gg.TypeI32, int64(g.nl))
+			}
+		}
+	}
+	mode := gg.RopeNeoX
+	if c.RopeInterleaved {
+		mode = gg.RopeNormal
+	}
+	rope := func(x *gg.Tensor, heads int64) *gg.Tensor {
+		return ctx.Rope(ctx.Reshape(x, hd, heads, n), t.pos, b.freqFactors, int(hd), mode, c.ContextLen, float32(c.RopeTheta))
+	}
+	norm := func(x, w *gg.Tensor) *gg.Tensor { return ctx.Mul(ctx.RMSNorm(x, c.NormEps), w) }
+	// rowsOut is a group's attention tensor [nkv, rows, heads] as its
+	// rows with logits' [nkv*heads] rows, head-major.
+	rowsOut := func(a *gg.Tensor, gi int) *gg.Tensor {
+		g := s.groups[gi]
+		a = ctx.Reshape(ctx.Cont(ctx.Permute(a, 0, 2, 1, 3)), int64(g.nkv)*heads, int64(g.r1-g.r0))
+		if t.groupOut[gi] != nil {
+			a = ctx.GetRows(a, t.groupOut[gi])
+		}
+		a.SetOutput()
+		t.g.Expand(a)
+		return a
+	}
+	kRow := gg.RowSize(b.kvT, int(kvd)) // bytes of a slot's keys
+	es := gg.RowSize(b.kvT, 1)          // bytes of an element
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	t.scores, t.probs = make([][]*gg.Tensor, len(s.attn)), make([][]*gg.Tensor, len(s.attn))
+
+	x := ctx.GetRows(b.tokEmbd, t.tokens) // x = embedding(token), [Dim, n]
+	for l := range b.layers {
+		lw := &b.layers[l]
+		h := norm(x, lw.attnNorm) // h = rmsnorm(x)
+		q := ctx.MulMat(lw.wq, h) // q = Wq h
+		k := ctx.MulMat(lw.wk, h) // k = Wk h
+		v := ctx.MulMat(lw.wv, h) // v = Wv h
+		if lw.bq != nil {         // Qwen2's biases
+			q, k, v = ctx.Add(q, lw.bq), ctx.Add(k, lw.bk), ctx.Add(v, lw.bv)
+		}
+		q = rope(q, heads)   // RoPE on every query head, [hd, heads, n]
+		k = rope(k, kvHeads) // and every key head
+
+		// The cache: the copies on write first, then this step's keys and
+		// values into their slots; attention reads after both.
+		kPool, vPool := b.k[l], ctx.Reshape(b.v[l], 1, int64(b.slots)*kvd)
+		if s.ncp > 0 {
+			kPool = ctx.SetRows(kPool, ctx.GetRows(kPool, t.csrc), t.cdst)
+			vPool = ctx.SetRows(vPool, ctx.GetRows(vPool, t.cvsrc), t.cvdst)
+		}
+		kPool = ctx.SetRows(kPool, ctx.Reshape(k, kvd, n), t.kidx)
+		vPool = ctx.SetRows(vPool, ctx.Reshape(v, 1, kvd*n), t.vidx)
+		t.g.Expand(kPool)
+		t.g.Expand(vPool)
+
+		// Attention, group by group: every row and head over the group's
+		// slots, the mask keeping each row's own positions; kv head j
+		// serves query heads j*heads/kvHeads...
+		ai := slices.Index(s.attn, l)
+		os := make([]*gg.Tensor, 0, len(s.groups))
+		for gi, g := range s.groups {
+			rows := g.r1 - g.r0
+			qg := q
+			if rows < s.n {
+				qg = ctx.View3D(q, int(hd), int(heads), rows, int(hd)*4, int(hd*heads)*4, g.r0*int(hd*heads)*4)
+			}
+			keys := ctx.View3D(kPool, int(hd), g.nkv, int(kvHeads), kRow, int(hd)*es, g.lo*kRow)             // [hd, nkv, kvHeads]
+			vals := ctx.View3D(vPool, g.nkv, int(hd), int(kvHeads), b.slots*es, int(hd)*b.slots*es, g.lo*es) // [nkv, hd, kvHeads]
+			mask := ctx.View2D(t.mask, g.nkv, rows, g.nkv*4, g.maskOff*4)
+			kq := ctx.MulMat(keys, ctx.Permute(qg, 0, 2, 1, 3)) // [nkv, rows, heads]
+			var p *gg.Tensor
+			if ai >= 0 {
+				sc := ctx.Scale(kq, scale) // score = q·k / sqrt(head dim)
+				p = ctx.SoftMax(sc, mask, 1)
+				if g.nl > 0 {
+					t.scores[ai] = append(t.scores[ai], rowsOut(sc, gi))
+					t.probs[ai] = append(t.probs[ai], rowsOut(p, gi))
+				} else {
+					t.scores[ai], t.probs[ai] = append(t.scores[ai], nil), append(t.probs[ai], nil)
+				}
+			} else {
+				p = ctx.SoftMax(kq, mask, scale) // softmax over the row's positions
+			}
+			o := ctx.MulMat(vals, p)                                                                  // the probabilities' weighted sum of values, [hd, rows, heads]
+			os = append(os, ctx.Reshape(ctx.Cont(ctx.Permute(o, 0, 2, 1, 3)), heads*hd, int64(rows))) // [QDim, rows]
+		}
+		for len(os) > 1 { // the groups' outputs joined in the step's order
+			joined := os[:0]
+			for i := 0; i < len(os); i += 2 {
+				if i+1 < len(os) {
+					joined = append(joined, ctx.Concat(os[i], os[i+1], 1))
+				} else {
+					joined = append(joined, os[i])
+				}
+			}
+			os = joined
+		}
+		x = ctx.Add(x, ctx.MulMat(lw.wo, os[0])) // x += Wo o (the residual)
+
+		h = norm(x, lw.ffnNorm)                                     // h = rmsnorm(x)
+		f := ctx.SwiGLU(ctx.MulMat(lw.w1, h), ctx.MulMat(lw.w3, h)) // f = silu(W1 h) * W3 h
+		x = ctx.Add(x, ctx.MulMat(lw.w2, f))                        // x += W2 f (the residual)
+	}
+	if s.nl > 0 {
+		if t.outRows != nil {
+			x = ctx.GetRows(x, t.outRows)
+		}
+		t.logits = ctx.MulMat(b.output, norm(x, b.outNorm)) // logits = output rmsnorm(x)
+		if b.lazy {                                         // the rows into the device's store, read from there when asked for
+			t.rowIdx = in(gg.TypeI64, int64(s.nl))
+			t.g.Expand(ctx.SetRows(b.rows.t, t.logits, t.rowIdx))
+		} else {
+			t.logits.SetOutput()
+			t.g.Expand(t.logits)
+		}
+		if b.statsK > 0 {
+			b.buildStats(ctx, t, s.nl)
+		}
+	}
+	return t
+}
+
+// maxGroups bounds the attention groups of a step (and so its graph's
+// size): beyond it, neighbouring groups attend together.
+const maxGroups = 64
+
+// graphSize is the node budget of a step's graph with groups groups.
+func (b *Backend) graphSize(groups int) int {
+	return b.m.Config.Layers*(64+24*groups) + 256
+}
+
+// reserveRows and reserveSlots size the graph memory reserved at the
+// start: steps larger than that grow it once.
+const (
+	reserveRows  = 64
+	reserveSlots = 2048
+)
+
+// reserve sizes the scheduler's memory for a step of reserveRows rows of
+// one search attending over reserveSlots slots.
+func (b *Backend) reserve() error {
+	if b.lazy {
+		if err := b.ensureRows(reserveRows); err != nil {
+			return err
+		}
+	}
+	bs := b.pool.BlockSize()
+	nkv := min(b.slots, (reserveSlots+bs-1)/bs*bs)
+	ctx := gg.NewContext(b.graphSize(1), b.graphSize(1))
+	defer ctx.Free()
+	s := shape{n: reserveRows, nl: reserveRows, maskLen: nkv * reserveRows,
+		groups: []group{{r0: 0, r1: reserveRows, nkv: nkv, nl: reserveRows}}}
+	g := b.build(ctx, s)
+	err := b.sched.Reserve(g.g)
+	b.sched.Reset()
+	return err
+}

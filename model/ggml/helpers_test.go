@@ -1,0 +1,74 @@
+package ggml_test
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/entropix-search/entropix-search/kvcache"
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/ggml"
+	"github.com/entropix-search/entropix-search/model/modeltest"
+)
+
+// options returns the backend's options for the tests: the libraries of
+// $ENTROPIX_GGML_DIR on ggml's CPU device (or $ENTROPIX_GGML_DEVICE),
+// two threads; it skips the test when the libraries are not there.
+func options(t testing.TB) ggml.Options {
+	t.Helper()
+	o := ggml.Options{Device: "cpu", Threads: 1, Dir: defaultLibDir()}
+	if d := os.Getenv("ENTROPIX_GGML_DEVICE"); d != "" {
+		o.Device = d
+	}
+	if err := ggml.Load(o); err != nil {
+		if err == ggml.ErrNoLibrary {
+			t.Skipf("skipped: %v", err)
+		}
+		t.Fatal(err)
+	}
+	return o
+}
+
+// defaultLibDir is where model/ggml/getlibs.sh puts the CPU libraries
+// (.ggml/cpu in the repository) when ENTROPIX_GGML_DIR names none and
+// they are there, else "".
+func defaultLibDir() string {
+	if os.Getenv("ENTROPIX_GGML_DIR") != "" {
+		return ""
+	}
+	d := filepath.Join(modeltest.RepoRoot(), ".ggml", "cpu")
+	if _, err := os.Stat(filepath.Join(d, "libggml-base.so")); err != nil {
+		return ""
+	}
+	return d
+}
+
+// newBackend returns a ggml backend of m over a cache of tokens positions
+// in blocks of bs, closed at the end of the test.
+func newBackend(t testing.TB, m *model.Model, tokens, bs int, dt kvcache.ElemType) *ggml.Backend {
+	t.Helper()
+	b, err := ggml.New(m, model.CacheConfig{Tokens: tokens, BlockSize: bs, DType: dt}, options(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// spreadDiff is the largest difference between got and want relative to
+// want's spread (its largest minus its smallest value).
+func spreadDiff(got, want []float32) float64 {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, f := range want {
+		lo, hi = min(lo, float64(f)), max(hi, float64(f))
+	}
+	worst := 0.0
+	for j, f := range want {
+		d := math.Abs(float64(got[j])-float64(f)) / (hi - lo)
+		if !(d <= worst) {
+			worst = d
+		}
+	}
+	return worst
+}

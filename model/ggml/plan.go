@@ -1,0 +1,248 @@
+package ggml
+
+import (
+	"math"
+	"slices"
+
+	"github.com/entropix-search/entropix-search/model"
+
+	gg "github.com/entropix-search/entropix-search/model/ggml/internal/ggml"
+)
+
+// step holds a step's host-side inputs; its slices are reused.
+type step struct {
+	order, inv           []int // the step's order of the rows, and each row's place in it
+	tokens, pos, outRows []int32
+	groupOut             [][]int32
+	kidx, vidx           []int64
+	mask                 []float32
+	csrc, cvsrc          []int32
+	cdst, cvdst          []int64
+	attn                 []float32 // scratch for reading attention back
+	rowIdx               []int64   // the rows' places in the device's store
+	copies               map[int64]int64
+	parent               []int32 // union-find over block ids
+	touched              []int32
+	groupOf              []int32 // per row: its group's root block
+	groups               []group
+}
+
+// find is the root of block id's set.
+func (st *step) find(id int32) int32 {
+	for st.parent[id] != id {
+		st.parent[id] = st.parent[st.parent[id]]
+		id = st.parent[id]
+	}
+	return id
+}
+
+// plan fills the step's inputs for rows at positions pos, and returns
+// its shape.
+func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
+	c, st, p := &b.m.Config, &b.st, b.pool
+	bs, kvd := p.BlockSize(), c.KVDim()
+	n := len(rows)
+	s := shape{n: n, attn: attnLayers}
+
+	// The groups: rows whose block tables share a block, transitively.
+	if len(st.parent) < b.slots/bs {
+		st.parent = make([]int32, b.slots/bs)
+		for i := range st.parent {
+			st.parent[i] = int32(i)
+		}
+	}
+	for _, id := range st.touched {
+		st.parent[id] = id
+	}
+	st.touched, st.groupOf = st.touched[:0], st.groupOf[:0]
+	for i, row := range rows {
+		first := st.find(int32(p.BlockID(row.Seq, 0)))
+		st.touched = append(st.touched, first)
+		for blk := 1; blk <= pos[i]/bs; blk++ {
+			r := st.find(int32(p.BlockID(row.Seq, blk)))
+			st.touched = append(st.touched, r)
+			if r != first {
+				st.parent[r] = first
+			}
+		}
+	}
+	for _, row := range rows {
+		st.groupOf = append(st.groupOf, st.find(int32(p.BlockID(row.Seq, 0))))
+	}
+	// The step's order: the groups in the order of their first rows, each
+	// group's rows in theirs.
+	st.order = slices.Grow(st.order[:0], n)[:n]
+	for i := range st.order {
+		st.order[i] = i
+	}
+	firstRow := map[int32]int{}
+	for i, gid := range st.groupOf {
+		if _, ok := firstRow[gid]; !ok {
+			firstRow[gid] = i
+		}
+	}
+	slices.SortStableFunc(st.order, func(a, b int) int { return firstRow[st.groupOf[a]] - firstRow[st.groupOf[b]] })
+	st.inv = slices.Grow(st.inv[:0], n)[:n]
+	for k, i := range st.order {
+		st.inv[i] = k
+		s.reorder = s.reorder || k != i
+	}
+	st.groups = st.groups[:0]
+	for k := 0; k < n; {
+		gid, k1 := st.groupOf[st.order[k]], k+1
+		for k1 < n && st.groupOf[st.order[k1]] == gid {
+			k1++
+		}
+		st.groups = append(st.groups, group{r0: k, r1: k1})
+		k = k1
+	}
+	if len(st.groups) > maxGroups { // neighbours merged
+		per := (len(st.groups) + maxGroups - 1) / maxGroups
+		merged := st.groups[:0]
+		for i := 0; i < len(st.groups); i += per {
+			last := st.groups[min(len(st.groups), i+per)-1]
+			merged = append(merged, group{r0: st.groups[i].r0, r1: last.r1})
+		}
+		st.groups = merged
+	}
+	// Each group's slots: from its lowest block to its highest, padded
+	// (on a GPU) to a multiple of pad slots, so that the graph's shapes
+	// change every few steps only.
+	pad := bs
+	if b.padSlots > bs {
+		pad = b.padSlots / bs * bs
+	}
+	for gi := range st.groups {
+		g := &st.groups[gi]
+		lo, hi := math.MaxInt, 0
+		for k := g.r0; k < g.r1; k++ {
+			i := st.order[k]
+			for blk := range pos[i]/bs + 1 {
+				id := p.BlockID(rows[i].Seq, blk)
+				lo, hi = min(lo, id), max(hi, id)
+			}
+			if !rows[i].NoLogits {
+				g.nl++
+			}
+		}
+		g.lo = lo * bs / pad * pad
+		end := min(b.slots, ((hi+1)*bs+pad-1)/pad*pad)
+		g.nkv, g.maskOff = end-g.lo, s.maskLen
+		s.maskLen += g.nkv * (g.r1 - g.r0)
+	}
+	s.groups = st.groups
+
+	// The per-row inputs, in the step's order.
+	st.tokens, st.pos, st.kidx = st.tokens[:0], st.pos[:0], st.kidx[:0]
+	for _, i := range st.order {
+		slot := p.BlockID(rows[i].Seq, pos[i]/bs)*bs + pos[i]%bs
+		st.tokens = append(st.tokens, int32(rows[i].Token))
+		st.pos = append(st.pos, int32(pos[i]))
+		st.kidx = append(st.kidx, int64(slot))
+	}
+	st.outRows = st.outRows[:0]
+	for i, row := range rows {
+		if !row.NoLogits {
+			st.outRows = append(st.outRows, int32(st.inv[i]))
+		}
+	}
+	s.nl = len(st.outRows)
+	st.vidx = slices.Grow(st.vidx[:0], n*kvd)[:n*kvd]
+	for k, slot := range st.kidx {
+		for d := range kvd {
+			st.vidx[k*kvd+d] = int64(d*b.slots) + slot
+		}
+	}
+	st.mask = slices.Grow(st.mask[:0], s.maskLen)[:s.maskLen]
+	inf := float32(math.Inf(-1))
+	st.groupOut = st.groupOut[:0]
+	for _, g := range s.groups {
+		var out []int32
+		for k := g.r0; k < g.r1; k++ {
+			i := st.order[k]
+			m := st.mask[g.maskOff+(k-g.r0)*g.nkv:][:g.nkv]
+			for j := range m {
+				m[j] = inf
+			}
+			for blk := range pos[i]/bs + 1 {
+				off := p.BlockID(rows[i].Seq, blk)*bs - g.lo
+				clear(m[off : off+min(bs, pos[i]+1-blk*bs)])
+			}
+			if !rows[i].NoLogits {
+				out = append(out, int32(k-g.r0))
+			}
+		}
+		st.groupOut = append(st.groupOut, out)
+	}
+	s.ncp = b.planCopies()
+	return s
+}
+
+// planCopies turns the pending copies on write, in their order, into one
+// gather of source slots and one scatter to destination slots, both
+// reading the cache as it was before any of them (a copy reading a block
+// an earlier copy wrote reads that copy's source), and returns how many
+// slots move.
+func (b *Backend) planCopies() int {
+	st, bs, kvd := &b.st, b.pool.BlockSize(), b.m.Config.KVDim()
+	st.csrc, st.cdst, st.cvsrc, st.cvdst = st.csrc[:0], st.cdst[:0], st.cvsrc[:0], st.cvdst[:0]
+	if len(b.pending) == 0 {
+		return 0
+	}
+	if st.copies == nil {
+		st.copies = map[int64]int64{}
+	}
+	from := st.copies // destination slot -> the slot its data comes from
+	clear(from)
+	for _, cp := range b.pending {
+		for s := range cp.Used {
+			src, dst := int64(int(cp.Src)*bs+s), int64(int(cp.Dst)*bs+s)
+			if o, ok := from[src]; ok {
+				src = o
+			}
+			from[dst] = src
+		}
+	}
+	for dst, src := range from {
+		if dst != src {
+			st.cdst = append(st.cdst, dst)
+		}
+	}
+	slices.Sort(st.cdst)
+	for _, dst := range st.cdst {
+		src := from[dst]
+		st.csrc = append(st.csrc, int32(src))
+		for d := range int64(kvd) {
+			st.cvsrc = append(st.cvsrc, int32(d*int64(b.slots)+src))
+			st.cvdst = append(st.cvdst, d*int64(b.slots)+dst)
+		}
+	}
+	return len(st.cdst)
+}
+
+// setInputs copies the step's inputs to the graph's tensors.
+func (b *Backend) setInputs(g *graph) {
+	st := &b.st
+	gg.Set(g.tokens, st.tokens, 0)
+	gg.Set(g.pos, st.pos, 0)
+	gg.Set(g.kidx, st.kidx, 0)
+	gg.Set(g.vidx, st.vidx, 0)
+	gg.Set(g.mask, st.mask, 0)
+	if g.outRows != nil {
+		gg.Set(g.outRows, st.outRows, 0)
+	}
+	for gi, t := range g.groupOut {
+		if t != nil {
+			gg.Set(t, st.groupOut[gi], 0)
+		}
+	}
+	if g.rowIdx != nil {
+		gg.Set(g.rowIdx, b.rowIndex(g.rowIdx.Bytes()/8), 0)
+	}
+	if g.csrc != nil {
+		gg.Set(g.csrc, st.csrc, 0)
+		gg.Set(g.cdst, st.cdst, 0)
+		gg.Set(g.cvsrc, st.cvsrc, 0)
+		gg.Set(g.cvdst, st.cvdst, 0)
+	}
+}

@@ -1,0 +1,119 @@
+package ggml
+
+import (
+	"math"
+	"slices"
+
+	"github.com/entropix-search/entropix-search/model"
+
+	gg "github.com/entropix-search/entropix-search/model/ggml/internal/ggml"
+)
+
+// DefaultStatsK is the top tokens per row the statistics carry unless
+// SetRowStats says otherwise: every fork of the policy (at most 64 wide),
+// every beam and --n-probs up to 64 read them without the row.
+const DefaultStatsK = 64
+
+// SetRowStats sets how many of each row's most probable tokens the
+// step's statistics carry (model.Output.Stats), at most the vocabulary;
+// 0 computes no statistics (the search then computes them from the rows).
+func (b *Backend) SetRowStats(k int) { b.statsK = min(max(k, 0), b.m.Config.Vocab) }
+
+// statsGraph are the step's statistics tensors, per row with logits.
+type statsGraph struct {
+	argmax  *gg.Tensor // I32 [nl]: the largest logit's token
+	max     *gg.Tensor // F32 [1, 1, nl]: the largest logit
+	z, a, b *gg.Tensor // F32 [1, nl]: Σ e, Σ e·s, Σ e·s², s = logit - max, e = exp(s)
+	top     *gg.Tensor // I32 [K, nl]: the K largest logits' tokens, in no order
+	topL    *gg.Tensor // F32 [1, K, nl]: their logits
+}
+
+// buildStats adds to t the statistics of its logits L [Vocab, nl], as
+// model.RowStatsOf defines them: the argmax and its logit (gathered from
+// L at the argmax), the moments of s = L - max summed on the device, and
+// the top K by ggml_top_k with their logits gathered; Second comes from
+// the top K on the host.
+func (b *Backend) buildStats(ctx gg.Context, t *graph, nl int) {
+	L, vocab, n := t.logits, int64(b.m.Config.Vocab), int64(nl)
+	st := &statsGraph{}
+	st.argmax = ctx.Argmax(L)
+	rows := ctx.Reshape(L, 1, vocab, n) // each logit a row, per logits row: for gathering
+	st.max = ctx.GetRows(rows, ctx.Reshape(st.argmax, 1, n))
+	s := ctx.Sub(L, ctx.Reshape(st.max, 1, n))
+	e := ctx.Exp(s)
+	es := ctx.Mul(e, s)
+	st.z, st.a, st.b = ctx.SumRows(e), ctx.SumRows(es), ctx.SumRows(ctx.Mul(es, s))
+	st.top = ctx.TopK(L, b.topK())
+	st.topL = ctx.GetRows(rows, st.top)
+	for _, x := range []*gg.Tensor{st.argmax, st.max, st.z, st.a, st.b, st.top, st.topL} {
+		x.SetOutput()
+		t.g.Expand(x)
+	}
+	t.stats = st
+}
+
+// topK is the top tokens the device finds per row: the statistics' K,
+// and at least two, for Second.
+func (b *Backend) topK() int { return min(max(b.statsK, 2), b.m.Config.Vocab) }
+
+// statsScratch holds readStats' buffers.
+type statsScratch struct {
+	argmax, top        []int32
+	max, z, a, b, topL []float32
+	order              []int
+}
+
+// readStats reads the step's statistics into the Output.
+func (b *Backend) readStats(t *graph, nl int) {
+	k, sc := b.topK(), &b.statsBuf
+	sc.argmax, sc.top = grow32(sc.argmax, nl), grow32(sc.top, k*nl)
+	sc.max, sc.z, sc.a, sc.b, sc.topL = growF(sc.max, nl), growF(sc.z, nl), growF(sc.a, nl), growF(sc.b, nl), growF(sc.topL, k*nl)
+	gg.Get(t.stats.argmax, sc.argmax, 0)
+	gg.Get(t.stats.max, sc.max, 0)
+	gg.Get(t.stats.z, sc.z, 0)
+	gg.Get(t.stats.a, sc.a, 0)
+	gg.Get(t.stats.b, sc.b, 0)
+	gg.Get(t.stats.top, sc.top, 0)
+	gg.Get(t.stats.topL, sc.topL, 0)
+	stats := b.out.StatsBuffer(b.statsK)
+	for r := range stats {
+		fillStats(&stats[r], sc.argmax[r], sc.max[r], sc.z[r], sc.a[r], sc.b[r], sc.top[r*k:(r+1)*k], sc.topL[r*k:(r+1)*k], &sc.order)
+	}
+}
+
+// fillStats sets one row's statistics from what the device computed: the
+// top tokens sorted largest first (ties: the lower token first), as many
+// as st.Top holds, Second the second of them, and NonFinite when the maximum or the sums are not
+// finite (a NaN or +Inf in the row makes them so).
+func fillStats(st *model.RowStats, arg int32, mx, z, a, b float32, top []int32, topL []float32, order *[]int) {
+	k := len(top)
+	o := slices.Grow((*order)[:0], k)[:k]
+	for i := range o {
+		o[i] = i
+	}
+	slices.SortFunc(o, func(x, y int) int {
+		switch {
+		case topL[x] > topL[y]:
+			return -1
+		case topL[x] < topL[y]:
+			return 1
+		}
+		return int(top[x] - top[y])
+	})
+	*order = o
+	for i := range st.Top {
+		st.Top[i], st.TopLogits[i] = top[o[i]], topL[o[i]]
+	}
+	st.Max, st.Arg = mx, int(arg)
+	st.Second = float32(math.Inf(-1))
+	if k > 1 {
+		st.Second = topL[o[1]]
+	}
+	st.Z, st.A, st.B = float64(z), float64(a), float64(b)
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	st.NonFinite = math.IsNaN(float64(mx)) || math.IsInf(float64(mx), 1) || !finite(st.Z) || !finite(st.A) || !finite(st.B)
+}
+
+func grow32(s []int32, n int) []int32 { return slices.Grow(s[:0], n)[:n] }
+
+func growF(s []float32, n int) []float32 { return slices.Grow(s[:0], n)[:n] }

@@ -1,0 +1,135 @@
+package ggml_test
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/entropix-search/entropix-search/kvcache"
+	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/ggml"
+	"github.com/entropix-search/entropix-search/model/modeltest"
+)
+
+// TestVulkan is the Vulkan tier: with ENTROPIX_GGML_VULKAN=1 and
+// ENTROPIX_GGML_DIR naming the Vulkan package's libraries, it runs
+// stories260K on the first Vulkan device (on a machine without a GPU,
+// Mesa's lavapipe, which ggml-vulkan uses only with
+// GGML_VK_VISIBLE_DEVICES=0) against model.Reference and against the CPU
+// backend, with f16 tolerances: ggml-vulkan's products round to f16. The
+// first run compiles the shaders (minutes on lavapipe); Mesa's shader
+// cache makes later runs take seconds.
+func TestVulkan(t *testing.T) {
+	if os.Getenv("ENTROPIX_GGML_VULKAN") == "" {
+		t.Skip("skipped: the Vulkan tier runs with ENTROPIX_GGML_VULKAN=1")
+	}
+	o := options(t)
+	o.Device = ""
+	for _, d := range ggml.Devices() {
+		if strings.HasPrefix(strings.ToLower(d.Name), "vulkan") {
+			o.Device = d.Name
+			break
+		}
+	}
+	if o.Device == "" {
+		t.Fatal("no Vulkan device: ENTROPIX_GGML_DIR must name the Vulkan package's libraries, and lavapipe needs GGML_VK_VISIBLE_DEVICES=0")
+	}
+	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "stories260K.gguf"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	newVK := func() *ggml.Backend {
+		b, err := ggml.New(m, model.CacheConfig{Tokens: 256, BlockSize: 4, DType: kvcache.F16}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		if !strings.EqualFold(b.DeviceName(), o.Device) {
+			t.Fatalf("running on %s, asked for %s", b.DeviceName(), o.Device)
+		}
+		return b
+	}
+
+	// The reference: a prefill of 24 positions, then 8 decoding steps.
+	prompt := make([]int, 32)
+	for i := range prompt {
+		prompt[i] = (7*i*i + 3*i + 1) % m.Config.Vocab
+	}
+	want, err := m.Reference(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newVK()
+	seq := b.Cache().NewSeq()
+	var rows []model.Row
+	for _, tok := range prompt[:24] {
+		rows = append(rows, model.Row{Seq: seq, Token: tok})
+	}
+	out, err := b.Forward(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst := 0.0
+	check := func(pos int, got []float32) {
+		d := spreadDiff(got, want[pos])
+		if !(d <= 2e-3) {
+			t.Fatalf("position %d: logits %.3g of the spread from the reference", pos, d)
+		}
+		worst = max(worst, d)
+	}
+	var want0 model.RowStats
+	want0.Top, want0.TopLogits = make([]int32, ggml.DefaultStatsK), make([]float32, ggml.DefaultStatsK)
+	zw := 0.0
+	for i := range rows {
+		check(i, out.Logits(i))
+		// The statistics, from the device, against the row's.
+		got := out.Stats(i)
+		model.RowStatsOf(out.Logits(i), ggml.DefaultStatsK, &want0)
+		if got == nil || got.Arg != want0.Arg || got.Max != want0.Max || got.Top[0] != want0.Top[0] || !(math.Abs(got.Z-want0.Z) <= 1e-4*want0.Z) {
+			t.Fatalf("position %d: statistics %+v, from the row %+v", i, got, want0)
+		}
+		zw = max(zw, math.Abs(got.Z-want0.Z)/want0.Z)
+	}
+	t.Logf("on %s: the rows' statistics agree with theirs, Z within %.2g", o.Device, zw)
+	for pos := 24; pos < len(prompt); pos++ {
+		out, err := b.Forward([]model.Row{{Seq: seq, Token: prompt[pos]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(pos, out.Logits(0))
+	}
+	t.Logf("on %s: largest difference from the reference %.2g of the logit spread", o.Device, worst)
+
+	// The tree (forks, copies on write, truncations, attention) against
+	// the CPU backend.
+	cb, err := model.NewBackend("cpu", m, model.CacheConfig{Tokens: 256, BlockSize: 4, DType: kvcache.F16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attn := []int{m.Config.Layers - 1}
+	wl, wa := treeSteps(t, cb, m.Config.Vocab, attn)
+	gl, ga := treeSteps(t, newVK(), m.Config.Vocab, attn)
+	lw, pw := 0.0, 0.0
+	for i := range wl {
+		lw = max(lw, spreadDiff(gl[i], wl[i]))
+	}
+	for i := range wa {
+		for j := range wa[i].Probs {
+			pw = max(pw, float64(abs32(ga[i].Probs[j]-wa[i].Probs[j])))
+		}
+	}
+	if !(lw <= 2e-3) || !(pw <= 5e-3) {
+		t.Fatalf("the tree on %s: logits %.3g of the spread from the CPU backend's, attention probabilities %.3g", o.Device, lw, pw)
+	}
+	t.Logf("the tree on %s: logits within %.2g of the spread of the CPU backend's, attention probabilities within %.2g", o.Device, lw, pw)
+}
+
+func abs32(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
