@@ -158,6 +158,60 @@ type GreedyAgreement struct {
 	TokensB []int   `json:"tokens_b"`
 }
 
+// StatsAgreement compares the row statistics a backend computes itself
+// (model.Output.Stats: a GPU's, so that a row need not cross to the host)
+// with model.RowStatsOf of the same backend's rows: the figures the search
+// decides on against their definition.
+type StatsAgreement struct {
+	Rows int `json:"rows"` // rows that had statistics
+	// MaxEntropy and MaxVarentropy are the largest differences of the
+	// entropy and varentropy the statistics give; MaxNormalizer that of
+	// log Σ exp(logit).
+	MaxEntropy    float64 `json:"max_entropy"`
+	MaxVarentropy float64 `json:"max_varentropy"`
+	MaxNormalizer float64 `json:"max_normalizer"`
+	// Argmax and TopK are the shares of rows with the same argmax, and the
+	// same top tokens in the same order; K is the backend's.
+	Argmax float64 `json:"argmax"`
+	TopK   float64 `json:"topk"`
+	K      int     `json:"k"`
+
+	sameArg, sameTop int
+}
+
+// statsFigures returns the log-normalizer, entropy and varentropy a row's
+// statistics give.
+func statsFigures(s *model.RowStats) (logZ, h, v float64) {
+	if s.Z <= 0 {
+		return math.Inf(-1), 0, 0
+	}
+	a, b := s.A/s.Z, s.B/s.Z
+	return float64(s.Max) + math.Log(s.Z), math.Log(s.Z) - a, b - a*a
+}
+
+// add accounts one row: got are the backend's statistics, row its logits.
+func (s *StatsAgreement) add(got *model.RowStats, row []float32) {
+	var want model.RowStats
+	model.RowStatsOf(row, len(got.Top), &want)
+	if want.NonFinite || got.NonFinite {
+		return
+	}
+	s.Rows++
+	s.K = max(s.K, len(got.Top))
+	gz, gh, gv := statsFigures(got)
+	wz, wh, wv := statsFigures(&want)
+	s.MaxNormalizer = max(s.MaxNormalizer, math.Abs(gz-wz))
+	s.MaxEntropy = max(s.MaxEntropy, math.Abs(gh-wh))
+	s.MaxVarentropy = max(s.MaxVarentropy, math.Abs(gv-wv))
+	if got.Arg == want.Arg {
+		s.sameArg++
+	}
+	if slices.Equal(got.Top, want.Top) {
+		s.sameTop++
+	}
+	s.Argmax, s.TopK = float64(s.sameArg)/float64(s.Rows), float64(s.sameTop)/float64(s.Rows)
+}
+
 // Agreement is the result of CompareBackends.
 type Agreement struct {
 	A      string           `json:"a"`
@@ -165,6 +219,9 @@ type Agreement struct {
 	Config AgreeConfig      `json:"config"`
 	Phases []PhaseAgreement `json:"phases"`
 	Greedy GreedyAgreement  `json:"greedy"`
+	// Stats compares B's own row statistics with its rows, when B gives
+	// statistics (nil otherwise).
+	Stats *StatsAgreement `json:"stats,omitempty"`
 }
 
 // EntropyVarentropy returns the entropy of softmax(logits) and the
@@ -262,6 +319,7 @@ func CompareBackends(m *model.Model, a, b string, c AgreeConfig) (*Agreement, er
 	rng := rand.New(rand.NewPCG(c.Seed, 4))
 	stream := tokens(rng, c.Prompt+c.Decode, m.Config.Vocab)
 	res := &Agreement{A: a, B: b, Config: c}
+	var stats StatsAgreement
 
 	// both runs one step on each backend, the rows built per pool, and
 	// accounts the logits of every row that has them.
@@ -294,6 +352,9 @@ func CompareBackends(m *model.Model, a, b string, c AgreeConfig) (*Agreement, er
 				return fmt.Errorf("bench: %s, row %d: %d logits against %d", ph.Phase, i, len(lb), len(la[i]))
 			}
 			ph.add(la[i], lb, c.TopK)
+			if st := ob.Stats(i); st != nil {
+				stats.add(st, lb)
+			}
 		}
 		return nil
 	}
@@ -343,6 +404,9 @@ func CompareBackends(m *model.Model, a, b string, c AgreeConfig) (*Agreement, er
 		be.Cache().Free(seqs[side])
 	}
 	res.Phases = []PhaseAgreement{pre, dec, br}
+	if stats.Rows > 0 {
+		res.Stats = &stats
+	}
 
 	g := GreedyAgreement{Steps: c.Greedy}
 	margins := [2][]float64{}

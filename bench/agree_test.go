@@ -40,7 +40,37 @@ func (p perturbed) Forward(rows []model.Row, attn ...int) (*model.Output, error)
 	return out, nil
 }
 
+// The "withstats" backend is the CPU backend giving row statistics, as a
+// GPU backend does, with a normalizer statsScale too large.
+const statsScale = 1.001
+
+type withStats struct{ model.Backend }
+
+func (w withStats) Forward(rows []model.Row, attn ...int) (*model.Output, error) {
+	out, err := w.Backend.Forward(rows, attn...)
+	if err != nil {
+		return nil, err
+	}
+	st := out.StatsBuffer(5)
+	j := 0
+	for r := range rows {
+		if l := out.Logits(r); l != nil {
+			model.RowStatsOf(l, 5, &st[j])
+			st[j].Z *= statsScale
+			j++
+		}
+	}
+	return out, nil
+}
+
 func init() {
+	model.RegisterBackend("withstats", func(m *model.Model, c model.CacheConfig) (model.Backend, error) {
+		be, err := model.NewBackend("cpu", m, c)
+		if err != nil {
+			return nil, err
+		}
+		return withStats{be}, nil
+	})
 	model.RegisterBackend("perturbed", func(m *model.Model, c model.CacheConfig) (model.Backend, error) {
 		be, err := model.NewBackend("cpu", m, c)
 		if err != nil {
@@ -175,6 +205,22 @@ func TestCompareBackends(t *testing.T) {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, sb.String())
 		}
+	}
+
+	if same.Stats != nil || off.Stats != nil {
+		t.Errorf("statistics of a backend that gives none: %+v, %+v", same.Stats, off.Stats)
+	}
+	ws, err := CompareBackends(m, "cpu", "withstats", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := ws.Stats; st == nil || st.Rows != 31 || st.K != 5 || st.Argmax != 1 || st.TopK != 1 ||
+		math.Abs(st.MaxNormalizer-math.Log(statsScale)) > 1e-9 || st.MaxEntropy < 1e-4 {
+		t.Errorf("statistics: %+v", st)
+	}
+	sb.Reset()
+	if err := (&BackendCheck{Model: "tiny", A: "cpu", B: "withstats", Agreement: ws}).Markdown(&sb); err != nil || !strings.Contains(sb.String(), "withstats's own row statistics") {
+		t.Errorf("markdown: %v\n%s", err, sb.String())
 	}
 
 	if _, err := CompareBackends(m, "cpu", "no-such-backend", c); err == nil || !strings.Contains(err.Error(), "no-such-backend") {

@@ -267,6 +267,10 @@ func (r *BackendCheck) Markdown(w io.Writer) error {
 				fmt.Fprintf(&b, "\n%s: %d rows had a NaN or infinite logit on one side, left out of the figures.\n", p.Phase, p.NonFinite)
 			}
 		}
+		if st := a.Stats; st != nil {
+			fmt.Fprintf(&b, "\n%s's own row statistics (computed where its rows live) against those of its rows: on %d rows, log-normalizer within %.3g, entropy within %.3g, varentropy within %.3g; the same argmax in %.1f%% and the same top %d in %.1f%% of the rows.\n",
+				a.B, st.Rows, st.MaxNormalizer, st.MaxEntropy, st.MaxVarentropy, 100*st.Argmax, st.K, 100*st.TopK)
+		}
 		g := a.Greedy
 		if g.Same == g.Steps {
 			fmt.Fprintf(&b, "\nGreedy decoding, each backend on its own from the stream's first tokens: all %d tokens identical.\n\n", g.Steps)

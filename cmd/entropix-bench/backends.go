@@ -40,9 +40,10 @@ func init() {
 var backendFlags []func(fs *flag.FlagSet) (apply func() error)
 
 // backendInfo lets a backend package describe what it runs on (its
-// libraries, its devices) in the check's header: each function returns a
-// line, or "" to say nothing. They run after the flags are applied.
-var backendInfo []func() string
+// libraries, its devices) in the check's header: each function is given
+// the backends the check uses and returns a line, or "" to say nothing.
+// They run after the flags are applied.
+var backendInfo []func(used []string) string
 
 // backendsReport is the JSON the backends subcommand writes.
 type backendsReport struct {
@@ -201,7 +202,7 @@ func runBackends(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 	rep := &backendsReport{Machine: describeMachine(), Args: args}
 	for _, f := range backendInfo {
-		if line := f(); line != "" {
+		if line := f([]string{*a, *b}); line != "" {
 			rep.Machine.Backends = append(rep.Machine.Backends, line)
 		}
 	}

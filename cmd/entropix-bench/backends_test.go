@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
 // The "broken" backend cannot be made, as a GPU backend without its
@@ -90,6 +91,42 @@ func TestBackendsBroken(t *testing.T) {
 	}
 	if b, err := os.ReadFile(jsonPath); err != nil || !strings.Contains(string(b), "no such device") {
 		t.Errorf("JSON: %v: %s", err, b)
+	}
+}
+
+// TestBackendsGGML checks ggml's CPU device against the CPU backend, when
+// ggml's libraries are there (ENTROPIX_GGML_DIR, or model/ggml/getlibs.sh's
+// .ggml/cpu): the two agree to quantization noise and choose the same
+// greedy tokens.
+func TestBackendsGGML(t *testing.T) {
+	dir := os.Getenv("ENTROPIX_GGML_DIR")
+	if dir == "" {
+		dir = filepath.Join(modeltest.RepoRoot(), ".ggml", "cpu")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "libggml-base.so")); err != nil {
+		t.Skipf("skipped: no ggml libraries in %s (model/ggml/getlibs.sh cpu)", dir)
+	}
+	jsonPath := filepath.Join(t.TempDir(), "check.json")
+	code, out, errs := runCmd(t, "backends", "-b", "ggml", "-ggml-dir", dir, "-device", "cpu", "-ggml-threads", "1", "-shape", "stories260K",
+		"-dtype", "q8_0", "-quick", "-timings", "none", "-json", jsonPath)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "- ggml devices: CPU (") || !strings.Contains(out, "all 16 tokens identical") {
+		t.Errorf("output:\n%s", out)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep backendsReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Models[0].Agreement.Phases {
+		if p.MaxRel > 0.05 || p.Argmax < 0.9 || p.Rows == 0 {
+			t.Errorf("%s: %+v", p.Phase, p)
+		}
 	}
 }
 

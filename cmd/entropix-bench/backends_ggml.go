@@ -1,0 +1,45 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/entropix-search/entropix-search/model/ggml"
+)
+
+// The ggml backend in the backends subcommand: its flags, and its
+// devices in the check's header.
+func init() {
+	backendFlags = append(backendFlags, func(fs *flag.FlagSet) func() error {
+		dir := fs.String("ggml-dir", "", "`folder` of the ggml libraries (default $ENTROPIX_GGML_DIR)")
+		dev := fs.String("device", "", "the ggml backend's `device`: cpu, vulkan0, cuda0, ... (default $ENTROPIX_GGML_DEVICE, else the first GPU, else the CPU)")
+		threads := fs.Int("ggml-threads", 0, "ggml-cpu's threads (0: one per core)")
+		return func() error {
+			if *threads < 0 {
+				return usagef("-ggml-threads %d", *threads)
+			}
+			ggml.SetDefaults(ggml.Options{Dir: *dir, Device: *dev, Threads: *threads})
+			return nil
+		}
+	})
+	backendInfo = append(backendInfo, func(used []string) string {
+		if !slices.Contains(used, "ggml") {
+			return ""
+		}
+		o := ggml.Defaults()
+		if err := ggml.Load(o); err != nil {
+			return "ggml: " + err.Error()
+		}
+		var ds []string
+		for _, d := range ggml.Devices() {
+			ds = append(ds, fmt.Sprintf("%s (%s, %.1f of %.1f GiB free)", d.Name, d.Description, float64(d.Free)/(1<<30), float64(d.Total)/(1<<30)))
+		}
+		dev := o.Device
+		if dev == "" {
+			dev = "the default (ENTROPIX_GGML_DEVICE, else the first GPU, else the CPU)"
+		}
+		return fmt.Sprintf("ggml devices: %s; the check's device: %s", strings.Join(ds, "; "), dev)
+	})
+}
