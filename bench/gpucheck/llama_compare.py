@@ -92,7 +92,7 @@ def main():
         ours["step%d" % s["Branches"]] = s["TokensPerSec"]
 
     rows = [("decode", "decode, 1 row (%d tokens)" % decode), ("prefill", "prefill of %d tokens" % prefill)]
-    rows += [("step%d" % b, "%d-branch step: %d sequences sharing a %d-token prompt" % (b, b, prefix)) for b in branches]
+    rows += [("step%d" % b, "%d-branch step: %d sequence%s sharing a %d-token prompt" % (b, b, "" if b == 1 else "s", prefix)) for b in branches]
     print("### %s: %s against llama.cpp on the same ggml libraries (-ngl %s)\n" % (chk["model"], chk["b"], ngl))
     print("| measure | ours, tokens/s | llama.cpp, tokens/s | ours / llama.cpp |")
     print("| --- | ---: | ---: | ---: |")

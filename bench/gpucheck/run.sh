@@ -66,7 +66,7 @@ fi
 work=${GPUCHECK_WORK:-$(mktemp -d /tmp/gpucheck.XXXXXX)}
 mkdir -p "$work"
 unpack() {
-  case "$bundle" in
+  [ "${GPUCHECK_UNPACK:-}" = python ] || case "$bundle" in
   *.xz) command -v xz >/dev/null && tar -C "$work" -xJf "$bundle" && return ;;
   *.gz) command -v gzip >/dev/null && tar -C "$work" -xzf "$bundle" && return ;;
   esac
