@@ -7,6 +7,7 @@
 # its Vulkan and CPU backends); only libllama and the tools are built here.
 #
 #   bench/gpucheck/llama-tools.sh DEST
+#   bench/gpucheck/llama-tools.sh --source   # only fetch the source; print its folder
 #
 # The source: LLAMA_SRC=folder, else .ggml/llama-src, cloned from the
 # package's llama/gitRelease.bundle (npm pack node-llama-cpp@3.22.1,
@@ -36,6 +37,10 @@ if [ ! -f "$src/CMakeLists.txt" ]; then
   tar -xzf "$tgz" -C "$tmp" package/llama/gitRelease.bundle
   rm -rf "$src"
   git clone -q "$tmp/package/llama/gitRelease.bundle" "$src"
+fi
+if [ "$dest" = --source ]; then
+  echo "$src"
+  exit 0
 fi
 command -v cmake >/dev/null || die "cmake is not installed (apt-get install cmake)"
 

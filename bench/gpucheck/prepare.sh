@@ -10,20 +10,24 @@
 #   llama/               with --llama: llama.cpp's llama-bench and
 #                        llama-batched-bench (llama-tools.sh), run on the
 #                        same ggml libraries for a comparison
+#   src/ggml-src.tar.xz  with --llama or --cuda-src: ggml's source (0.7
+#                        MiB), for cuda.sh to build ggml-cuda there
 #   MANIFEST             versions, commit and checksums
 # and checks that it stays under 60 MiB (at most 64 MiB travel with the
 # working tree). Run it from any folder; it needs Go, npm (or the package
 # tarball: see getlibs.sh), and apt-get download or an installed
 # libvulkan1; --llama also cmake and a C++ compiler.
 #
-#   bench/gpucheck/prepare.sh [--llama]
+#   bench/gpucheck/prepare.sh [--llama] [--cuda-src]
 set -euo pipefail
-llama=0
-case "${1:-}" in
---llama) llama=1 ;;
-"") ;;
-*) echo "usage: prepare.sh [--llama]" >&2; exit 2 ;;
-esac
+llama=0 cudasrc=0
+for arg in "$@"; do
+  case "$arg" in
+  --llama) llama=1 cudasrc=1 ;;
+  --cuda-src) cudasrc=1 ;;
+  *) echo "usage: prepare.sh [--llama] [--cuda-src]" >&2; exit 2 ;;
+  esac
+done
 cd "$(dirname "$0")/../.."
 root=$PWD
 export PATH="$PATH:/usr/local/go/bin"
@@ -76,6 +80,16 @@ rm -rf "$deb_dir"
 if [ "$llama" = 1 ]; then
   say "llama.cpp's llama-bench and llama-batched-bench..."
   bench/gpucheck/llama-tools.sh "$stage/llama" || die "could not build llama.cpp's tools (see above)"
+fi
+if [ "$cudasrc" = 1 ]; then
+  say "ggml's source, for cuda.sh..."
+  src=$(bench/gpucheck/llama-tools.sh --source) || die "could not get llama.cpp's source (see above)"
+  mkdir -p "$stage/src"
+  # ggml alone (its own cmake project): the core, the CPU and CUDA backends.
+  mapfile -t core < <(cd "$src" && git ls-files 'ggml/src/*.c' 'ggml/src/*.cpp' 'ggml/src/*.h' 'ggml/src/*.in' | grep -v '^ggml/src/[^/]*/')
+  (cd "$src" && git archive HEAD ggml/CMakeLists.txt ggml/cmake ggml/include ggml/src/CMakeLists.txt \
+    ggml/src/ggml-cpu ggml/src/ggml-cuda "${core[@]}") |
+    xz -6 >"$stage/src/ggml-src.tar.xz" || die "could not pack ggml's source from $src"
 fi
 
 {

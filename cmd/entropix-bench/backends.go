@@ -78,7 +78,7 @@ func runBackends(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	serverTime := fs.Duration("server-time", 0, "duration of each server point (default 10s; quick 1s)")
 	serverTokens := fs.Int("server-tokens", 0, "max_tokens of each server request (default 64; quick 16)")
 	threads := fs.Int("threads", 0, "the CPU backend's kernel threads (0: GOMAXPROCS)")
-	jsonPath := fs.String("json", "", "also write the results as JSON to this `file` (atomically, after each model)")
+	jsonPath := fs.String("json", "", "also write the results as JSON to this `file` (atomically, after each part: a run cut short keeps what it measured)")
 	keep := fs.String("keep", "", "write the generated models into this `folder` and keep them (default: a temporary folder, removed)")
 	timeout := fs.Duration("timeout", 0, "stop measuring after this long and report what was measured (0: no limit)")
 	render := fs.String("render", "", "measure nothing: print the markdown of the JSON `file` an earlier run wrote (all it measured before it stopped)")
