@@ -239,6 +239,7 @@ func TestMeasureBackendTiming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer eng.Close()
 	bt, err := MeasureBackendTiming(context.Background(), m, "perturbed", c, eng, 4, 1)
 	if err != nil {
 		t.Fatal(err)

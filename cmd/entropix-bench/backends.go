@@ -382,7 +382,7 @@ func checkModel(ctx context.Context, m *model.Model, chk *bench.BackendCheck, pa
 		fmt.Fprintf(stderr, "%s: timing %s...\n", name, be)
 		t0 := time.Now()
 		// One engine serves the search measurement and the server: a
-		// backend made once (an engine is never closed).
+		// backend made once, and closed once both are done.
 		var eng *engine.Engine
 		var engErr error
 		if searchTokens > 0 || sp.clients > 0 {
@@ -411,6 +411,11 @@ func checkModel(ctx context.Context, m *model.Model, chk *bench.BackendCheck, pa
 			t.Server = st
 			if err := save(); err != nil {
 				return err
+			}
+		}
+		if eng != nil {
+			if err := eng.Close(); err != nil {
+				t.Errors = append(t.Errors, fmt.Sprintf("closing the engine: %v", err))
 			}
 		}
 		fmt.Fprintf(stderr, "%s: %s timed in %s\n", name, be, time.Since(t0).Round(time.Millisecond))
