@@ -57,7 +57,7 @@ type Backend struct {
 	built, reused int       // steps that built their graph, and that reused the last
 
 	lazy    bool       // the logits rows stay on the device until read (lazy.go)
-	fetchMu sync.Mutex // a row's fetch against Close
+	fetchMu sync.Mutex // a row's fetch against Forward and Close
 	closed  bool
 	rows    logitRows // where they stay
 	retired []retired

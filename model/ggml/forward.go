@@ -21,6 +21,12 @@ func (b *Backend) Forward(rows []model.Row, attnLayers ...int) (*model.Output, e
 	if b.broken != nil {
 		return nil, b.broken
 	}
+	// No row is fetched while the step runs: a device's queue is not
+	// safe for a read from another goroutine during a graph's compute
+	// (seen as heap corruption on Vulkan), and the step may free a
+	// retired row store.
+	b.fetchMu.Lock()
+	defer b.fetchMu.Unlock()
 	m := b.m
 	c := &m.Config
 	if m.Closed() {
