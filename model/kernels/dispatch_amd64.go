@@ -403,13 +403,67 @@ func scoresRowsAsm[E float32 | uint16](l level, out, q *float32, k *E, dim, stri
 	}
 }
 
-type f32TileFunc = func(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+// floatTile is a float tile kernel with weights of element type E
+// (float32, or float16/bfloat16 bits widened as loaded).
+type floatTile[E float32 | uint16] = func(w *E, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
 
-// f32Kernels holds the tile kernels of one ISA: t1[k-1] and t4[k-1] take
-// 1 and 4 weight rows against k activation rows, k <= nr.
-type f32Kernels struct {
+type f32TileFunc = floatTile[float32]
+
+// floatKernels holds the tile kernels of one ISA and weight type: t1[k-1]
+// and t4[k-1] take 1 and 4 weight rows against k activation rows, k <= nr.
+type floatKernels[E float32 | uint16] struct {
 	nr     int
-	t1, t4 []f32TileFunc
+	t1, t4 []floatTile[E]
+}
+
+type f32Kernels = floatKernels[float32]
+
+var f16AVX512 = floatKernels[uint16]{
+	nr: 4,
+	t1: []floatTile[uint16]{f16Tile1x1AVX512, f16Tile1x2AVX512, f16Tile1x3AVX512, f16Tile1x4AVX512},
+	t4: []floatTile[uint16]{f16Tile4x1AVX512, f16Tile4x2AVX512, f16Tile4x3AVX512, f16Tile4x4AVX512},
+}
+
+var bf16AVX512 = floatKernels[uint16]{
+	nr: 4,
+	t1: []floatTile[uint16]{bf16Tile1x1AVX512, bf16Tile1x2AVX512, bf16Tile1x3AVX512, bf16Tile1x4AVX512},
+	t4: []floatTile[uint16]{bf16Tile4x1AVX512, bf16Tile4x2AVX512, bf16Tile4x3AVX512, bf16Tile4x4AVX512},
+}
+
+// The AVX2 half-width tiles are those of f32AVX2Whole (whole vectors).
+var f16AVX2 = floatKernels[uint16]{
+	nr: 3,
+	t1: []floatTile[uint16]{f16Tile1x1AVX2, f16Tile1x2AVX2, f16Tile1x3AVX2},
+	t4: []floatTile[uint16]{f16Tile4x1AVX2, f16Tile4x2AVX2, f16Tile4x3AVX2},
+}
+
+var bf16AVX2 = floatKernels[uint16]{
+	nr: 3,
+	t1: []floatTile[uint16]{bf16Tile1x1AVX2, bf16Tile1x2AVX2, bf16Tile1x3AVX2},
+	t4: []floatTile[uint16]{bf16Tile4x1AVX2, bf16Tile4x2AVX2, bf16Tile4x3AVX2},
+}
+
+// halfRows computes output rows [r0, r1) of an F16 or BF16 MatMul: the
+// tiles of the F32 level (AVX-512; or AVX2, with F16C for F16, for rows a
+// whole number of vectors long), else Go.
+func halfRows(out []float32, m *Mat, x []float32, n, r0, r1 int) {
+	bf := m.Type == BF16
+	switch {
+	case f32Level == levelAVX512:
+		k := &f16AVX512
+		if bf {
+			k = &bf16AVX512
+		}
+		f32RowsTiles(k, out, x, m.half, n, m.Rows, m.Cols, r0, r1)
+	case f32Level >= levelAVX2 && m.Cols%8 == 0 && (bf || hasF16C):
+		k := &f16AVX2
+		if bf {
+			k = &bf16AVX2
+		}
+		f32RowsTiles(k, out, x, m.half, n, m.Rows, m.Cols, r0, r1)
+	default:
+		halfRowsGo(out, m, x, n, r0, r1)
+	}
 }
 
 var f32AVX512 = f32Kernels{
@@ -451,7 +505,7 @@ func f32Rows(out, x, w []float32, n, rows, cols, r0, r1 int) {
 // f32RowsTiles computes output rows [r0, r1) with tile kernels: for each
 // block of activation rows that fits in L2, for each 4 weight rows, every
 // group of k.nr activation rows.
-func f32RowsTiles(k *f32Kernels, out, x, w []float32, n, rows, cols, r0, r1 int) {
+func f32RowsTiles[E float32 | uint16](k *floatKernels[E], out, x []float32, w []E, n, rows, cols, r0, r1 int) {
 	xb := xBlockRows(4 * cols)
 	for b0 := 0; b0 < n; b0 += xb {
 		b1 := min(n, b0+xb)

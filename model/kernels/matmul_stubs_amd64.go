@@ -44,6 +44,86 @@ func f32Tile4x3AVX512(w *float32, ldw int, x *float32, ldx int, cols int, out *f
 //go:noescape
 func f32Tile4x4AVX512(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
 
+// f16Tile1x1AVX512 computes a 1x1 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile1x1AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x2AVX512 computes a 1x2 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile1x2AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x3AVX512 computes a 1x3 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile1x3AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x4AVX512 computes a 1x4 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile1x4AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x1AVX512 computes a 4x1 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile4x1AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x2AVX512 computes a 4x2 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile4x2AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x3AVX512 computes a 4x3 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile4x3AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x4AVX512 computes a 4x4 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile4x4AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x1AVX512 computes a 1x1 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile1x1AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x2AVX512 computes a 1x2 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile1x2AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x3AVX512 computes a 1x3 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile1x3AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x4AVX512 computes a 1x4 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile1x4AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x1AVX512 computes a 4x1 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile4x1AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x2AVX512 computes a 4x2 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile4x2AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x3AVX512 computes a 4x3 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile4x3AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x4AVX512 computes a 4x4 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile4x4AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
 // f32Tile1x1AVX2 computes a 1x1 tile of dot products of F32 weight rows and activation rows.
 //
 //go:noescape
@@ -73,6 +153,66 @@ func f32Tile4x2AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *flo
 //
 //go:noescape
 func f32Tile4x3AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x1AVX2 computes a 1x1 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile1x1AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x2AVX2 computes a 1x2 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile1x2AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x3AVX2 computes a 1x3 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile1x3AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x1AVX2 computes a 4x1 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile4x1AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x2AVX2 computes a 4x2 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile4x2AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x3AVX2 computes a 4x3 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile4x3AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x1AVX2 computes a 1x1 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile1x1AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x2AVX2 computes a 1x2 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile1x2AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x3AVX2 computes a 1x3 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile1x3AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x1AVX2 computes a 4x1 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile4x1AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x2AVX2 computes a 4x2 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile4x2AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x3AVX2 computes a 4x3 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile4x3AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
 
 // q8PanelTile1x1VNNI computes 1 panels of 16 Q8_0 weight rows times nt*1 quantized activation rows.
 //
