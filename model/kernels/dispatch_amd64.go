@@ -53,7 +53,11 @@ var (
 		cpu.X86.HasAVX512DQ && cpu.X86.HasBMI2
 	hasVNNI = hasAVX512 && cpu.X86.HasAVX512VNNI
 	hasF16C = hasAVX2 && cpu.X86.HasF16C
+	hasGFNI = hasAVX512 && cpu.X86.HasAVX512GFNI
 )
+
+// k16Tiles is whether the 16-row layouts' VNNI tiles run here (k16.go).
+var k16Tiles = hasVNNI
 
 // bestF32 and bestQ8 are the best levels this CPU runs.
 var bestF32, bestQ8 = func() (level, level) {
@@ -768,6 +772,10 @@ func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		q6kRowsGo(out, m, xq, n, r0, r1)
 		return
 	}
+	if m.k16 {
+		k16RowsTiles(&q6k16GFNI, &q6k8Tiles, q6k8Unit, out, m, xq, n, r0, r1, q6kRowsGo)
+		return
+	}
 	if m.k8 {
 		k8RowsTiles(&q6k8VNNI, &q6k8Tiles, q6k8Unit, out, m, xq, n, r0, r1)
 		return
@@ -782,6 +790,14 @@ func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	if f32Level < levelAVX2 {
 		q4kRowsGo(out, m, xq, n, r0, r1)
+		return
+	}
+	if m.k16 {
+		vnni := &q4k16VNNI
+		if hasGFNI {
+			vnni = &q4k16GFNI
+		}
+		k16RowsTiles(vnni, &q4k8Tiles, q4k8Unit, out, m, xq, n, r0, r1, q4kRowsGo)
 		return
 	}
 	if m.k8 {
@@ -845,6 +861,32 @@ func k8RowsTiles(vnni *[kvnniNX]kTileFunc, tiles *[4]kTileFunc, unit int, out []
 	}
 	if r0+pairs < r1 {
 		runKTiles(tiles[:], 8, unitBytes, out, m, xq, n, r0+pairs, r1)
+	}
+}
+
+var q4k16VNNI = [...]kTileFunc{q4k16Tile1VNNI, q4k16Tile2VNNI, q4k16Tile3VNNI, q4k16Tile4VNNI, q4k16Tile5VNNI, q4k16Tile6VNNI, q4k16Tile7VNNI, q4k16Tile8VNNI}
+
+var q6k16GFNI = [...]kTileFunc{q6k16Tile1GFNI, q6k16Tile2GFNI, q6k16Tile3GFNI, q6k16Tile4GFNI, q6k16Tile5GFNI, q6k16Tile6GFNI, q6k16Tile7GFNI, q6k16Tile8GFNI}
+
+var q4k16GFNI = [...]kTileFunc{q4k16Tile1GFNI, q4k16Tile2GFNI, q4k16Tile3GFNI, q4k16Tile4GFNI, q4k16Tile5GFNI, q4k16Tile6GFNI, q4k16Tile7GFNI, q4k16Tile8GFNI}
+
+// k16RowsTiles is k8RowsTiles for the 16-row layouts (unit bytes a
+// group and super-block, twice that a pair): r0 a multiple of 16, r1 of
+// 8; the vnni tiles take the pairs, the AVX2 tiles a last group of eight
+// rows. Where the VNNI tiles do not run (tests that force a lower level
+// on such a machine) the Go code does it all.
+func k16RowsTiles(vnni *[kvnniNX]kTileFunc, tiles *[4]kTileFunc, unit int, out []float32, m *Mat, xq []byte, n, r0, r1 int, goRows func(out []float32, m *Mat, xq []byte, n, r0, r1 int)) {
+	if f32Level != levelAVX512 || q8Level != levelAVX512 {
+		goRows(out, m, xq, n, r0, r1)
+		return
+	}
+	unitBytes := m.Cols / QKBlockSize * unit
+	p1 := min(r1, m.Rows/16*16)
+	if r0 < p1 {
+		runKTiles(vnni[:], 16, 2*unitBytes, out, m, xq, n, r0, p1)
+	}
+	if p1 < r1 {
+		runKTiles(tiles[:], 8, unitBytes, out, m, xq, n, p1, r1)
 	}
 }
 

@@ -87,6 +87,7 @@ type Mat struct {
 	kq   []byte
 	kRow int
 	k8   bool
+	k16  bool // Q4_K, Q6_K with k8: in pairs of groups (k16.go)
 }
 
 // NewF32Mat wraps row-major float32 weights (not copied).
@@ -392,6 +393,9 @@ func (m *Mat) rowBlock() int {
 	case Q8_0:
 		return 2 * q8PanelRows
 	case Q4_K, Q5_K, Q6_K, Q4_0:
+		if m.k16 {
+			return 16
+		}
 		return 8
 	}
 	return 4

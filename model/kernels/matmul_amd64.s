@@ -11007,164 +11007,257 @@ blkloop:
 	VORPS        Y7, Y4, Y4
 	VMOVSS       X5, (CX)
 	VMOVDQU      quantq8perm<>+0(SB), Y5
-	VMULPS       (AX), Y6, Y7
-	VCVTPS2DQ    Y7, Y7
-	VMULPS       32(AX), Y6, Y8
+	VPXOR        X7, X7, X7
+	VMULPS       (AX), Y6, Y8
 	VCVTPS2DQ    Y8, Y8
-	VMULPS       64(AX), Y6, Y9
+	VMULPS       32(AX), Y6, Y9
 	VCVTPS2DQ    Y9, Y9
-	VMULPS       96(AX), Y6, Y10
+	VMULPS       64(AX), Y6, Y10
 	VCVTPS2DQ    Y10, Y10
-	VPADDD       Y8, Y7, Y11
-	VPADDD       Y10, Y9, Y12
-	VPHADDD      Y12, Y11, Y11
-	VPACKSSDW    Y8, Y7, Y7
-	VPACKSSDW    Y10, Y9, Y9
-	VPACKSSWB    Y9, Y7, Y7
-	VPERMD       Y7, Y5, Y7
-	VMOVDQU      Y7, 4(CX)
-	VMULPS       128(AX), Y6, Y7
-	VCVTPS2DQ    Y7, Y7
-	VMULPS       160(AX), Y6, Y8
-	VCVTPS2DQ    Y8, Y8
-	VMULPS       192(AX), Y6, Y9
-	VCVTPS2DQ    Y9, Y9
-	VMULPS       224(AX), Y6, Y10
-	VCVTPS2DQ    Y10, Y10
-	VPADDD       Y8, Y7, Y12
-	VPADDD       Y10, Y9, Y13
+	VMULPS       96(AX), Y6, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPHADDD      Y9, Y8, Y12
+	VPHADDD      Y11, Y10, Y13
 	VPHADDD      Y13, Y12, Y12
-	VPACKSSDW    Y8, Y7, Y7
-	VPACKSSDW    Y10, Y9, Y9
-	VPACKSSWB    Y9, Y7, Y7
-	VPERMD       Y7, Y5, Y7
-	VMOVDQU      Y7, 36(CX)
-	VPHADDD      Y12, Y11, Y11
-	VEXTRACTI128 $0x01, Y11, X7
-	VPADDD       X7, X11, X7
-	VPHADDD      X7, X7, X8
-	VMOVQ        X8, 292(CX)
-	VPACKSSDW    X7, X7, X7
-	VMOVQ        X7, 260(CX)
-	VMULPS       256(AX), Y6, Y7
-	VCVTPS2DQ    Y7, Y7
-	VMULPS       288(AX), Y6, Y8
-	VCVTPS2DQ    Y8, Y8
-	VMULPS       320(AX), Y6, Y9
-	VCVTPS2DQ    Y9, Y9
-	VMULPS       352(AX), Y6, Y10
-	VCVTPS2DQ    Y10, Y10
-	VPADDD       Y8, Y7, Y11
-	VPADDD       Y10, Y9, Y12
-	VPHADDD      Y12, Y11, Y11
-	VPACKSSDW    Y8, Y7, Y7
-	VPACKSSDW    Y10, Y9, Y9
-	VPACKSSWB    Y9, Y7, Y7
-	VPERMD       Y7, Y5, Y7
-	VMOVDQU      Y7, 68(CX)
-	VMULPS       384(AX), Y6, Y7
-	VCVTPS2DQ    Y7, Y7
-	VMULPS       416(AX), Y6, Y8
-	VCVTPS2DQ    Y8, Y8
-	VMULPS       448(AX), Y6, Y9
-	VCVTPS2DQ    Y9, Y9
-	VMULPS       480(AX), Y6, Y10
-	VCVTPS2DQ    Y10, Y10
-	VPADDD       Y8, Y7, Y12
-	VPADDD       Y10, Y9, Y13
+	VEXTRACTI128 $0x01, Y12, X13
+	VPADDD       X13, X12, X13
+	VPSLLD       $0x05, X13, X13
+	VPSUBD       X13, X7, X13
+	VMOVDQU      X13, 388(CX)
+	VPADDD       Y9, Y8, Y12
+	VPADDD       Y11, Y10, Y13
 	VPHADDD      Y13, Y12, Y12
-	VPACKSSDW    Y8, Y7, Y7
-	VPACKSSDW    Y10, Y9, Y9
-	VPACKSSWB    Y9, Y7, Y7
-	VPERMD       Y7, Y5, Y7
-	VMOVDQU      Y7, 100(CX)
-	VPHADDD      Y12, Y11, Y11
-	VEXTRACTI128 $0x01, Y11, X7
-	VPADDD       X7, X11, X7
-	VPHADDD      X7, X7, X8
-	VMOVQ        X8, 300(CX)
-	VPACKSSDW    X7, X7, X7
-	VMOVQ        X7, 268(CX)
-	VMULPS       512(AX), Y6, Y7
-	VCVTPS2DQ    Y7, Y7
-	VMULPS       544(AX), Y6, Y8
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y5, Y8
+	VMOVDQU      Y8, 4(CX)
+	VMULPS       128(AX), Y6, Y8
 	VCVTPS2DQ    Y8, Y8
-	VMULPS       576(AX), Y6, Y9
+	VMULPS       160(AX), Y6, Y9
 	VCVTPS2DQ    Y9, Y9
-	VMULPS       608(AX), Y6, Y10
+	VMULPS       192(AX), Y6, Y10
 	VCVTPS2DQ    Y10, Y10
-	VPADDD       Y8, Y7, Y11
-	VPADDD       Y10, Y9, Y12
-	VPHADDD      Y12, Y11, Y11
-	VPACKSSDW    Y8, Y7, Y7
-	VPACKSSDW    Y10, Y9, Y9
-	VPACKSSWB    Y9, Y7, Y7
-	VPERMD       Y7, Y5, Y7
-	VMOVDQU      Y7, 132(CX)
-	VMULPS       640(AX), Y6, Y7
-	VCVTPS2DQ    Y7, Y7
-	VMULPS       672(AX), Y6, Y8
-	VCVTPS2DQ    Y8, Y8
-	VMULPS       704(AX), Y6, Y9
-	VCVTPS2DQ    Y9, Y9
-	VMULPS       736(AX), Y6, Y10
-	VCVTPS2DQ    Y10, Y10
-	VPADDD       Y8, Y7, Y12
-	VPADDD       Y10, Y9, Y13
+	VMULPS       224(AX), Y6, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPHADDD      Y9, Y8, Y13
+	VPHADDD      Y11, Y10, Y14
+	VPHADDD      Y14, Y13, Y13
+	VEXTRACTI128 $0x01, Y13, X14
+	VPADDD       X14, X13, X14
+	VPSLLD       $0x05, X14, X14
+	VPSUBD       X14, X7, X14
+	VMOVDQU      X14, 404(CX)
+	VPADDD       Y9, Y8, Y13
+	VPADDD       Y11, Y10, Y14
+	VPHADDD      Y14, Y13, Y13
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y5, Y8
+	VMOVDQU      Y8, 36(CX)
 	VPHADDD      Y13, Y12, Y12
-	VPACKSSDW    Y8, Y7, Y7
-	VPACKSSDW    Y10, Y9, Y9
-	VPACKSSWB    Y9, Y7, Y7
-	VPERMD       Y7, Y5, Y7
-	VMOVDQU      Y7, 164(CX)
-	VPHADDD      Y12, Y11, Y11
-	VEXTRACTI128 $0x01, Y11, X7
-	VPADDD       X7, X11, X7
-	VPHADDD      X7, X7, X8
-	VMOVQ        X8, 308(CX)
-	VPACKSSDW    X7, X7, X7
-	VMOVQ        X7, 276(CX)
-	VMULPS       768(AX), Y6, Y7
-	VCVTPS2DQ    Y7, Y7
-	VMULPS       800(AX), Y6, Y8
+	VEXTRACTI128 $0x01, Y12, X8
+	VPADDD       X8, X12, X8
+	VPHADDD      X8, X8, X9
+	VMOVQ        X9, 292(CX)
+	VPSLLD       $0x03, X9, X10
+	VPSUBD       X10, X7, X10
+	VMOVQ        X10, 324(CX)
+	VPACKSSDW    X9, X9, X9
+	VMOVD        X9, 356(CX)
+	VPSLLW       $0x03, X9, X9
+	VMOVD        X9, 372(CX)
+	VPACKSSDW    X8, X8, X8
+	VMOVQ        X8, 260(CX)
+	VMULPS       256(AX), Y6, Y8
 	VCVTPS2DQ    Y8, Y8
-	VMULPS       832(AX), Y6, Y9
+	VMULPS       288(AX), Y6, Y9
 	VCVTPS2DQ    Y9, Y9
-	VMULPS       864(AX), Y6, Y10
+	VMULPS       320(AX), Y6, Y10
 	VCVTPS2DQ    Y10, Y10
-	VPADDD       Y8, Y7, Y11
-	VPADDD       Y10, Y9, Y12
-	VPHADDD      Y12, Y11, Y11
-	VPACKSSDW    Y8, Y7, Y7
-	VPACKSSDW    Y10, Y9, Y9
-	VPACKSSWB    Y9, Y7, Y7
-	VPERMD       Y7, Y5, Y7
-	VMOVDQU      Y7, 196(CX)
-	VMULPS       896(AX), Y6, Y7
-	VCVTPS2DQ    Y7, Y7
-	VMULPS       928(AX), Y6, Y8
+	VMULPS       352(AX), Y6, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPHADDD      Y9, Y8, Y12
+	VPHADDD      Y11, Y10, Y13
+	VPHADDD      Y13, Y12, Y12
+	VEXTRACTI128 $0x01, Y12, X13
+	VPADDD       X13, X12, X13
+	VPSLLD       $0x05, X13, X13
+	VPSUBD       X13, X7, X13
+	VMOVDQU      X13, 420(CX)
+	VPADDD       Y9, Y8, Y12
+	VPADDD       Y11, Y10, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y5, Y8
+	VMOVDQU      Y8, 68(CX)
+	VMULPS       384(AX), Y6, Y8
 	VCVTPS2DQ    Y8, Y8
-	VMULPS       960(AX), Y6, Y9
+	VMULPS       416(AX), Y6, Y9
 	VCVTPS2DQ    Y9, Y9
+	VMULPS       448(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       480(AX), Y6, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPHADDD      Y9, Y8, Y13
+	VPHADDD      Y11, Y10, Y14
+	VPHADDD      Y14, Y13, Y13
+	VEXTRACTI128 $0x01, Y13, X14
+	VPADDD       X14, X13, X14
+	VPSLLD       $0x05, X14, X14
+	VPSUBD       X14, X7, X14
+	VMOVDQU      X14, 436(CX)
+	VPADDD       Y9, Y8, Y13
+	VPADDD       Y11, Y10, Y14
+	VPHADDD      Y14, Y13, Y13
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y5, Y8
+	VMOVDQU      Y8, 100(CX)
+	VPHADDD      Y13, Y12, Y12
+	VEXTRACTI128 $0x01, Y12, X8
+	VPADDD       X8, X12, X8
+	VPHADDD      X8, X8, X9
+	VMOVQ        X9, 300(CX)
+	VPSLLD       $0x03, X9, X10
+	VPSUBD       X10, X7, X10
+	VMOVQ        X10, 332(CX)
+	VPACKSSDW    X9, X9, X9
+	VMOVD        X9, 360(CX)
+	VPSLLW       $0x03, X9, X9
+	VMOVD        X9, 376(CX)
+	VPACKSSDW    X8, X8, X8
+	VMOVQ        X8, 268(CX)
+	VMULPS       512(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       544(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       576(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       608(AX), Y6, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPHADDD      Y9, Y8, Y12
+	VPHADDD      Y11, Y10, Y13
+	VPHADDD      Y13, Y12, Y12
+	VEXTRACTI128 $0x01, Y12, X13
+	VPADDD       X13, X12, X13
+	VPSLLD       $0x05, X13, X13
+	VPSUBD       X13, X7, X13
+	VMOVDQU      X13, 452(CX)
+	VPADDD       Y9, Y8, Y12
+	VPADDD       Y11, Y10, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y5, Y8
+	VMOVDQU      Y8, 132(CX)
+	VMULPS       640(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       672(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       704(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       736(AX), Y6, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPHADDD      Y9, Y8, Y13
+	VPHADDD      Y11, Y10, Y14
+	VPHADDD      Y14, Y13, Y13
+	VEXTRACTI128 $0x01, Y13, X14
+	VPADDD       X14, X13, X14
+	VPSLLD       $0x05, X14, X14
+	VPSUBD       X14, X7, X14
+	VMOVDQU      X14, 468(CX)
+	VPADDD       Y9, Y8, Y13
+	VPADDD       Y11, Y10, Y14
+	VPHADDD      Y14, Y13, Y13
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y5, Y8
+	VMOVDQU      Y8, 164(CX)
+	VPHADDD      Y13, Y12, Y12
+	VEXTRACTI128 $0x01, Y12, X8
+	VPADDD       X8, X12, X8
+	VPHADDD      X8, X8, X9
+	VMOVQ        X9, 308(CX)
+	VPSLLD       $0x03, X9, X10
+	VPSUBD       X10, X7, X10
+	VMOVQ        X10, 340(CX)
+	VPACKSSDW    X9, X9, X9
+	VMOVD        X9, 364(CX)
+	VPSLLW       $0x03, X9, X9
+	VMOVD        X9, 380(CX)
+	VPACKSSDW    X8, X8, X8
+	VMOVQ        X8, 276(CX)
+	VMULPS       768(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       800(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       832(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       864(AX), Y6, Y11
+	VCVTPS2DQ    Y11, Y11
+	VPHADDD      Y9, Y8, Y12
+	VPHADDD      Y11, Y10, Y13
+	VPHADDD      Y13, Y12, Y12
+	VEXTRACTI128 $0x01, Y12, X13
+	VPADDD       X13, X12, X13
+	VPSLLD       $0x05, X13, X13
+	VPSUBD       X13, X7, X13
+	VMOVDQU      X13, 484(CX)
+	VPADDD       Y9, Y8, Y12
+	VPADDD       Y11, Y10, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y11, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y5, Y8
+	VMOVDQU      Y8, 196(CX)
+	VMULPS       896(AX), Y6, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       928(AX), Y6, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       960(AX), Y6, Y10
+	VCVTPS2DQ    Y10, Y10
 	VMULPS       992(AX), Y6, Y6
 	VCVTPS2DQ    Y6, Y6
-	VPADDD       Y8, Y7, Y10
-	VPADDD       Y6, Y9, Y12
-	VPHADDD      Y12, Y10, Y10
-	VPACKSSDW    Y8, Y7, Y7
-	VPACKSSDW    Y6, Y9, Y9
-	VPACKSSWB    Y9, Y7, Y7
-	VPERMD       Y7, Y5, Y7
-	VMOVDQU      Y7, 228(CX)
-	VPHADDD      Y10, Y11, Y11
-	VEXTRACTI128 $0x01, Y11, X5
-	VPADDD       X5, X11, X5
+	VPHADDD      Y9, Y8, Y11
+	VPHADDD      Y6, Y10, Y13
+	VPHADDD      Y13, Y11, Y11
+	VEXTRACTI128 $0x01, Y11, X13
+	VPADDD       X13, X11, X13
+	VPSLLD       $0x05, X13, X13
+	VPSUBD       X13, X7, X13
+	VMOVDQU      X13, 500(CX)
+	VPADDD       Y9, Y8, Y11
+	VPADDD       Y6, Y10, Y13
+	VPHADDD      Y13, Y11, Y11
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y6, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y5, Y8
+	VMOVDQU      Y8, 228(CX)
+	VPHADDD      Y11, Y12, Y12
+	VEXTRACTI128 $0x01, Y12, X5
+	VPADDD       X5, X12, X5
 	VPHADDD      X5, X5, X6
 	VMOVQ        X6, 316(CX)
+	VPSLLD       $0x03, X6, X8
+	VPSUBD       X8, X7, X8
+	VMOVQ        X8, 348(CX)
+	VPACKSSDW    X6, X6, X6
+	VMOVD        X6, 368(CX)
+	VPSLLW       $0x03, X6, X6
+	VMOVD        X6, 384(CX)
 	VPACKSSDW    X5, X5, X5
 	VMOVQ        X5, 284(CX)
 	ADDQ         $0x00000400, AX
-	ADDQ         $0x00000144, CX
+	ADDQ         $0x00000204, CX
 	DECQ         DX
 	JMP          blkloop
 
@@ -11363,7 +11456,7 @@ blkloop:
 	VFMADD231PS  Y2, Y3, Y0
 	VMULPS       Y4, Y5, Y3
 	VFNMADD231PS Y6, Y3, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	ADDQ         $0x00000090, AX
 	DECQ         SI
 	JMP          blkloop
@@ -11527,7 +11620,7 @@ blkloop:
 	VFMADD231PS  Y3, Y8, Y0
 	VMULPS       Y6, Y7, Y8
 	VFNMADD231PS Y9, Y8, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VMOVDQU      260(SI), X9
 	VMOVDQU      276(SI), X3
 	VPHADDW      X3, X9, X9
@@ -11539,7 +11632,7 @@ blkloop:
 	VFMADD231PS  Y4, Y5, Y1
 	VMULPS       Y6, Y3, Y5
 	VFNMADD231PS Y9, Y5, Y1
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x00000090, AX
 	DECQ         DI
 	JMP          blkloop
@@ -11738,7 +11831,7 @@ blkloop:
 	VFMADD231PS  Y4, Y10, Y0
 	VMULPS       Y8, Y9, Y10
 	VFNMADD231PS Y11, Y10, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VMOVDQU      260(DI), X11
 	VMOVDQU      276(DI), X4
 	VPHADDW      X4, X11, X11
@@ -11750,7 +11843,7 @@ blkloop:
 	VFMADD231PS  Y5, Y9, Y1
 	VMULPS       Y8, Y4, Y9
 	VFNMADD231PS Y11, Y9, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VMOVDQU      260(SI), X11
 	VMOVDQU      276(SI), X4
 	VPHADDW      X4, X11, X11
@@ -11762,7 +11855,7 @@ blkloop:
 	VFMADD231PS  Y5, Y6, Y2
 	VMULPS       Y8, Y4, Y6
 	VFNMADD231PS Y11, Y6, Y2
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x00000090, AX
 	DECQ         R8
 	JMP          blkloop
@@ -11996,7 +12089,7 @@ blkloop:
 	VFMADD231PS  Y5, Y12, Y0
 	VMULPS       Y10, Y11, Y12
 	VFNMADD231PS Y13, Y12, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VMOVDQU      260(DI), X13
 	VMOVDQU      276(DI), X5
 	VPHADDW      X5, X13, X13
@@ -12008,7 +12101,7 @@ blkloop:
 	VFMADD231PS  Y6, Y11, Y1
 	VMULPS       Y10, Y5, Y11
 	VFNMADD231PS Y13, Y11, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VMOVDQU      260(R8), X13
 	VMOVDQU      276(R8), X5
 	VPHADDW      X5, X13, X13
@@ -12020,7 +12113,7 @@ blkloop:
 	VFMADD231PS  Y6, Y7, Y2
 	VMULPS       Y10, Y5, Y7
 	VFNMADD231PS Y13, Y7, Y2
-	ADDQ         $0x00000144, R8
+	ADDQ         $0x00000204, R8
 	VMOVDQU      260(SI), X13
 	VMOVDQU      276(SI), X5
 	VPHADDW      X5, X13, X13
@@ -12032,7 +12125,7 @@ blkloop:
 	VFMADD231PS  Y6, Y7, Y3
 	VMULPS       Y10, Y5, Y7
 	VFNMADD231PS Y13, Y7, Y3
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x00000090, AX
 	DECQ         R9
 	JMP          blkloop
@@ -12240,7 +12333,7 @@ blkloop:
 	VMULPS       Y3, Y4, Y4
 	VCVTDQ2PS    Y1, Y1
 	VFMADD231PS  Y1, Y4, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	ADDQ         $0x000000d2, AX
 	DECQ         SI
 	JMP          blkloop
@@ -12412,12 +12505,12 @@ blkloop:
 	VMULPS       Y4, Y6, Y6
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y3, Y6, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VBROADCASTSS (SI), Y3
 	VMULPS       Y4, Y3, Y3
 	VCVTDQ2PS    Y2, Y2
 	VFMADD231PS  Y2, Y3, Y1
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x000000d2, AX
 	DECQ         DI
 	JMP          blkloop
@@ -12627,17 +12720,17 @@ blkloop:
 	VMULPS       Y7, Y8, Y8
 	VCVTDQ2PS    Y4, Y4
 	VFMADD231PS  Y4, Y8, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VBROADCASTSS (DI), Y4
 	VMULPS       Y7, Y4, Y4
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y4, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VBROADCASTSS (SI), Y4
 	VMULPS       Y7, Y4, Y4
 	VCVTDQ2PS    Y3, Y3
 	VFMADD231PS  Y3, Y4, Y2
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x000000d2, AX
 	DECQ         R8
 	JMP          blkloop
@@ -12885,22 +12978,22 @@ blkloop:
 	VMULPS       Y9, Y10, Y10
 	VCVTDQ2PS    Y5, Y5
 	VFMADD231PS  Y5, Y10, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VBROADCASTSS (DI), Y5
 	VMULPS       Y9, Y5, Y5
 	VCVTDQ2PS    Y6, Y6
 	VFMADD231PS  Y6, Y5, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VBROADCASTSS (R8), Y5
 	VMULPS       Y9, Y5, Y5
 	VCVTDQ2PS    Y8, Y6
 	VFMADD231PS  Y6, Y5, Y2
-	ADDQ         $0x00000144, R8
+	ADDQ         $0x00000204, R8
 	VBROADCASTSS (SI), Y5
 	VMULPS       Y9, Y5, Y5
 	VCVTDQ2PS    Y4, Y4
 	VFMADD231PS  Y4, Y5, Y3
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x000000d2, AX
 	DECQ         R9
 	JMP          blkloop
@@ -13363,7 +13456,7 @@ blkloop:
 	VMULPS       Y2, Y3, Y3
 	VCVTDQ2PS    Y5, Y1
 	VFNMADD231PS Y1, Y3, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	ADDQ         $0x000004a0, AX
 	DECQ         SI
 	JMP          blkloop
@@ -13997,7 +14090,7 @@ blkloop:
 	VMULPS       Y4, Y5, Y5
 	VCVTDQ2PS    Y7, Y3
 	VFNMADD231PS Y3, Y5, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VMOVDQU      260(SI), X6
 	VPHADDW      276(SI), X6, X6
 	VINSERTI128  $0x01, X6, Y6, Y3
@@ -14025,7 +14118,7 @@ blkloop:
 	VMULPS       Y3, Y4, Y4
 	VCVTDQ2PS    Y5, Y2
 	VFNMADD231PS Y2, Y4, Y1
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x000004a0, AX
 	DECQ         DI
 	JMP          blkloop
@@ -14862,7 +14955,7 @@ blkloop:
 	VMULPS       Y6, Y7, Y7
 	VCVTDQ2PS    Y9, Y4
 	VFNMADD231PS Y4, Y7, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VMOVDQU      260(DI), X8
 	VPHADDW      276(DI), X8, X8
 	VINSERTI128  $0x01, X8, Y8, Y4
@@ -14890,7 +14983,7 @@ blkloop:
 	VMULPS       Y4, Y6, Y6
 	VCVTDQ2PS    Y7, Y5
 	VFNMADD231PS Y5, Y6, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VMOVDQU      260(SI), X8
 	VPHADDW      276(SI), X8, X8
 	VINSERTI128  $0x01, X8, Y8, Y4
@@ -14918,7 +15011,7 @@ blkloop:
 	VMULPS       Y4, Y5, Y5
 	VCVTDQ2PS    Y6, Y3
 	VFNMADD231PS Y3, Y5, Y2
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x000004a0, AX
 	DECQ         R8
 	JMP          blkloop
@@ -15958,7 +16051,7 @@ blkloop:
 	VMULPS       Y8, Y9, Y9
 	VCVTDQ2PS    Y11, Y5
 	VFNMADD231PS Y5, Y9, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VMOVDQU      260(DI), X10
 	VPHADDW      276(DI), X10, X10
 	VINSERTI128  $0x01, X10, Y10, Y5
@@ -15986,7 +16079,7 @@ blkloop:
 	VMULPS       Y5, Y8, Y8
 	VCVTDQ2PS    Y9, Y6
 	VFNMADD231PS Y6, Y8, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VMOVDQU      260(R8), X10
 	VPHADDW      276(R8), X10, X10
 	VINSERTI128  $0x01, X10, Y10, Y5
@@ -16014,7 +16107,7 @@ blkloop:
 	VMULPS       Y5, Y6, Y6
 	VCVTDQ2PS    Y8, Y7
 	VFNMADD231PS Y7, Y6, Y2
-	ADDQ         $0x00000144, R8
+	ADDQ         $0x00000204, R8
 	VMOVDQU      260(SI), X10
 	VPHADDW      276(SI), X10, X10
 	VINSERTI128  $0x01, X10, Y10, Y5
@@ -16042,7 +16135,7 @@ blkloop:
 	VMULPS       Y5, Y6, Y6
 	VCVTDQ2PS    Y7, Y4
 	VFNMADD231PS Y4, Y6, Y3
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x000004a0, AX
 	DECQ         R9
 	JMP          blkloop
@@ -16750,7 +16843,7 @@ blkloop:
 	VMULPS       Y1, Y2, Y2
 	VCVTDQ2PS    Y5, Y1
 	VFMADD231PS  Y1, Y2, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	ADDQ         $0x00000690, AX
 	DECQ         SI
 	JMP          blkloop
@@ -17659,7 +17752,7 @@ blkloop:
 	VMULPS       Y2, Y3, Y3
 	VCVTDQ2PS    Y6, Y2
 	VFMADD231PS  Y2, Y3, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VPMOVSXBW    16(AX), Y2
 	VPBROADCASTD 260(SI), Y3
 	VPMADDWD     Y3, Y2, Y2
@@ -17698,7 +17791,7 @@ blkloop:
 	VMULPS       Y2, Y3, Y3
 	VCVTDQ2PS    Y7, Y2
 	VFMADD231PS  Y2, Y3, Y1
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x00000690, AX
 	DECQ         DI
 	JMP          blkloop
@@ -18834,7 +18927,7 @@ blkloop:
 	VMULPS       Y3, Y4, Y4
 	VCVTDQ2PS    Y7, Y3
 	VFMADD231PS  Y3, Y4, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VPMOVSXBW    16(AX), Y3
 	VPBROADCASTD 260(DI), Y4
 	VPMADDWD     Y4, Y3, Y3
@@ -18873,7 +18966,7 @@ blkloop:
 	VMULPS       Y3, Y4, Y4
 	VCVTDQ2PS    Y8, Y3
 	VFMADD231PS  Y3, Y4, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VPMOVSXBW    16(AX), Y3
 	VPBROADCASTD 260(SI), Y4
 	VPMADDWD     Y4, Y3, Y3
@@ -18912,7 +19005,7 @@ blkloop:
 	VMULPS       Y3, Y4, Y4
 	VCVTDQ2PS    Y9, Y3
 	VFMADD231PS  Y3, Y4, Y2
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x00000690, AX
 	DECQ         R8
 	JMP          blkloop
@@ -20275,7 +20368,7 @@ blkloop:
 	VMULPS       Y4, Y5, Y5
 	VCVTDQ2PS    Y8, Y4
 	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VPMOVSXBW    16(AX), Y4
 	VPBROADCASTD 260(DI), Y5
 	VPMADDWD     Y5, Y4, Y4
@@ -20314,7 +20407,7 @@ blkloop:
 	VMULPS       Y4, Y5, Y5
 	VCVTDQ2PS    Y9, Y4
 	VFMADD231PS  Y4, Y5, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VPMOVSXBW    16(AX), Y4
 	VPBROADCASTD 260(R8), Y5
 	VPMADDWD     Y5, Y4, Y4
@@ -20353,7 +20446,7 @@ blkloop:
 	VMULPS       Y4, Y5, Y5
 	VCVTDQ2PS    Y10, Y4
 	VFMADD231PS  Y4, Y5, Y2
-	ADDQ         $0x00000144, R8
+	ADDQ         $0x00000204, R8
 	VPMOVSXBW    16(AX), Y4
 	VPBROADCASTD 260(SI), Y5
 	VPMADDWD     Y5, Y4, Y4
@@ -20392,7 +20485,7 @@ blkloop:
 	VMULPS       Y4, Y5, Y5
 	VCVTDQ2PS    Y11, Y4
 	VFMADD231PS  Y4, Y5, Y3
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x00000690, AX
 	DECQ         R9
 	JMP          blkloop
@@ -21181,7 +21274,7 @@ blkloop:
 	VMULPS       Y2, Y3, Y3
 	VCVTDQ2PS    Y5, Y1
 	VFNMADD231PS Y1, Y3, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	ADDQ         $0x000005a0, AX
 	DECQ         SI
 	JMP          blkloop
@@ -22107,7 +22200,7 @@ blkloop:
 	VMULPS       Y4, Y6, Y6
 	VCVTDQ2PS    Y7, Y3
 	VFNMADD231PS Y3, Y6, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VMOVDQU      260(SI), X5
 	VPHADDW      276(SI), X5, X5
 	VINSERTI128  $0x01, X5, Y5, Y3
@@ -22135,7 +22228,7 @@ blkloop:
 	VMULPS       Y3, Y4, Y4
 	VCVTDQ2PS    Y6, Y2
 	VFNMADD231PS Y2, Y4, Y1
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x000005a0, AX
 	DECQ         DI
 	JMP          blkloop
@@ -23272,7 +23365,7 @@ blkloop:
 	VMULPS       Y7, Y8, Y8
 	VCVTDQ2PS    Y9, Y4
 	VFNMADD231PS Y4, Y8, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VMOVDQU      260(DI), X6
 	VPHADDW      276(DI), X6, X6
 	VINSERTI128  $0x01, X6, Y6, Y4
@@ -23300,7 +23393,7 @@ blkloop:
 	VMULPS       Y4, Y7, Y7
 	VCVTDQ2PS    Y8, Y5
 	VFNMADD231PS Y5, Y7, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VMOVDQU      260(SI), X6
 	VPHADDW      276(SI), X6, X6
 	VINSERTI128  $0x01, X6, Y6, Y4
@@ -23328,7 +23421,7 @@ blkloop:
 	VMULPS       Y4, Y5, Y5
 	VCVTDQ2PS    Y7, Y3
 	VFNMADD231PS Y3, Y5, Y2
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x000005a0, AX
 	DECQ         R8
 	JMP          blkloop
@@ -24676,7 +24769,7 @@ blkloop:
 	VMULPS       Y9, Y10, Y10
 	VCVTDQ2PS    Y11, Y5
 	VFNMADD231PS Y5, Y10, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VMOVDQU      260(DI), X7
 	VPHADDW      276(DI), X7, X7
 	VINSERTI128  $0x01, X7, Y7, Y5
@@ -24704,7 +24797,7 @@ blkloop:
 	VMULPS       Y5, Y9, Y9
 	VCVTDQ2PS    Y10, Y6
 	VFNMADD231PS Y6, Y9, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VMOVDQU      260(R8), X7
 	VPHADDW      276(R8), X7, X7
 	VINSERTI128  $0x01, X7, Y7, Y5
@@ -24732,7 +24825,7 @@ blkloop:
 	VMULPS       Y5, Y6, Y6
 	VCVTDQ2PS    Y9, Y8
 	VFNMADD231PS Y8, Y6, Y2
-	ADDQ         $0x00000144, R8
+	ADDQ         $0x00000204, R8
 	VMOVDQU      260(SI), X7
 	VPHADDW      276(SI), X7, X7
 	VINSERTI128  $0x01, X7, Y7, Y5
@@ -24760,7 +24853,7 @@ blkloop:
 	VMULPS       Y5, Y6, Y6
 	VCVTDQ2PS    Y8, Y4
 	VFNMADD231PS Y4, Y6, Y3
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x000005a0, AX
 	DECQ         R9
 	JMP          blkloop
@@ -25200,7 +25293,7 @@ blkloop:
 	VFMADD231PS  Y2, Y4, Y1
 	VBROADCASTSS (BX), Y2
 	VFMADD231PS  Y2, Y1, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	ADDQ         $0x00000480, AX
 	DECQ         SI
 	JMP          blkloop
@@ -25866,10 +25959,10 @@ blkloop:
 	VFMADD231PS  Y4, Y7, Y3
 	VBROADCASTSS (BX), Y4
 	VFMADD231PS  Y4, Y2, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VBROADCASTSS (SI), Y2
 	VFMADD231PS  Y2, Y3, Y1
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x00000480, AX
 	DECQ         DI
 	JMP          blkloop
@@ -26779,13 +26872,13 @@ blkloop:
 	VFMADD231PS  Y6, Y10, Y5
 	VBROADCASTSS (BX), Y6
 	VFMADD231PS  Y6, Y3, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VBROADCASTSS (DI), Y3
 	VFMADD231PS  Y3, Y4, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VBROADCASTSS (SI), Y3
 	VFMADD231PS  Y3, Y5, Y2
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x00000480, AX
 	DECQ         R8
 	JMP          blkloop
@@ -27939,16 +28032,16 @@ blkloop:
 	VFMADD231PS  Y8, Y13, Y7
 	VBROADCASTSS (BX), Y8
 	VFMADD231PS  Y8, Y4, Y0
-	ADDQ         $0x00000144, BX
+	ADDQ         $0x00000204, BX
 	VBROADCASTSS (DI), Y4
 	VFMADD231PS  Y4, Y5, Y1
-	ADDQ         $0x00000144, DI
+	ADDQ         $0x00000204, DI
 	VBROADCASTSS (R8), Y4
 	VFMADD231PS  Y4, Y6, Y2
-	ADDQ         $0x00000144, R8
+	ADDQ         $0x00000204, R8
 	VBROADCASTSS (SI), Y4
 	VFMADD231PS  Y4, Y7, Y3
-	ADDQ         $0x00000144, SI
+	ADDQ         $0x00000204, SI
 	ADDQ         $0x00000480, AX
 	DECQ         R9
 	JMP          blkloop
@@ -28351,7 +28444,7 @@ blkloop:
 	VCVTDQ2PS       Z1, Z0
 	VFNMADD231PS    Z0, Z2, Z4
 	VMOVUPS         Z4, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	ADDQ            $0x000004a0, AX
 	DECQ            DI
 	JMP             blkloop
@@ -28850,7 +28943,7 @@ blkloop:
 	VCVTDQ2PS       Z2, Z0
 	VFNMADD231PS    Z0, Z6, Z7
 	VMOVUPS         Z7, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z0
 	VMULPS.BCST     (DI), Z4, Z2
 	VCVTDQ2PS       Z1, Z1
@@ -28859,7 +28952,7 @@ blkloop:
 	VCVTDQ2PS       Z3, Z1
 	VFNMADD231PS    Z1, Z2, Z0
 	VMOVUPS         Z0, 64(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000004a0, AX
 	DECQ            R8
 	JMP             blkloop
@@ -29467,7 +29560,7 @@ blkloop:
 	VCVTDQ2PS       Z3, Z0
 	VFNMADD231PS    Z0, Z8, Z9
 	VMOVUPS         Z9, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z3
 	VMULPS.BCST     (R8), Z6, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -29476,7 +29569,7 @@ blkloop:
 	VCVTDQ2PS       Z4, Z1
 	VFNMADD231PS    Z1, Z0, Z3
 	VMOVUPS         Z3, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z0
 	VMULPS.BCST     (DI), Z6, Z1
 	VCVTDQ2PS       Z2, Z2
@@ -29485,7 +29578,7 @@ blkloop:
 	VCVTDQ2PS       Z5, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 128(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000004a0, AX
 	DECQ            R9
 	JMP             blkloop
@@ -30202,7 +30295,7 @@ blkloop:
 	VCVTDQ2PS       Z4, Z0
 	VFNMADD231PS    Z0, Z10, Z11
 	VMOVUPS         Z11, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z4
 	VMULPS.BCST     (R8), Z8, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -30211,7 +30304,7 @@ blkloop:
 	VCVTDQ2PS       Z5, Z1
 	VFNMADD231PS    Z1, Z0, Z4
 	VMOVUPS         Z4, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z8, Z0
 	VCVTDQ2PS       Z2, Z2
@@ -30220,7 +30313,7 @@ blkloop:
 	VCVTDQ2PS       Z6, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z0
 	VMULPS.BCST     (DI), Z8, Z1
 	VCVTDQ2PS       Z3, Z2
@@ -30229,7 +30322,7 @@ blkloop:
 	VCVTDQ2PS       Z7, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 192(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000004a0, AX
 	DECQ            R10
 	JMP             blkloop
@@ -31055,7 +31148,7 @@ blkloop:
 	VCVTDQ2PS       Z5, Z0
 	VFNMADD231PS    Z0, Z12, Z13
 	VMOVUPS         Z13, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z5
 	VMULPS.BCST     (R8), Z10, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -31064,7 +31157,7 @@ blkloop:
 	VCVTDQ2PS       Z6, Z1
 	VFNMADD231PS    Z1, Z0, Z5
 	VMOVUPS         Z5, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z10, Z0
 	VCVTDQ2PS       Z2, Z2
@@ -31073,7 +31166,7 @@ blkloop:
 	VCVTDQ2PS       Z7, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z10, Z0
 	VCVTDQ2PS       Z3, Z2
@@ -31082,7 +31175,7 @@ blkloop:
 	VCVTDQ2PS       Z8, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z0
 	VMULPS.BCST     (DI), Z10, Z1
 	VCVTDQ2PS       Z4, Z2
@@ -31091,7 +31184,7 @@ blkloop:
 	VCVTDQ2PS       Z9, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 256(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000004a0, AX
 	DECQ            R11
 	JMP             blkloop
@@ -32026,7 +32119,7 @@ blkloop:
 	VCVTDQ2PS       Z6, Z0
 	VFNMADD231PS    Z0, Z14, Z15
 	VMOVUPS         Z15, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z6
 	VMULPS.BCST     (R8), Z12, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -32035,7 +32128,7 @@ blkloop:
 	VCVTDQ2PS       Z7, Z1
 	VFNMADD231PS    Z1, Z0, Z6
 	VMOVUPS         Z6, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z12, Z0
 	VCVTDQ2PS       Z2, Z2
@@ -32044,7 +32137,7 @@ blkloop:
 	VCVTDQ2PS       Z8, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z12, Z0
 	VCVTDQ2PS       Z3, Z2
@@ -32053,7 +32146,7 @@ blkloop:
 	VCVTDQ2PS       Z9, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z1
 	VMULPS.BCST     (R11), Z12, Z0
 	VCVTDQ2PS       Z4, Z2
@@ -32062,7 +32155,7 @@ blkloop:
 	VCVTDQ2PS       Z10, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 256(SP)
-	ADDQ            $0x00000144, R11
+	ADDQ            $0x00000204, R11
 	VMOVUPS         320(SP), Z0
 	VMULPS.BCST     (DI), Z12, Z1
 	VCVTDQ2PS       Z5, Z2
@@ -32071,7 +32164,7 @@ blkloop:
 	VCVTDQ2PS       Z11, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 320(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000004a0, AX
 	DECQ            R12
 	JMP             blkloop
@@ -33115,7 +33208,7 @@ blkloop:
 	VCVTDQ2PS       Z7, Z0
 	VFNMADD231PS    Z0, Z16, Z17
 	VMOVUPS         Z17, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z7
 	VMULPS.BCST     (R8), Z14, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -33124,7 +33217,7 @@ blkloop:
 	VCVTDQ2PS       Z8, Z1
 	VFNMADD231PS    Z1, Z0, Z7
 	VMOVUPS         Z7, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z14, Z0
 	VCVTDQ2PS       Z2, Z2
@@ -33133,7 +33226,7 @@ blkloop:
 	VCVTDQ2PS       Z9, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z14, Z0
 	VCVTDQ2PS       Z3, Z2
@@ -33142,7 +33235,7 @@ blkloop:
 	VCVTDQ2PS       Z10, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z1
 	VMULPS.BCST     (R11), Z14, Z0
 	VCVTDQ2PS       Z4, Z2
@@ -33151,7 +33244,7 @@ blkloop:
 	VCVTDQ2PS       Z11, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 256(SP)
-	ADDQ            $0x00000144, R11
+	ADDQ            $0x00000204, R11
 	VMOVUPS         320(SP), Z1
 	VMULPS.BCST     (R12), Z14, Z0
 	VCVTDQ2PS       Z5, Z2
@@ -33160,7 +33253,7 @@ blkloop:
 	VCVTDQ2PS       Z12, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 320(SP)
-	ADDQ            $0x00000144, R12
+	ADDQ            $0x00000204, R12
 	VMOVUPS         384(SP), Z0
 	VMULPS.BCST     (DI), Z14, Z1
 	VCVTDQ2PS       Z6, Z2
@@ -33169,7 +33262,7 @@ blkloop:
 	VCVTDQ2PS       Z13, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 384(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000004a0, AX
 	DECQ            R13
 	JMP             blkloop
@@ -34322,7 +34415,7 @@ blkloop:
 	VCVTDQ2PS       Z8, Z0
 	VFNMADD231PS    Z0, Z18, Z19
 	VMOVUPS         Z19, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z8
 	VMULPS.BCST     (R8), Z16, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -34331,7 +34424,7 @@ blkloop:
 	VCVTDQ2PS       Z9, Z1
 	VFNMADD231PS    Z1, Z0, Z8
 	VMOVUPS         Z8, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z16, Z0
 	VCVTDQ2PS       Z2, Z2
@@ -34340,7 +34433,7 @@ blkloop:
 	VCVTDQ2PS       Z10, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z16, Z0
 	VCVTDQ2PS       Z3, Z2
@@ -34349,7 +34442,7 @@ blkloop:
 	VCVTDQ2PS       Z11, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z1
 	VMULPS.BCST     (R11), Z16, Z0
 	VCVTDQ2PS       Z4, Z2
@@ -34358,7 +34451,7 @@ blkloop:
 	VCVTDQ2PS       Z12, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 256(SP)
-	ADDQ            $0x00000144, R11
+	ADDQ            $0x00000204, R11
 	VMOVUPS         320(SP), Z1
 	VMULPS.BCST     (R12), Z16, Z0
 	VCVTDQ2PS       Z5, Z2
@@ -34367,7 +34460,7 @@ blkloop:
 	VCVTDQ2PS       Z13, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 320(SP)
-	ADDQ            $0x00000144, R12
+	ADDQ            $0x00000204, R12
 	VMOVUPS         384(SP), Z1
 	VMULPS.BCST     (R13), Z16, Z0
 	VCVTDQ2PS       Z6, Z2
@@ -34376,7 +34469,7 @@ blkloop:
 	VCVTDQ2PS       Z14, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 384(SP)
-	ADDQ            $0x00000144, R13
+	ADDQ            $0x00000204, R13
 	VMOVUPS         448(SP), Z0
 	VMULPS.BCST     (DI), Z16, Z1
 	VCVTDQ2PS       Z7, Z2
@@ -34385,7 +34478,7 @@ blkloop:
 	VCVTDQ2PS       Z15, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 448(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000004a0, AX
 	DECQ            R14
 	JMP             blkloop
@@ -34983,7 +35076,7 @@ blkloop:
 	VCVTDQ2PS       Z1, Z0
 	VFNMADD231PS    Z0, Z2, Z4
 	VMOVUPS         Z4, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	ADDQ            $0x000005a0, AX
 	DECQ            DI
 	JMP             blkloop
@@ -35698,7 +35791,7 @@ blkloop:
 	VCVTDQ2PS       Z2, Z0
 	VFNMADD231PS    Z0, Z6, Z7
 	VMOVUPS         Z7, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z0
 	VMULPS.BCST     (DI), Z4, Z2
 	VCVTDQ2PS       Z1, Z1
@@ -35707,7 +35800,7 @@ blkloop:
 	VCVTDQ2PS       Z3, Z1
 	VFNMADD231PS    Z1, Z2, Z0
 	VMOVUPS         Z0, 64(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000005a0, AX
 	DECQ            R8
 	JMP             blkloop
@@ -36563,7 +36656,7 @@ blkloop:
 	VCVTDQ2PS       Z3, Z0
 	VFNMADD231PS    Z0, Z8, Z9
 	VMOVUPS         Z9, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z3
 	VMULPS.BCST     (R8), Z6, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -36572,7 +36665,7 @@ blkloop:
 	VCVTDQ2PS       Z4, Z1
 	VFNMADD231PS    Z1, Z0, Z3
 	VMOVUPS         Z3, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z0
 	VMULPS.BCST     (DI), Z6, Z1
 	VCVTDQ2PS       Z2, Z2
@@ -36581,7 +36674,7 @@ blkloop:
 	VCVTDQ2PS       Z5, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 128(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000005a0, AX
 	DECQ            R9
 	JMP             blkloop
@@ -37578,7 +37671,7 @@ blkloop:
 	VCVTDQ2PS       Z4, Z0
 	VFNMADD231PS    Z0, Z10, Z11
 	VMOVUPS         Z11, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z4
 	VMULPS.BCST     (R8), Z8, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -37587,7 +37680,7 @@ blkloop:
 	VCVTDQ2PS       Z5, Z1
 	VFNMADD231PS    Z1, Z0, Z4
 	VMOVUPS         Z4, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z8, Z0
 	VCVTDQ2PS       Z2, Z2
@@ -37596,7 +37689,7 @@ blkloop:
 	VCVTDQ2PS       Z6, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z0
 	VMULPS.BCST     (DI), Z8, Z1
 	VCVTDQ2PS       Z3, Z2
@@ -37605,7 +37698,7 @@ blkloop:
 	VCVTDQ2PS       Z7, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 192(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000005a0, AX
 	DECQ            R10
 	JMP             blkloop
@@ -38743,7 +38836,7 @@ blkloop:
 	VCVTDQ2PS       Z5, Z0
 	VFNMADD231PS    Z0, Z12, Z13
 	VMOVUPS         Z13, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z5
 	VMULPS.BCST     (R8), Z10, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -38752,7 +38845,7 @@ blkloop:
 	VCVTDQ2PS       Z6, Z1
 	VFNMADD231PS    Z1, Z0, Z5
 	VMOVUPS         Z5, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z10, Z0
 	VCVTDQ2PS       Z2, Z2
@@ -38761,7 +38854,7 @@ blkloop:
 	VCVTDQ2PS       Z7, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z10, Z0
 	VCVTDQ2PS       Z3, Z2
@@ -38770,7 +38863,7 @@ blkloop:
 	VCVTDQ2PS       Z8, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z0
 	VMULPS.BCST     (DI), Z10, Z1
 	VCVTDQ2PS       Z4, Z2
@@ -38779,7 +38872,7 @@ blkloop:
 	VCVTDQ2PS       Z9, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 256(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000005a0, AX
 	DECQ            R11
 	JMP             blkloop
@@ -40058,7 +40151,7 @@ blkloop:
 	VCVTDQ2PS       Z6, Z0
 	VFNMADD231PS    Z0, Z14, Z15
 	VMOVUPS         Z15, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z6
 	VMULPS.BCST     (R8), Z12, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -40067,7 +40160,7 @@ blkloop:
 	VCVTDQ2PS       Z7, Z1
 	VFNMADD231PS    Z1, Z0, Z6
 	VMOVUPS         Z6, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z12, Z0
 	VCVTDQ2PS       Z2, Z2
@@ -40076,7 +40169,7 @@ blkloop:
 	VCVTDQ2PS       Z8, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z12, Z0
 	VCVTDQ2PS       Z3, Z2
@@ -40085,7 +40178,7 @@ blkloop:
 	VCVTDQ2PS       Z9, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z1
 	VMULPS.BCST     (R11), Z12, Z0
 	VCVTDQ2PS       Z4, Z2
@@ -40094,7 +40187,7 @@ blkloop:
 	VCVTDQ2PS       Z10, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 256(SP)
-	ADDQ            $0x00000144, R11
+	ADDQ            $0x00000204, R11
 	VMOVUPS         320(SP), Z0
 	VMULPS.BCST     (DI), Z12, Z1
 	VCVTDQ2PS       Z5, Z2
@@ -40103,7 +40196,7 @@ blkloop:
 	VCVTDQ2PS       Z11, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 320(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000005a0, AX
 	DECQ            R12
 	JMP             blkloop
@@ -41523,7 +41616,7 @@ blkloop:
 	VCVTDQ2PS       Z7, Z0
 	VFNMADD231PS    Z0, Z16, Z17
 	VMOVUPS         Z17, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z7
 	VMULPS.BCST     (R8), Z14, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -41532,7 +41625,7 @@ blkloop:
 	VCVTDQ2PS       Z8, Z1
 	VFNMADD231PS    Z1, Z0, Z7
 	VMOVUPS         Z7, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z14, Z0
 	VCVTDQ2PS       Z2, Z2
@@ -41541,7 +41634,7 @@ blkloop:
 	VCVTDQ2PS       Z9, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z14, Z0
 	VCVTDQ2PS       Z3, Z2
@@ -41550,7 +41643,7 @@ blkloop:
 	VCVTDQ2PS       Z10, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z1
 	VMULPS.BCST     (R11), Z14, Z0
 	VCVTDQ2PS       Z4, Z2
@@ -41559,7 +41652,7 @@ blkloop:
 	VCVTDQ2PS       Z11, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 256(SP)
-	ADDQ            $0x00000144, R11
+	ADDQ            $0x00000204, R11
 	VMOVUPS         320(SP), Z1
 	VMULPS.BCST     (R12), Z14, Z0
 	VCVTDQ2PS       Z5, Z2
@@ -41568,7 +41661,7 @@ blkloop:
 	VCVTDQ2PS       Z12, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 320(SP)
-	ADDQ            $0x00000144, R12
+	ADDQ            $0x00000204, R12
 	VMOVUPS         384(SP), Z0
 	VMULPS.BCST     (DI), Z14, Z1
 	VCVTDQ2PS       Z6, Z2
@@ -41577,7 +41670,7 @@ blkloop:
 	VCVTDQ2PS       Z13, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 384(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000005a0, AX
 	DECQ            R13
 	JMP             blkloop
@@ -43138,7 +43231,7 @@ blkloop:
 	VCVTDQ2PS       Z8, Z0
 	VFNMADD231PS    Z0, Z18, Z19
 	VMOVUPS         Z19, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z8
 	VMULPS.BCST     (R8), Z16, Z0
 	VCVTDQ2PS       Z1, Z1
@@ -43147,7 +43240,7 @@ blkloop:
 	VCVTDQ2PS       Z9, Z1
 	VFNMADD231PS    Z1, Z0, Z8
 	VMOVUPS         Z8, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z16, Z0
 	VCVTDQ2PS       Z2, Z2
@@ -43156,7 +43249,7 @@ blkloop:
 	VCVTDQ2PS       Z10, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z16, Z0
 	VCVTDQ2PS       Z3, Z2
@@ -43165,7 +43258,7 @@ blkloop:
 	VCVTDQ2PS       Z11, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z1
 	VMULPS.BCST     (R11), Z16, Z0
 	VCVTDQ2PS       Z4, Z2
@@ -43174,7 +43267,7 @@ blkloop:
 	VCVTDQ2PS       Z12, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 256(SP)
-	ADDQ            $0x00000144, R11
+	ADDQ            $0x00000204, R11
 	VMOVUPS         320(SP), Z1
 	VMULPS.BCST     (R12), Z16, Z0
 	VCVTDQ2PS       Z5, Z2
@@ -43183,7 +43276,7 @@ blkloop:
 	VCVTDQ2PS       Z13, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 320(SP)
-	ADDQ            $0x00000144, R12
+	ADDQ            $0x00000204, R12
 	VMOVUPS         384(SP), Z1
 	VMULPS.BCST     (R13), Z16, Z0
 	VCVTDQ2PS       Z6, Z2
@@ -43192,7 +43285,7 @@ blkloop:
 	VCVTDQ2PS       Z14, Z2
 	VFNMADD231PS    Z2, Z0, Z1
 	VMOVUPS         Z1, 384(SP)
-	ADDQ            $0x00000144, R13
+	ADDQ            $0x00000204, R13
 	VMOVUPS         448(SP), Z0
 	VMULPS.BCST     (DI), Z16, Z1
 	VCVTDQ2PS       Z7, Z2
@@ -43201,7 +43294,7 @@ blkloop:
 	VCVTDQ2PS       Z15, Z2
 	VFNMADD231PS    Z2, Z1, Z0
 	VMOVUPS         Z0, 448(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x000005a0, AX
 	DECQ            R14
 	JMP             blkloop
@@ -43886,7 +43979,7 @@ blkloop:
 	VCVTDQ2PS       Z0, Z0
 	VFMADD231PS     Z0, Z1, Z2
 	VMOVUPS         Z2, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	ADDQ            $0x00000690, AX
 	DECQ            DI
 	JMP             blkloop
@@ -44673,13 +44766,13 @@ blkloop:
 	VCVTDQ2PS       Z0, Z0
 	VFMADD231PS     Z0, Z3, Z4
 	VMOVUPS         Z4, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z0
 	VMULPS.BCST     (DI), Z2, Z2
 	VCVTDQ2PS       Z1, Z1
 	VFMADD231PS     Z1, Z2, Z0
 	VMOVUPS         Z0, 64(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x00000690, AX
 	DECQ            R8
 	JMP             blkloop
@@ -45592,19 +45685,19 @@ blkloop:
 	VCVTDQ2PS       Z0, Z0
 	VFMADD231PS     Z0, Z4, Z5
 	VMOVUPS         Z5, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z4
 	VMULPS.BCST     (R8), Z3, Z0
 	VCVTDQ2PS       Z1, Z1
 	VFMADD231PS     Z1, Z0, Z4
 	VMOVUPS         Z4, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z0
 	VMULPS.BCST     (DI), Z3, Z1
 	VCVTDQ2PS       Z2, Z2
 	VFMADD231PS     Z2, Z1, Z0
 	VMOVUPS         Z0, 128(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x00000690, AX
 	DECQ            R9
 	JMP             blkloop
@@ -46643,25 +46736,25 @@ blkloop:
 	VCVTDQ2PS       Z0, Z0
 	VFMADD231PS     Z0, Z5, Z6
 	VMOVUPS         Z6, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z5
 	VMULPS.BCST     (R8), Z4, Z0
 	VCVTDQ2PS       Z1, Z1
 	VFMADD231PS     Z1, Z0, Z5
 	VMOVUPS         Z5, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z4, Z0
 	VCVTDQ2PS       Z2, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z0
 	VMULPS.BCST     (DI), Z4, Z1
 	VCVTDQ2PS       Z3, Z2
 	VFMADD231PS     Z2, Z1, Z0
 	VMOVUPS         Z0, 192(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x00000690, AX
 	DECQ            R10
 	JMP             blkloop
@@ -47826,31 +47919,31 @@ blkloop:
 	VCVTDQ2PS       Z0, Z0
 	VFMADD231PS     Z0, Z6, Z7
 	VMOVUPS         Z7, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z6
 	VMULPS.BCST     (R8), Z5, Z0
 	VCVTDQ2PS       Z1, Z1
 	VFMADD231PS     Z1, Z0, Z6
 	VMOVUPS         Z6, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z5, Z0
 	VCVTDQ2PS       Z2, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z5, Z0
 	VCVTDQ2PS       Z3, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z0
 	VMULPS.BCST     (DI), Z5, Z1
 	VCVTDQ2PS       Z4, Z2
 	VFMADD231PS     Z2, Z1, Z0
 	VMOVUPS         Z0, 256(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x00000690, AX
 	DECQ            R11
 	JMP             blkloop
@@ -49141,37 +49234,37 @@ blkloop:
 	VCVTDQ2PS       Z0, Z0
 	VFMADD231PS     Z0, Z7, Z8
 	VMOVUPS         Z8, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z7
 	VMULPS.BCST     (R8), Z6, Z0
 	VCVTDQ2PS       Z1, Z1
 	VFMADD231PS     Z1, Z0, Z7
 	VMOVUPS         Z7, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z6, Z0
 	VCVTDQ2PS       Z2, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z6, Z0
 	VCVTDQ2PS       Z3, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z1
 	VMULPS.BCST     (R11), Z6, Z0
 	VCVTDQ2PS       Z4, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 256(SP)
-	ADDQ            $0x00000144, R11
+	ADDQ            $0x00000204, R11
 	VMOVUPS         320(SP), Z0
 	VMULPS.BCST     (DI), Z6, Z1
 	VCVTDQ2PS       Z5, Z2
 	VFMADD231PS     Z2, Z1, Z0
 	VMOVUPS         Z0, 320(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x00000690, AX
 	DECQ            R12
 	JMP             blkloop
@@ -50588,43 +50681,43 @@ blkloop:
 	VCVTDQ2PS       Z0, Z0
 	VFMADD231PS     Z0, Z8, Z9
 	VMOVUPS         Z9, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z8
 	VMULPS.BCST     (R8), Z7, Z0
 	VCVTDQ2PS       Z1, Z1
 	VFMADD231PS     Z1, Z0, Z8
 	VMOVUPS         Z8, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z7, Z0
 	VCVTDQ2PS       Z2, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z7, Z0
 	VCVTDQ2PS       Z3, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z1
 	VMULPS.BCST     (R11), Z7, Z0
 	VCVTDQ2PS       Z4, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 256(SP)
-	ADDQ            $0x00000144, R11
+	ADDQ            $0x00000204, R11
 	VMOVUPS         320(SP), Z1
 	VMULPS.BCST     (R12), Z7, Z0
 	VCVTDQ2PS       Z5, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 320(SP)
-	ADDQ            $0x00000144, R12
+	ADDQ            $0x00000204, R12
 	VMOVUPS         384(SP), Z0
 	VMULPS.BCST     (DI), Z7, Z1
 	VCVTDQ2PS       Z6, Z2
 	VFMADD231PS     Z2, Z1, Z0
 	VMOVUPS         Z0, 384(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x00000690, AX
 	DECQ            R13
 	JMP             blkloop
@@ -52167,49 +52260,49 @@ blkloop:
 	VCVTDQ2PS       Z0, Z0
 	VFMADD231PS     Z0, Z9, Z10
 	VMOVUPS         Z10, (SP)
-	ADDQ            $0x00000144, SI
+	ADDQ            $0x00000204, SI
 	VMOVUPS         64(SP), Z9
 	VMULPS.BCST     (R8), Z8, Z0
 	VCVTDQ2PS       Z1, Z1
 	VFMADD231PS     Z1, Z0, Z9
 	VMOVUPS         Z9, 64(SP)
-	ADDQ            $0x00000144, R8
+	ADDQ            $0x00000204, R8
 	VMOVUPS         128(SP), Z1
 	VMULPS.BCST     (R9), Z8, Z0
 	VCVTDQ2PS       Z2, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 128(SP)
-	ADDQ            $0x00000144, R9
+	ADDQ            $0x00000204, R9
 	VMOVUPS         192(SP), Z1
 	VMULPS.BCST     (R10), Z8, Z0
 	VCVTDQ2PS       Z3, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 192(SP)
-	ADDQ            $0x00000144, R10
+	ADDQ            $0x00000204, R10
 	VMOVUPS         256(SP), Z1
 	VMULPS.BCST     (R11), Z8, Z0
 	VCVTDQ2PS       Z4, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 256(SP)
-	ADDQ            $0x00000144, R11
+	ADDQ            $0x00000204, R11
 	VMOVUPS         320(SP), Z1
 	VMULPS.BCST     (R12), Z8, Z0
 	VCVTDQ2PS       Z5, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 320(SP)
-	ADDQ            $0x00000144, R12
+	ADDQ            $0x00000204, R12
 	VMOVUPS         384(SP), Z1
 	VMULPS.BCST     (R13), Z8, Z0
 	VCVTDQ2PS       Z6, Z2
 	VFMADD231PS     Z2, Z0, Z1
 	VMOVUPS         Z1, 384(SP)
-	ADDQ            $0x00000144, R13
+	ADDQ            $0x00000204, R13
 	VMOVUPS         448(SP), Z0
 	VMULPS.BCST     (DI), Z8, Z1
 	VCVTDQ2PS       Z7, Z2
 	VFMADD231PS     Z2, Z1, Z0
 	VMOVUPS         Z0, 448(SP)
-	ADDQ            $0x00000144, DI
+	ADDQ            $0x00000204, DI
 	ADDQ            $0x00000690, AX
 	DECQ            R14
 	JMP             blkloop
@@ -52591,7 +52684,7 @@ blkloop:
 	VMOVUPS          (SP), Z0
 	VFMADD231PS.BCST (SI), Z1, Z0
 	VMOVUPS          Z0, (SP)
-	ADDQ             $0x00000144, SI
+	ADDQ             $0x00000204, SI
 	ADDQ             $0x00000480, AX
 	DECQ             DI
 	JMP              blkloop
@@ -53050,11 +53143,11 @@ blkloop:
 	VMOVUPS          (SP), Z0
 	VFMADD231PS.BCST (SI), Z1, Z0
 	VMOVUPS          Z0, (SP)
-	ADDQ             $0x00000144, SI
+	ADDQ             $0x00000204, SI
 	VMOVUPS          64(SP), Z0
 	VFMADD231PS.BCST (DI), Z2, Z0
 	VMOVUPS          Z0, 64(SP)
-	ADDQ             $0x00000144, DI
+	ADDQ             $0x00000204, DI
 	ADDQ             $0x00000480, AX
 	DECQ             R8
 	JMP              blkloop
@@ -53614,15 +53707,15 @@ blkloop:
 	VMOVUPS          (SP), Z0
 	VFMADD231PS.BCST (SI), Z1, Z0
 	VMOVUPS          Z0, (SP)
-	ADDQ             $0x00000144, SI
+	ADDQ             $0x00000204, SI
 	VMOVUPS          64(SP), Z0
 	VFMADD231PS.BCST (R8), Z2, Z0
 	VMOVUPS          Z0, 64(SP)
-	ADDQ             $0x00000144, R8
+	ADDQ             $0x00000204, R8
 	VMOVUPS          128(SP), Z0
 	VFMADD231PS.BCST (DI), Z3, Z0
 	VMOVUPS          Z0, 128(SP)
-	ADDQ             $0x00000144, DI
+	ADDQ             $0x00000204, DI
 	ADDQ             $0x00000480, AX
 	DECQ             R9
 	JMP              blkloop
@@ -54283,19 +54376,19 @@ blkloop:
 	VMOVUPS          (SP), Z0
 	VFMADD231PS.BCST (SI), Z1, Z0
 	VMOVUPS          Z0, (SP)
-	ADDQ             $0x00000144, SI
+	ADDQ             $0x00000204, SI
 	VMOVUPS          64(SP), Z0
 	VFMADD231PS.BCST (R8), Z2, Z0
 	VMOVUPS          Z0, 64(SP)
-	ADDQ             $0x00000144, R8
+	ADDQ             $0x00000204, R8
 	VMOVUPS          128(SP), Z0
 	VFMADD231PS.BCST (R9), Z3, Z0
 	VMOVUPS          Z0, 128(SP)
-	ADDQ             $0x00000144, R9
+	ADDQ             $0x00000204, R9
 	VMOVUPS          192(SP), Z0
 	VFMADD231PS.BCST (DI), Z4, Z0
 	VMOVUPS          Z0, 192(SP)
-	ADDQ             $0x00000144, DI
+	ADDQ             $0x00000204, DI
 	ADDQ             $0x00000480, AX
 	DECQ             R10
 	JMP              blkloop
@@ -55057,23 +55150,23 @@ blkloop:
 	VMOVUPS          (SP), Z0
 	VFMADD231PS.BCST (SI), Z1, Z0
 	VMOVUPS          Z0, (SP)
-	ADDQ             $0x00000144, SI
+	ADDQ             $0x00000204, SI
 	VMOVUPS          64(SP), Z0
 	VFMADD231PS.BCST (R8), Z2, Z0
 	VMOVUPS          Z0, 64(SP)
-	ADDQ             $0x00000144, R8
+	ADDQ             $0x00000204, R8
 	VMOVUPS          128(SP), Z0
 	VFMADD231PS.BCST (R9), Z3, Z0
 	VMOVUPS          Z0, 128(SP)
-	ADDQ             $0x00000144, R9
+	ADDQ             $0x00000204, R9
 	VMOVUPS          192(SP), Z0
 	VFMADD231PS.BCST (R10), Z4, Z0
 	VMOVUPS          Z0, 192(SP)
-	ADDQ             $0x00000144, R10
+	ADDQ             $0x00000204, R10
 	VMOVUPS          256(SP), Z0
 	VFMADD231PS.BCST (DI), Z5, Z0
 	VMOVUPS          Z0, 256(SP)
-	ADDQ             $0x00000144, DI
+	ADDQ             $0x00000204, DI
 	ADDQ             $0x00000480, AX
 	DECQ             R11
 	JMP              blkloop
@@ -55936,27 +56029,27 @@ blkloop:
 	VMOVUPS          (SP), Z0
 	VFMADD231PS.BCST (SI), Z1, Z0
 	VMOVUPS          Z0, (SP)
-	ADDQ             $0x00000144, SI
+	ADDQ             $0x00000204, SI
 	VMOVUPS          64(SP), Z0
 	VFMADD231PS.BCST (R8), Z2, Z0
 	VMOVUPS          Z0, 64(SP)
-	ADDQ             $0x00000144, R8
+	ADDQ             $0x00000204, R8
 	VMOVUPS          128(SP), Z0
 	VFMADD231PS.BCST (R9), Z3, Z0
 	VMOVUPS          Z0, 128(SP)
-	ADDQ             $0x00000144, R9
+	ADDQ             $0x00000204, R9
 	VMOVUPS          192(SP), Z0
 	VFMADD231PS.BCST (R10), Z4, Z0
 	VMOVUPS          Z0, 192(SP)
-	ADDQ             $0x00000144, R10
+	ADDQ             $0x00000204, R10
 	VMOVUPS          256(SP), Z0
 	VFMADD231PS.BCST (R11), Z5, Z0
 	VMOVUPS          Z0, 256(SP)
-	ADDQ             $0x00000144, R11
+	ADDQ             $0x00000204, R11
 	VMOVUPS          320(SP), Z0
 	VFMADD231PS.BCST (DI), Z6, Z0
 	VMOVUPS          Z0, 320(SP)
-	ADDQ             $0x00000144, DI
+	ADDQ             $0x00000204, DI
 	ADDQ             $0x00000480, AX
 	DECQ             R12
 	JMP              blkloop
@@ -56920,31 +57013,31 @@ blkloop:
 	VMOVUPS          (SP), Z0
 	VFMADD231PS.BCST (SI), Z1, Z0
 	VMOVUPS          Z0, (SP)
-	ADDQ             $0x00000144, SI
+	ADDQ             $0x00000204, SI
 	VMOVUPS          64(SP), Z0
 	VFMADD231PS.BCST (R8), Z2, Z0
 	VMOVUPS          Z0, 64(SP)
-	ADDQ             $0x00000144, R8
+	ADDQ             $0x00000204, R8
 	VMOVUPS          128(SP), Z0
 	VFMADD231PS.BCST (R9), Z3, Z0
 	VMOVUPS          Z0, 128(SP)
-	ADDQ             $0x00000144, R9
+	ADDQ             $0x00000204, R9
 	VMOVUPS          192(SP), Z0
 	VFMADD231PS.BCST (R10), Z4, Z0
 	VMOVUPS          Z0, 192(SP)
-	ADDQ             $0x00000144, R10
+	ADDQ             $0x00000204, R10
 	VMOVUPS          256(SP), Z0
 	VFMADD231PS.BCST (R11), Z5, Z0
 	VMOVUPS          Z0, 256(SP)
-	ADDQ             $0x00000144, R11
+	ADDQ             $0x00000204, R11
 	VMOVUPS          320(SP), Z0
 	VFMADD231PS.BCST (R12), Z6, Z0
 	VMOVUPS          Z0, 320(SP)
-	ADDQ             $0x00000144, R12
+	ADDQ             $0x00000204, R12
 	VMOVUPS          384(SP), Z0
 	VFMADD231PS.BCST (DI), Z7, Z0
 	VMOVUPS          Z0, 384(SP)
-	ADDQ             $0x00000144, DI
+	ADDQ             $0x00000204, DI
 	ADDQ             $0x00000480, AX
 	DECQ             R13
 	JMP              blkloop
@@ -58009,35 +58102,35 @@ blkloop:
 	VMOVUPS          (SP), Z0
 	VFMADD231PS.BCST (SI), Z1, Z0
 	VMOVUPS          Z0, (SP)
-	ADDQ             $0x00000144, SI
+	ADDQ             $0x00000204, SI
 	VMOVUPS          64(SP), Z0
 	VFMADD231PS.BCST (R8), Z2, Z0
 	VMOVUPS          Z0, 64(SP)
-	ADDQ             $0x00000144, R8
+	ADDQ             $0x00000204, R8
 	VMOVUPS          128(SP), Z0
 	VFMADD231PS.BCST (R9), Z3, Z0
 	VMOVUPS          Z0, 128(SP)
-	ADDQ             $0x00000144, R9
+	ADDQ             $0x00000204, R9
 	VMOVUPS          192(SP), Z0
 	VFMADD231PS.BCST (R10), Z4, Z0
 	VMOVUPS          Z0, 192(SP)
-	ADDQ             $0x00000144, R10
+	ADDQ             $0x00000204, R10
 	VMOVUPS          256(SP), Z0
 	VFMADD231PS.BCST (R11), Z5, Z0
 	VMOVUPS          Z0, 256(SP)
-	ADDQ             $0x00000144, R11
+	ADDQ             $0x00000204, R11
 	VMOVUPS          320(SP), Z0
 	VFMADD231PS.BCST (R12), Z6, Z0
 	VMOVUPS          Z0, 320(SP)
-	ADDQ             $0x00000144, R12
+	ADDQ             $0x00000204, R12
 	VMOVUPS          384(SP), Z0
 	VFMADD231PS.BCST (R13), Z7, Z0
 	VMOVUPS          Z0, 384(SP)
-	ADDQ             $0x00000144, R13
+	ADDQ             $0x00000204, R13
 	VMOVUPS          448(SP), Z0
 	VFMADD231PS.BCST (DI), Z8, Z0
 	VMOVUPS          Z0, 448(SP)
-	ADDQ             $0x00000144, DI
+	ADDQ             $0x00000204, DI
 	ADDQ             $0x00000480, AX
 	DECQ             R14
 	JMP              blkloop
@@ -58071,6 +58164,17896 @@ blkdone:
 	VMOVUPS Z0, (SI)
 	ADDQ    $0x40, CX
 	ADDQ    BX, AX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+DATA klowword<>+0(SB)/4, $0x0000ffff
+GLOBL klowword<>(SB), RODATA|NOPTR, $4
+
+// func q4k16Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
+TEXT ·q4k16Tile1VNNI(SB), NOSPLIT, $64-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	MOVQ    nb+24(FP), SI
+
+blkloop:
+	TESTQ         SI, SI
+	JZ            blkdone
+	VPMOVZXBW     64(AX), Z0
+	VXORPS        Z1, Z1, Z1
+	VPDPWSSD.BCST 372(BX), Z0, Z1
+	VPMOVZXBW     96(AX), Z2
+	VPDPWSSD.BCST 376(BX), Z2, Z1
+	VPMOVZXBW     128(AX), Z3
+	VPDPWSSD.BCST 380(BX), Z3, Z1
+	VPMOVZXBW     160(AX), Z4
+	VPDPWSSD.BCST 384(BX), Z4, Z1
+	VPANDD.BCST   klowword<>+0(SB), Z0, Z5
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2368(AX)
+	VMOVDQU64     320(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPBROADCASTD  324(BX), Z8
+	VPDPBUSD.BCST 4(BX), Z7, Z8
+	VPDPBUSD.BCST 8(BX), Z6, Z8
+	PREFETCHT0    2752(AX)
+	VMOVDQU64     384(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 12(BX), Z7, Z8
+	VPDPBUSD.BCST 16(BX), Z6, Z8
+	PREFETCHT0    2816(AX)
+	VMOVDQU64     448(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 20(BX), Z7, Z8
+	VPDPBUSD.BCST 24(BX), Z6, Z8
+	PREFETCHT0    2880(AX)
+	VMOVDQU64     512(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 28(BX), Z7, Z8
+	VPDPBUSD.BCST 32(BX), Z6, Z8
+	VPDPWSSD      Z5, Z8, Z1
+	VPSRLD        $0x10, Z0, Z0
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    2432(AX)
+	VMOVDQU64     576(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPBROADCASTD  328(BX), Z7
+	VPDPBUSD.BCST 36(BX), Z6, Z7
+	VPDPBUSD.BCST 40(BX), Z5, Z7
+	PREFETCHT0    3008(AX)
+	VMOVDQU64     640(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 44(BX), Z6, Z7
+	VPDPBUSD.BCST 48(BX), Z5, Z7
+	PREFETCHT0    3072(AX)
+	VMOVDQU64     704(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 52(BX), Z6, Z7
+	VPDPBUSD.BCST 56(BX), Z5, Z7
+	PREFETCHT0    3136(AX)
+	VMOVDQU64     768(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 60(BX), Z6, Z7
+	VPDPBUSD.BCST 64(BX), Z5, Z7
+	VPDPWSSD      Z0, Z7, Z1
+	VPANDD.BCST   klowword<>+0(SB), Z2, Z0
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    2496(AX)
+	VMOVDQU64     832(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPBROADCASTD  332(BX), Z7
+	VPDPBUSD.BCST 68(BX), Z6, Z7
+	VPDPBUSD.BCST 72(BX), Z5, Z7
+	PREFETCHT0    3264(AX)
+	VMOVDQU64     896(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 76(BX), Z6, Z7
+	VPDPBUSD.BCST 80(BX), Z5, Z7
+	PREFETCHT0    3328(AX)
+	VMOVDQU64     960(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 84(BX), Z6, Z7
+	VPDPBUSD.BCST 88(BX), Z5, Z7
+	PREFETCHT0    3392(AX)
+	VMOVDQU64     1024(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 92(BX), Z6, Z7
+	VPDPBUSD.BCST 96(BX), Z5, Z7
+	VPDPWSSD      Z0, Z7, Z1
+	VPSRLD        $0x10, Z2, Z0
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    2560(AX)
+	VMOVDQU64     1088(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z5
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPBROADCASTD  336(BX), Z6
+	VPDPBUSD.BCST 100(BX), Z5, Z6
+	VPDPBUSD.BCST 104(BX), Z2, Z6
+	PREFETCHT0    3520(AX)
+	VMOVDQU64     1152(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z5
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 108(BX), Z5, Z6
+	VPDPBUSD.BCST 112(BX), Z2, Z6
+	PREFETCHT0    3584(AX)
+	VMOVDQU64     1216(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z5
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 116(BX), Z5, Z6
+	VPDPBUSD.BCST 120(BX), Z2, Z6
+	PREFETCHT0    3648(AX)
+	VMOVDQU64     1280(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z5
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 124(BX), Z5, Z6
+	VPDPBUSD.BCST 128(BX), Z2, Z6
+	VPDPWSSD      Z0, Z6, Z1
+	VPANDD.BCST   klowword<>+0(SB), Z3, Z0
+	PREFETCHT0    3712(AX)
+	PREFETCHT0    2624(AX)
+	VMOVDQU64     1344(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z5
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPBROADCASTD  340(BX), Z6
+	VPDPBUSD.BCST 132(BX), Z5, Z6
+	VPDPBUSD.BCST 136(BX), Z2, Z6
+	PREFETCHT0    3776(AX)
+	VMOVDQU64     1408(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z5
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 140(BX), Z5, Z6
+	VPDPBUSD.BCST 144(BX), Z2, Z6
+	PREFETCHT0    3840(AX)
+	VMOVDQU64     1472(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z5
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 148(BX), Z5, Z6
+	VPDPBUSD.BCST 152(BX), Z2, Z6
+	PREFETCHT0    3904(AX)
+	VMOVDQU64     1536(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z5
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 156(BX), Z5, Z6
+	VPDPBUSD.BCST 160(BX), Z2, Z6
+	VPDPWSSD      Z0, Z6, Z1
+	VPSRLD        $0x10, Z3, Z0
+	PREFETCHT0    3968(AX)
+	VMOVDQU64     1600(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPBROADCASTD  344(BX), Z5
+	VPDPBUSD.BCST 164(BX), Z3, Z5
+	VPDPBUSD.BCST 168(BX), Z2, Z5
+	PREFETCHT0    4032(AX)
+	VMOVDQU64     1664(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 172(BX), Z3, Z5
+	VPDPBUSD.BCST 176(BX), Z2, Z5
+	PREFETCHT0    4096(AX)
+	VMOVDQU64     1728(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 180(BX), Z3, Z5
+	VPDPBUSD.BCST 184(BX), Z2, Z5
+	PREFETCHT0    4160(AX)
+	VMOVDQU64     1792(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 188(BX), Z3, Z5
+	VPDPBUSD.BCST 192(BX), Z2, Z5
+	VPDPWSSD      Z0, Z5, Z1
+	VPANDD.BCST   klowword<>+0(SB), Z4, Z0
+	PREFETCHT0    4224(AX)
+	VMOVDQU64     1856(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPBROADCASTD  348(BX), Z5
+	VPDPBUSD.BCST 196(BX), Z3, Z5
+	VPDPBUSD.BCST 200(BX), Z2, Z5
+	PREFETCHT0    4288(AX)
+	VMOVDQU64     1920(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 204(BX), Z3, Z5
+	VPDPBUSD.BCST 208(BX), Z2, Z5
+	PREFETCHT0    4352(AX)
+	VMOVDQU64     1984(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 212(BX), Z3, Z5
+	VPDPBUSD.BCST 216(BX), Z2, Z5
+	PREFETCHT0    4416(AX)
+	VMOVDQU64     2048(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 220(BX), Z3, Z5
+	VPDPBUSD.BCST 224(BX), Z2, Z5
+	VPDPWSSD      Z0, Z5, Z1
+	VPSRLD        $0x10, Z4, Z0
+	PREFETCHT0    4480(AX)
+	VMOVDQU64     2112(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPBROADCASTD  352(BX), Z4
+	VPDPBUSD.BCST 228(BX), Z3, Z4
+	VPDPBUSD.BCST 232(BX), Z2, Z4
+	PREFETCHT0    4544(AX)
+	VMOVDQU64     2176(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 236(BX), Z3, Z4
+	VPDPBUSD.BCST 240(BX), Z2, Z4
+	PREFETCHT0    4608(AX)
+	VMOVDQU64     2240(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 244(BX), Z3, Z4
+	VPDPBUSD.BCST 248(BX), Z2, Z4
+	PREFETCHT0    4672(AX)
+	VMOVDQU64     2304(AX), Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z3
+	VPSRLW        $0x04, Z2, Z2
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST 252(BX), Z3, Z4
+	VPDPBUSD.BCST 256(BX), Z2, Z4
+	VPDPWSSD      Z0, Z4, Z1
+	VPMOVZXBW     192(AX), Z0
+	VXORPS        Z2, Z2, Z2
+	VPDPWSSD.BCST 356(BX), Z0, Z2
+	VPMOVZXBW     224(AX), Z0
+	VPDPWSSD.BCST 360(BX), Z0, Z2
+	VPMOVZXBW     256(AX), Z0
+	VPDPWSSD.BCST 364(BX), Z0, Z2
+	VPMOVZXBW     288(AX), Z0
+	VPDPWSSD.BCST 368(BX), Z0, Z2
+	VCVTPH2PS     (AX), Z0
+	VCVTPH2PS     32(AX), Z3
+	VMOVUPS       (SP), Z4
+	VMULPS.BCST   (BX), Z0, Z0
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z0, Z4
+	VMULPS.BCST   (BX), Z3, Z0
+	VCVTDQ2PS     Z2, Z1
+	VFNMADD231PS  Z1, Z0, Z4
+	VMOVUPS       Z4, (SP)
+	ADDQ          $0x00000204, BX
+	ADDQ          $0x00000940, AX
+	DECQ          SI
+	JMP           blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
+TEXT ·q4k16Tile2VNNI(SB), NOSPLIT, $128-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), SI
+	MOVQ    nb+24(FP), DI
+
+blkloop:
+	TESTQ         DI, DI
+	JZ            blkdone
+	VPMOVZXBW     64(AX), Z0
+	VXORPS        Z1, Z1, Z1
+	VPDPWSSD.BCST 372(BX), Z0, Z1
+	VXORPS        Z2, Z2, Z2
+	VPDPWSSD.BCST 372(SI), Z0, Z2
+	VPMOVZXBW     96(AX), Z3
+	VPDPWSSD.BCST 376(BX), Z3, Z1
+	VPDPWSSD.BCST 376(SI), Z3, Z2
+	VPMOVZXBW     128(AX), Z4
+	VPDPWSSD.BCST 380(BX), Z4, Z1
+	VPDPWSSD.BCST 380(SI), Z4, Z2
+	VPMOVZXBW     160(AX), Z5
+	VPDPWSSD.BCST 384(BX), Z5, Z1
+	VPDPWSSD.BCST 384(SI), Z5, Z2
+	VPANDD.BCST   klowword<>+0(SB), Z0, Z6
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2368(AX)
+	VMOVDQU64     320(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPBROADCASTD  324(BX), Z9
+	VPDPBUSD.BCST 4(BX), Z8, Z9
+	VPDPBUSD.BCST 8(BX), Z7, Z9
+	VPBROADCASTD  324(SI), Z10
+	VPDPBUSD.BCST 4(SI), Z8, Z10
+	VPDPBUSD.BCST 8(SI), Z7, Z10
+	PREFETCHT0    2752(AX)
+	VMOVDQU64     384(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 12(BX), Z8, Z9
+	VPDPBUSD.BCST 16(BX), Z7, Z9
+	VPDPBUSD.BCST 12(SI), Z8, Z10
+	VPDPBUSD.BCST 16(SI), Z7, Z10
+	PREFETCHT0    2816(AX)
+	VMOVDQU64     448(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 20(BX), Z8, Z9
+	VPDPBUSD.BCST 24(BX), Z7, Z9
+	VPDPBUSD.BCST 20(SI), Z8, Z10
+	VPDPBUSD.BCST 24(SI), Z7, Z10
+	PREFETCHT0    2880(AX)
+	VMOVDQU64     512(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 28(BX), Z8, Z9
+	VPDPBUSD.BCST 32(BX), Z7, Z9
+	VPDPBUSD.BCST 28(SI), Z8, Z10
+	VPDPBUSD.BCST 32(SI), Z7, Z10
+	VPDPWSSD      Z6, Z9, Z1
+	VPDPWSSD      Z6, Z10, Z2
+	VPSRLD        $0x10, Z0, Z0
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    2432(AX)
+	VMOVDQU64     576(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPBROADCASTD  328(BX), Z8
+	VPDPBUSD.BCST 36(BX), Z7, Z8
+	VPDPBUSD.BCST 40(BX), Z6, Z8
+	VPBROADCASTD  328(SI), Z9
+	VPDPBUSD.BCST 36(SI), Z7, Z9
+	VPDPBUSD.BCST 40(SI), Z6, Z9
+	PREFETCHT0    3008(AX)
+	VMOVDQU64     640(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 44(BX), Z7, Z8
+	VPDPBUSD.BCST 48(BX), Z6, Z8
+	VPDPBUSD.BCST 44(SI), Z7, Z9
+	VPDPBUSD.BCST 48(SI), Z6, Z9
+	PREFETCHT0    3072(AX)
+	VMOVDQU64     704(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 52(BX), Z7, Z8
+	VPDPBUSD.BCST 56(BX), Z6, Z8
+	VPDPBUSD.BCST 52(SI), Z7, Z9
+	VPDPBUSD.BCST 56(SI), Z6, Z9
+	PREFETCHT0    3136(AX)
+	VMOVDQU64     768(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 60(BX), Z7, Z8
+	VPDPBUSD.BCST 64(BX), Z6, Z8
+	VPDPBUSD.BCST 60(SI), Z7, Z9
+	VPDPBUSD.BCST 64(SI), Z6, Z9
+	VPDPWSSD      Z0, Z8, Z1
+	VPDPWSSD      Z0, Z9, Z2
+	VPANDD.BCST   klowword<>+0(SB), Z3, Z0
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    2496(AX)
+	VMOVDQU64     832(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPBROADCASTD  332(BX), Z8
+	VPDPBUSD.BCST 68(BX), Z7, Z8
+	VPDPBUSD.BCST 72(BX), Z6, Z8
+	VPBROADCASTD  332(SI), Z9
+	VPDPBUSD.BCST 68(SI), Z7, Z9
+	VPDPBUSD.BCST 72(SI), Z6, Z9
+	PREFETCHT0    3264(AX)
+	VMOVDQU64     896(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 76(BX), Z7, Z8
+	VPDPBUSD.BCST 80(BX), Z6, Z8
+	VPDPBUSD.BCST 76(SI), Z7, Z9
+	VPDPBUSD.BCST 80(SI), Z6, Z9
+	PREFETCHT0    3328(AX)
+	VMOVDQU64     960(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 84(BX), Z7, Z8
+	VPDPBUSD.BCST 88(BX), Z6, Z8
+	VPDPBUSD.BCST 84(SI), Z7, Z9
+	VPDPBUSD.BCST 88(SI), Z6, Z9
+	PREFETCHT0    3392(AX)
+	VMOVDQU64     1024(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 92(BX), Z7, Z8
+	VPDPBUSD.BCST 96(BX), Z6, Z8
+	VPDPBUSD.BCST 92(SI), Z7, Z9
+	VPDPBUSD.BCST 96(SI), Z6, Z9
+	VPDPWSSD      Z0, Z8, Z1
+	VPDPWSSD      Z0, Z9, Z2
+	VPSRLD        $0x10, Z3, Z0
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    2560(AX)
+	VMOVDQU64     1088(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z6
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPBROADCASTD  336(BX), Z7
+	VPDPBUSD.BCST 100(BX), Z6, Z7
+	VPDPBUSD.BCST 104(BX), Z3, Z7
+	VPBROADCASTD  336(SI), Z8
+	VPDPBUSD.BCST 100(SI), Z6, Z8
+	VPDPBUSD.BCST 104(SI), Z3, Z8
+	PREFETCHT0    3520(AX)
+	VMOVDQU64     1152(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z6
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 108(BX), Z6, Z7
+	VPDPBUSD.BCST 112(BX), Z3, Z7
+	VPDPBUSD.BCST 108(SI), Z6, Z8
+	VPDPBUSD.BCST 112(SI), Z3, Z8
+	PREFETCHT0    3584(AX)
+	VMOVDQU64     1216(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z6
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 116(BX), Z6, Z7
+	VPDPBUSD.BCST 120(BX), Z3, Z7
+	VPDPBUSD.BCST 116(SI), Z6, Z8
+	VPDPBUSD.BCST 120(SI), Z3, Z8
+	PREFETCHT0    3648(AX)
+	VMOVDQU64     1280(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z6
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 124(BX), Z6, Z7
+	VPDPBUSD.BCST 128(BX), Z3, Z7
+	VPDPBUSD.BCST 124(SI), Z6, Z8
+	VPDPBUSD.BCST 128(SI), Z3, Z8
+	VPDPWSSD      Z0, Z7, Z1
+	VPDPWSSD      Z0, Z8, Z2
+	VPANDD.BCST   klowword<>+0(SB), Z4, Z0
+	PREFETCHT0    3712(AX)
+	PREFETCHT0    2624(AX)
+	VMOVDQU64     1344(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z6
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPBROADCASTD  340(BX), Z7
+	VPDPBUSD.BCST 132(BX), Z6, Z7
+	VPDPBUSD.BCST 136(BX), Z3, Z7
+	VPBROADCASTD  340(SI), Z8
+	VPDPBUSD.BCST 132(SI), Z6, Z8
+	VPDPBUSD.BCST 136(SI), Z3, Z8
+	PREFETCHT0    3776(AX)
+	VMOVDQU64     1408(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z6
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 140(BX), Z6, Z7
+	VPDPBUSD.BCST 144(BX), Z3, Z7
+	VPDPBUSD.BCST 140(SI), Z6, Z8
+	VPDPBUSD.BCST 144(SI), Z3, Z8
+	PREFETCHT0    3840(AX)
+	VMOVDQU64     1472(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z6
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 148(BX), Z6, Z7
+	VPDPBUSD.BCST 152(BX), Z3, Z7
+	VPDPBUSD.BCST 148(SI), Z6, Z8
+	VPDPBUSD.BCST 152(SI), Z3, Z8
+	PREFETCHT0    3904(AX)
+	VMOVDQU64     1536(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z6
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 156(BX), Z6, Z7
+	VPDPBUSD.BCST 160(BX), Z3, Z7
+	VPDPBUSD.BCST 156(SI), Z6, Z8
+	VPDPBUSD.BCST 160(SI), Z3, Z8
+	VPDPWSSD      Z0, Z7, Z1
+	VPDPWSSD      Z0, Z8, Z2
+	VPSRLD        $0x10, Z4, Z0
+	PREFETCHT0    3968(AX)
+	VMOVDQU64     1600(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPBROADCASTD  344(BX), Z6
+	VPDPBUSD.BCST 164(BX), Z4, Z6
+	VPDPBUSD.BCST 168(BX), Z3, Z6
+	VPBROADCASTD  344(SI), Z7
+	VPDPBUSD.BCST 164(SI), Z4, Z7
+	VPDPBUSD.BCST 168(SI), Z3, Z7
+	PREFETCHT0    4032(AX)
+	VMOVDQU64     1664(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 172(BX), Z4, Z6
+	VPDPBUSD.BCST 176(BX), Z3, Z6
+	VPDPBUSD.BCST 172(SI), Z4, Z7
+	VPDPBUSD.BCST 176(SI), Z3, Z7
+	PREFETCHT0    4096(AX)
+	VMOVDQU64     1728(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 180(BX), Z4, Z6
+	VPDPBUSD.BCST 184(BX), Z3, Z6
+	VPDPBUSD.BCST 180(SI), Z4, Z7
+	VPDPBUSD.BCST 184(SI), Z3, Z7
+	PREFETCHT0    4160(AX)
+	VMOVDQU64     1792(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 188(BX), Z4, Z6
+	VPDPBUSD.BCST 192(BX), Z3, Z6
+	VPDPBUSD.BCST 188(SI), Z4, Z7
+	VPDPBUSD.BCST 192(SI), Z3, Z7
+	VPDPWSSD      Z0, Z6, Z1
+	VPDPWSSD      Z0, Z7, Z2
+	VPANDD.BCST   klowword<>+0(SB), Z5, Z0
+	PREFETCHT0    4224(AX)
+	VMOVDQU64     1856(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPBROADCASTD  348(BX), Z6
+	VPDPBUSD.BCST 196(BX), Z4, Z6
+	VPDPBUSD.BCST 200(BX), Z3, Z6
+	VPBROADCASTD  348(SI), Z7
+	VPDPBUSD.BCST 196(SI), Z4, Z7
+	VPDPBUSD.BCST 200(SI), Z3, Z7
+	PREFETCHT0    4288(AX)
+	VMOVDQU64     1920(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 204(BX), Z4, Z6
+	VPDPBUSD.BCST 208(BX), Z3, Z6
+	VPDPBUSD.BCST 204(SI), Z4, Z7
+	VPDPBUSD.BCST 208(SI), Z3, Z7
+	PREFETCHT0    4352(AX)
+	VMOVDQU64     1984(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 212(BX), Z4, Z6
+	VPDPBUSD.BCST 216(BX), Z3, Z6
+	VPDPBUSD.BCST 212(SI), Z4, Z7
+	VPDPBUSD.BCST 216(SI), Z3, Z7
+	PREFETCHT0    4416(AX)
+	VMOVDQU64     2048(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 220(BX), Z4, Z6
+	VPDPBUSD.BCST 224(BX), Z3, Z6
+	VPDPBUSD.BCST 220(SI), Z4, Z7
+	VPDPBUSD.BCST 224(SI), Z3, Z7
+	VPDPWSSD      Z0, Z6, Z1
+	VPDPWSSD      Z0, Z7, Z2
+	VPSRLD        $0x10, Z5, Z0
+	PREFETCHT0    4480(AX)
+	VMOVDQU64     2112(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPBROADCASTD  352(BX), Z5
+	VPDPBUSD.BCST 228(BX), Z4, Z5
+	VPDPBUSD.BCST 232(BX), Z3, Z5
+	VPBROADCASTD  352(SI), Z6
+	VPDPBUSD.BCST 228(SI), Z4, Z6
+	VPDPBUSD.BCST 232(SI), Z3, Z6
+	PREFETCHT0    4544(AX)
+	VMOVDQU64     2176(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 236(BX), Z4, Z5
+	VPDPBUSD.BCST 240(BX), Z3, Z5
+	VPDPBUSD.BCST 236(SI), Z4, Z6
+	VPDPBUSD.BCST 240(SI), Z3, Z6
+	PREFETCHT0    4608(AX)
+	VMOVDQU64     2240(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 244(BX), Z4, Z5
+	VPDPBUSD.BCST 248(BX), Z3, Z5
+	VPDPBUSD.BCST 244(SI), Z4, Z6
+	VPDPBUSD.BCST 248(SI), Z3, Z6
+	PREFETCHT0    4672(AX)
+	VMOVDQU64     2304(AX), Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z4
+	VPSRLW        $0x04, Z3, Z3
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST 252(BX), Z4, Z5
+	VPDPBUSD.BCST 256(BX), Z3, Z5
+	VPDPBUSD.BCST 252(SI), Z4, Z6
+	VPDPBUSD.BCST 256(SI), Z3, Z6
+	VPDPWSSD      Z0, Z5, Z1
+	VPDPWSSD      Z0, Z6, Z2
+	VPMOVZXBW     192(AX), Z0
+	VXORPS        Z3, Z3, Z3
+	VPDPWSSD.BCST 356(BX), Z0, Z3
+	VXORPS        Z4, Z4, Z4
+	VPDPWSSD.BCST 356(SI), Z0, Z4
+	VPMOVZXBW     224(AX), Z0
+	VPDPWSSD.BCST 360(BX), Z0, Z3
+	VPDPWSSD.BCST 360(SI), Z0, Z4
+	VPMOVZXBW     256(AX), Z0
+	VPDPWSSD.BCST 364(BX), Z0, Z3
+	VPDPWSSD.BCST 364(SI), Z0, Z4
+	VPMOVZXBW     288(AX), Z0
+	VPDPWSSD.BCST 368(BX), Z0, Z3
+	VPDPWSSD.BCST 368(SI), Z0, Z4
+	VCVTPH2PS     (AX), Z0
+	VCVTPH2PS     32(AX), Z5
+	VMOVUPS       (SP), Z7
+	VMULPS.BCST   (BX), Z0, Z6
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z6, Z7
+	VMULPS.BCST   (BX), Z5, Z6
+	VCVTDQ2PS     Z3, Z1
+	VFNMADD231PS  Z1, Z6, Z7
+	VMOVUPS       Z7, (SP)
+	ADDQ          $0x00000204, BX
+	VMOVUPS       64(SP), Z1
+	VMULPS.BCST   (SI), Z0, Z0
+	VCVTDQ2PS     Z2, Z2
+	VFMADD231PS   Z2, Z0, Z1
+	VMULPS.BCST   (SI), Z5, Z0
+	VCVTDQ2PS     Z4, Z2
+	VFNMADD231PS  Z2, Z0, Z1
+	VMOVUPS       Z1, 64(SP)
+	ADDQ          $0x00000204, SI
+	ADDQ          $0x00000940, AX
+	DECQ          DI
+	JMP           blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
+TEXT ·q4k16Tile3VNNI(SB), NOSPLIT, $192-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), SI
+	MOVQ    nb+24(FP), R8
+
+blkloop:
+	TESTQ         R8, R8
+	JZ            blkdone
+	VPMOVZXBW     64(AX), Z0
+	VXORPS        Z1, Z1, Z1
+	VPDPWSSD.BCST 372(BX), Z0, Z1
+	VXORPS        Z2, Z2, Z2
+	VPDPWSSD.BCST 372(DI), Z0, Z2
+	VXORPS        Z3, Z3, Z3
+	VPDPWSSD.BCST 372(SI), Z0, Z3
+	VPMOVZXBW     96(AX), Z4
+	VPDPWSSD.BCST 376(BX), Z4, Z1
+	VPDPWSSD.BCST 376(DI), Z4, Z2
+	VPDPWSSD.BCST 376(SI), Z4, Z3
+	VPMOVZXBW     128(AX), Z5
+	VPDPWSSD.BCST 380(BX), Z5, Z1
+	VPDPWSSD.BCST 380(DI), Z5, Z2
+	VPDPWSSD.BCST 380(SI), Z5, Z3
+	VPMOVZXBW     160(AX), Z6
+	VPDPWSSD.BCST 384(BX), Z6, Z1
+	VPDPWSSD.BCST 384(DI), Z6, Z2
+	VPDPWSSD.BCST 384(SI), Z6, Z3
+	VPANDD.BCST   klowword<>+0(SB), Z0, Z7
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2368(AX)
+	VMOVDQU64     320(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPBROADCASTD  324(BX), Z10
+	VPDPBUSD.BCST 4(BX), Z9, Z10
+	VPDPBUSD.BCST 8(BX), Z8, Z10
+	VPBROADCASTD  324(DI), Z11
+	VPDPBUSD.BCST 4(DI), Z9, Z11
+	VPDPBUSD.BCST 8(DI), Z8, Z11
+	VPBROADCASTD  324(SI), Z12
+	VPDPBUSD.BCST 4(SI), Z9, Z12
+	VPDPBUSD.BCST 8(SI), Z8, Z12
+	PREFETCHT0    2752(AX)
+	VMOVDQU64     384(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 12(BX), Z9, Z10
+	VPDPBUSD.BCST 16(BX), Z8, Z10
+	VPDPBUSD.BCST 12(DI), Z9, Z11
+	VPDPBUSD.BCST 16(DI), Z8, Z11
+	VPDPBUSD.BCST 12(SI), Z9, Z12
+	VPDPBUSD.BCST 16(SI), Z8, Z12
+	PREFETCHT0    2816(AX)
+	VMOVDQU64     448(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 20(BX), Z9, Z10
+	VPDPBUSD.BCST 24(BX), Z8, Z10
+	VPDPBUSD.BCST 20(DI), Z9, Z11
+	VPDPBUSD.BCST 24(DI), Z8, Z11
+	VPDPBUSD.BCST 20(SI), Z9, Z12
+	VPDPBUSD.BCST 24(SI), Z8, Z12
+	PREFETCHT0    2880(AX)
+	VMOVDQU64     512(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 28(BX), Z9, Z10
+	VPDPBUSD.BCST 32(BX), Z8, Z10
+	VPDPBUSD.BCST 28(DI), Z9, Z11
+	VPDPBUSD.BCST 32(DI), Z8, Z11
+	VPDPBUSD.BCST 28(SI), Z9, Z12
+	VPDPBUSD.BCST 32(SI), Z8, Z12
+	VPDPWSSD      Z7, Z10, Z1
+	VPDPWSSD      Z7, Z11, Z2
+	VPDPWSSD      Z7, Z12, Z3
+	VPSRLD        $0x10, Z0, Z0
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    2432(AX)
+	VMOVDQU64     576(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPBROADCASTD  328(BX), Z9
+	VPDPBUSD.BCST 36(BX), Z8, Z9
+	VPDPBUSD.BCST 40(BX), Z7, Z9
+	VPBROADCASTD  328(DI), Z10
+	VPDPBUSD.BCST 36(DI), Z8, Z10
+	VPDPBUSD.BCST 40(DI), Z7, Z10
+	VPBROADCASTD  328(SI), Z11
+	VPDPBUSD.BCST 36(SI), Z8, Z11
+	VPDPBUSD.BCST 40(SI), Z7, Z11
+	PREFETCHT0    3008(AX)
+	VMOVDQU64     640(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 44(BX), Z8, Z9
+	VPDPBUSD.BCST 48(BX), Z7, Z9
+	VPDPBUSD.BCST 44(DI), Z8, Z10
+	VPDPBUSD.BCST 48(DI), Z7, Z10
+	VPDPBUSD.BCST 44(SI), Z8, Z11
+	VPDPBUSD.BCST 48(SI), Z7, Z11
+	PREFETCHT0    3072(AX)
+	VMOVDQU64     704(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 52(BX), Z8, Z9
+	VPDPBUSD.BCST 56(BX), Z7, Z9
+	VPDPBUSD.BCST 52(DI), Z8, Z10
+	VPDPBUSD.BCST 56(DI), Z7, Z10
+	VPDPBUSD.BCST 52(SI), Z8, Z11
+	VPDPBUSD.BCST 56(SI), Z7, Z11
+	PREFETCHT0    3136(AX)
+	VMOVDQU64     768(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 60(BX), Z8, Z9
+	VPDPBUSD.BCST 64(BX), Z7, Z9
+	VPDPBUSD.BCST 60(DI), Z8, Z10
+	VPDPBUSD.BCST 64(DI), Z7, Z10
+	VPDPBUSD.BCST 60(SI), Z8, Z11
+	VPDPBUSD.BCST 64(SI), Z7, Z11
+	VPDPWSSD      Z0, Z9, Z1
+	VPDPWSSD      Z0, Z10, Z2
+	VPDPWSSD      Z0, Z11, Z3
+	VPANDD.BCST   klowword<>+0(SB), Z4, Z0
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    2496(AX)
+	VMOVDQU64     832(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPBROADCASTD  332(BX), Z9
+	VPDPBUSD.BCST 68(BX), Z8, Z9
+	VPDPBUSD.BCST 72(BX), Z7, Z9
+	VPBROADCASTD  332(DI), Z10
+	VPDPBUSD.BCST 68(DI), Z8, Z10
+	VPDPBUSD.BCST 72(DI), Z7, Z10
+	VPBROADCASTD  332(SI), Z11
+	VPDPBUSD.BCST 68(SI), Z8, Z11
+	VPDPBUSD.BCST 72(SI), Z7, Z11
+	PREFETCHT0    3264(AX)
+	VMOVDQU64     896(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 76(BX), Z8, Z9
+	VPDPBUSD.BCST 80(BX), Z7, Z9
+	VPDPBUSD.BCST 76(DI), Z8, Z10
+	VPDPBUSD.BCST 80(DI), Z7, Z10
+	VPDPBUSD.BCST 76(SI), Z8, Z11
+	VPDPBUSD.BCST 80(SI), Z7, Z11
+	PREFETCHT0    3328(AX)
+	VMOVDQU64     960(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 84(BX), Z8, Z9
+	VPDPBUSD.BCST 88(BX), Z7, Z9
+	VPDPBUSD.BCST 84(DI), Z8, Z10
+	VPDPBUSD.BCST 88(DI), Z7, Z10
+	VPDPBUSD.BCST 84(SI), Z8, Z11
+	VPDPBUSD.BCST 88(SI), Z7, Z11
+	PREFETCHT0    3392(AX)
+	VMOVDQU64     1024(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 92(BX), Z8, Z9
+	VPDPBUSD.BCST 96(BX), Z7, Z9
+	VPDPBUSD.BCST 92(DI), Z8, Z10
+	VPDPBUSD.BCST 96(DI), Z7, Z10
+	VPDPBUSD.BCST 92(SI), Z8, Z11
+	VPDPBUSD.BCST 96(SI), Z7, Z11
+	VPDPWSSD      Z0, Z9, Z1
+	VPDPWSSD      Z0, Z10, Z2
+	VPDPWSSD      Z0, Z11, Z3
+	VPSRLD        $0x10, Z4, Z0
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    2560(AX)
+	VMOVDQU64     1088(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z7
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPBROADCASTD  336(BX), Z8
+	VPDPBUSD.BCST 100(BX), Z7, Z8
+	VPDPBUSD.BCST 104(BX), Z4, Z8
+	VPBROADCASTD  336(DI), Z9
+	VPDPBUSD.BCST 100(DI), Z7, Z9
+	VPDPBUSD.BCST 104(DI), Z4, Z9
+	VPBROADCASTD  336(SI), Z10
+	VPDPBUSD.BCST 100(SI), Z7, Z10
+	VPDPBUSD.BCST 104(SI), Z4, Z10
+	PREFETCHT0    3520(AX)
+	VMOVDQU64     1152(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z7
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 108(BX), Z7, Z8
+	VPDPBUSD.BCST 112(BX), Z4, Z8
+	VPDPBUSD.BCST 108(DI), Z7, Z9
+	VPDPBUSD.BCST 112(DI), Z4, Z9
+	VPDPBUSD.BCST 108(SI), Z7, Z10
+	VPDPBUSD.BCST 112(SI), Z4, Z10
+	PREFETCHT0    3584(AX)
+	VMOVDQU64     1216(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z7
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 116(BX), Z7, Z8
+	VPDPBUSD.BCST 120(BX), Z4, Z8
+	VPDPBUSD.BCST 116(DI), Z7, Z9
+	VPDPBUSD.BCST 120(DI), Z4, Z9
+	VPDPBUSD.BCST 116(SI), Z7, Z10
+	VPDPBUSD.BCST 120(SI), Z4, Z10
+	PREFETCHT0    3648(AX)
+	VMOVDQU64     1280(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z7
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 124(BX), Z7, Z8
+	VPDPBUSD.BCST 128(BX), Z4, Z8
+	VPDPBUSD.BCST 124(DI), Z7, Z9
+	VPDPBUSD.BCST 128(DI), Z4, Z9
+	VPDPBUSD.BCST 124(SI), Z7, Z10
+	VPDPBUSD.BCST 128(SI), Z4, Z10
+	VPDPWSSD      Z0, Z8, Z1
+	VPDPWSSD      Z0, Z9, Z2
+	VPDPWSSD      Z0, Z10, Z3
+	VPANDD.BCST   klowword<>+0(SB), Z5, Z0
+	PREFETCHT0    3712(AX)
+	PREFETCHT0    2624(AX)
+	VMOVDQU64     1344(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z7
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPBROADCASTD  340(BX), Z8
+	VPDPBUSD.BCST 132(BX), Z7, Z8
+	VPDPBUSD.BCST 136(BX), Z4, Z8
+	VPBROADCASTD  340(DI), Z9
+	VPDPBUSD.BCST 132(DI), Z7, Z9
+	VPDPBUSD.BCST 136(DI), Z4, Z9
+	VPBROADCASTD  340(SI), Z10
+	VPDPBUSD.BCST 132(SI), Z7, Z10
+	VPDPBUSD.BCST 136(SI), Z4, Z10
+	PREFETCHT0    3776(AX)
+	VMOVDQU64     1408(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z7
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 140(BX), Z7, Z8
+	VPDPBUSD.BCST 144(BX), Z4, Z8
+	VPDPBUSD.BCST 140(DI), Z7, Z9
+	VPDPBUSD.BCST 144(DI), Z4, Z9
+	VPDPBUSD.BCST 140(SI), Z7, Z10
+	VPDPBUSD.BCST 144(SI), Z4, Z10
+	PREFETCHT0    3840(AX)
+	VMOVDQU64     1472(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z7
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 148(BX), Z7, Z8
+	VPDPBUSD.BCST 152(BX), Z4, Z8
+	VPDPBUSD.BCST 148(DI), Z7, Z9
+	VPDPBUSD.BCST 152(DI), Z4, Z9
+	VPDPBUSD.BCST 148(SI), Z7, Z10
+	VPDPBUSD.BCST 152(SI), Z4, Z10
+	PREFETCHT0    3904(AX)
+	VMOVDQU64     1536(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z7
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 156(BX), Z7, Z8
+	VPDPBUSD.BCST 160(BX), Z4, Z8
+	VPDPBUSD.BCST 156(DI), Z7, Z9
+	VPDPBUSD.BCST 160(DI), Z4, Z9
+	VPDPBUSD.BCST 156(SI), Z7, Z10
+	VPDPBUSD.BCST 160(SI), Z4, Z10
+	VPDPWSSD      Z0, Z8, Z1
+	VPDPWSSD      Z0, Z9, Z2
+	VPDPWSSD      Z0, Z10, Z3
+	VPSRLD        $0x10, Z5, Z0
+	PREFETCHT0    3968(AX)
+	VMOVDQU64     1600(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPBROADCASTD  344(BX), Z7
+	VPDPBUSD.BCST 164(BX), Z5, Z7
+	VPDPBUSD.BCST 168(BX), Z4, Z7
+	VPBROADCASTD  344(DI), Z8
+	VPDPBUSD.BCST 164(DI), Z5, Z8
+	VPDPBUSD.BCST 168(DI), Z4, Z8
+	VPBROADCASTD  344(SI), Z9
+	VPDPBUSD.BCST 164(SI), Z5, Z9
+	VPDPBUSD.BCST 168(SI), Z4, Z9
+	PREFETCHT0    4032(AX)
+	VMOVDQU64     1664(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 172(BX), Z5, Z7
+	VPDPBUSD.BCST 176(BX), Z4, Z7
+	VPDPBUSD.BCST 172(DI), Z5, Z8
+	VPDPBUSD.BCST 176(DI), Z4, Z8
+	VPDPBUSD.BCST 172(SI), Z5, Z9
+	VPDPBUSD.BCST 176(SI), Z4, Z9
+	PREFETCHT0    4096(AX)
+	VMOVDQU64     1728(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 180(BX), Z5, Z7
+	VPDPBUSD.BCST 184(BX), Z4, Z7
+	VPDPBUSD.BCST 180(DI), Z5, Z8
+	VPDPBUSD.BCST 184(DI), Z4, Z8
+	VPDPBUSD.BCST 180(SI), Z5, Z9
+	VPDPBUSD.BCST 184(SI), Z4, Z9
+	PREFETCHT0    4160(AX)
+	VMOVDQU64     1792(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 188(BX), Z5, Z7
+	VPDPBUSD.BCST 192(BX), Z4, Z7
+	VPDPBUSD.BCST 188(DI), Z5, Z8
+	VPDPBUSD.BCST 192(DI), Z4, Z8
+	VPDPBUSD.BCST 188(SI), Z5, Z9
+	VPDPBUSD.BCST 192(SI), Z4, Z9
+	VPDPWSSD      Z0, Z7, Z1
+	VPDPWSSD      Z0, Z8, Z2
+	VPDPWSSD      Z0, Z9, Z3
+	VPANDD.BCST   klowword<>+0(SB), Z6, Z0
+	PREFETCHT0    4224(AX)
+	VMOVDQU64     1856(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPBROADCASTD  348(BX), Z7
+	VPDPBUSD.BCST 196(BX), Z5, Z7
+	VPDPBUSD.BCST 200(BX), Z4, Z7
+	VPBROADCASTD  348(DI), Z8
+	VPDPBUSD.BCST 196(DI), Z5, Z8
+	VPDPBUSD.BCST 200(DI), Z4, Z8
+	VPBROADCASTD  348(SI), Z9
+	VPDPBUSD.BCST 196(SI), Z5, Z9
+	VPDPBUSD.BCST 200(SI), Z4, Z9
+	PREFETCHT0    4288(AX)
+	VMOVDQU64     1920(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 204(BX), Z5, Z7
+	VPDPBUSD.BCST 208(BX), Z4, Z7
+	VPDPBUSD.BCST 204(DI), Z5, Z8
+	VPDPBUSD.BCST 208(DI), Z4, Z8
+	VPDPBUSD.BCST 204(SI), Z5, Z9
+	VPDPBUSD.BCST 208(SI), Z4, Z9
+	PREFETCHT0    4352(AX)
+	VMOVDQU64     1984(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 212(BX), Z5, Z7
+	VPDPBUSD.BCST 216(BX), Z4, Z7
+	VPDPBUSD.BCST 212(DI), Z5, Z8
+	VPDPBUSD.BCST 216(DI), Z4, Z8
+	VPDPBUSD.BCST 212(SI), Z5, Z9
+	VPDPBUSD.BCST 216(SI), Z4, Z9
+	PREFETCHT0    4416(AX)
+	VMOVDQU64     2048(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 220(BX), Z5, Z7
+	VPDPBUSD.BCST 224(BX), Z4, Z7
+	VPDPBUSD.BCST 220(DI), Z5, Z8
+	VPDPBUSD.BCST 224(DI), Z4, Z8
+	VPDPBUSD.BCST 220(SI), Z5, Z9
+	VPDPBUSD.BCST 224(SI), Z4, Z9
+	VPDPWSSD      Z0, Z7, Z1
+	VPDPWSSD      Z0, Z8, Z2
+	VPDPWSSD      Z0, Z9, Z3
+	VPSRLD        $0x10, Z6, Z0
+	PREFETCHT0    4480(AX)
+	VMOVDQU64     2112(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPBROADCASTD  352(BX), Z6
+	VPDPBUSD.BCST 228(BX), Z5, Z6
+	VPDPBUSD.BCST 232(BX), Z4, Z6
+	VPBROADCASTD  352(DI), Z7
+	VPDPBUSD.BCST 228(DI), Z5, Z7
+	VPDPBUSD.BCST 232(DI), Z4, Z7
+	VPBROADCASTD  352(SI), Z8
+	VPDPBUSD.BCST 228(SI), Z5, Z8
+	VPDPBUSD.BCST 232(SI), Z4, Z8
+	PREFETCHT0    4544(AX)
+	VMOVDQU64     2176(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 236(BX), Z5, Z6
+	VPDPBUSD.BCST 240(BX), Z4, Z6
+	VPDPBUSD.BCST 236(DI), Z5, Z7
+	VPDPBUSD.BCST 240(DI), Z4, Z7
+	VPDPBUSD.BCST 236(SI), Z5, Z8
+	VPDPBUSD.BCST 240(SI), Z4, Z8
+	PREFETCHT0    4608(AX)
+	VMOVDQU64     2240(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 244(BX), Z5, Z6
+	VPDPBUSD.BCST 248(BX), Z4, Z6
+	VPDPBUSD.BCST 244(DI), Z5, Z7
+	VPDPBUSD.BCST 248(DI), Z4, Z7
+	VPDPBUSD.BCST 244(SI), Z5, Z8
+	VPDPBUSD.BCST 248(SI), Z4, Z8
+	PREFETCHT0    4672(AX)
+	VMOVDQU64     2304(AX), Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z5
+	VPSRLW        $0x04, Z4, Z4
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST 252(BX), Z5, Z6
+	VPDPBUSD.BCST 256(BX), Z4, Z6
+	VPDPBUSD.BCST 252(DI), Z5, Z7
+	VPDPBUSD.BCST 256(DI), Z4, Z7
+	VPDPBUSD.BCST 252(SI), Z5, Z8
+	VPDPBUSD.BCST 256(SI), Z4, Z8
+	VPDPWSSD      Z0, Z6, Z1
+	VPDPWSSD      Z0, Z7, Z2
+	VPDPWSSD      Z0, Z8, Z3
+	VPMOVZXBW     192(AX), Z0
+	VXORPS        Z4, Z4, Z4
+	VPDPWSSD.BCST 356(BX), Z0, Z4
+	VXORPS        Z5, Z5, Z5
+	VPDPWSSD.BCST 356(DI), Z0, Z5
+	VXORPS        Z6, Z6, Z6
+	VPDPWSSD.BCST 356(SI), Z0, Z6
+	VPMOVZXBW     224(AX), Z0
+	VPDPWSSD.BCST 360(BX), Z0, Z4
+	VPDPWSSD.BCST 360(DI), Z0, Z5
+	VPDPWSSD.BCST 360(SI), Z0, Z6
+	VPMOVZXBW     256(AX), Z0
+	VPDPWSSD.BCST 364(BX), Z0, Z4
+	VPDPWSSD.BCST 364(DI), Z0, Z5
+	VPDPWSSD.BCST 364(SI), Z0, Z6
+	VPMOVZXBW     288(AX), Z0
+	VPDPWSSD.BCST 368(BX), Z0, Z4
+	VPDPWSSD.BCST 368(DI), Z0, Z5
+	VPDPWSSD.BCST 368(SI), Z0, Z6
+	VCVTPH2PS     (AX), Z0
+	VCVTPH2PS     32(AX), Z7
+	VMOVUPS       (SP), Z9
+	VMULPS.BCST   (BX), Z0, Z8
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z8, Z9
+	VMULPS.BCST   (BX), Z7, Z8
+	VCVTDQ2PS     Z4, Z1
+	VFNMADD231PS  Z1, Z8, Z9
+	VMOVUPS       Z9, (SP)
+	ADDQ          $0x00000204, BX
+	VMOVUPS       64(SP), Z4
+	VMULPS.BCST   (DI), Z0, Z1
+	VCVTDQ2PS     Z2, Z2
+	VFMADD231PS   Z2, Z1, Z4
+	VMULPS.BCST   (DI), Z7, Z1
+	VCVTDQ2PS     Z5, Z2
+	VFNMADD231PS  Z2, Z1, Z4
+	VMOVUPS       Z4, 64(SP)
+	ADDQ          $0x00000204, DI
+	VMOVUPS       128(SP), Z1
+	VMULPS.BCST   (SI), Z0, Z0
+	VCVTDQ2PS     Z3, Z2
+	VFMADD231PS   Z2, Z0, Z1
+	VMULPS.BCST   (SI), Z7, Z0
+	VCVTDQ2PS     Z6, Z2
+	VFNMADD231PS  Z2, Z0, Z1
+	VMOVUPS       Z1, 128(SP)
+	ADDQ          $0x00000204, SI
+	ADDQ          $0x00000940, AX
+	DECQ          R8
+	JMP           blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
+TEXT ·q4k16Tile4VNNI(SB), NOSPLIT, $256-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), SI
+	MOVQ    nb+24(FP), R9
+
+blkloop:
+	TESTQ         R9, R9
+	JZ            blkdone
+	VPMOVZXBW     64(AX), Z0
+	VXORPS        Z1, Z1, Z1
+	VPDPWSSD.BCST 372(BX), Z0, Z1
+	VXORPS        Z2, Z2, Z2
+	VPDPWSSD.BCST 372(DI), Z0, Z2
+	VXORPS        Z3, Z3, Z3
+	VPDPWSSD.BCST 372(R8), Z0, Z3
+	VXORPS        Z4, Z4, Z4
+	VPDPWSSD.BCST 372(SI), Z0, Z4
+	VPMOVZXBW     96(AX), Z5
+	VPDPWSSD.BCST 376(BX), Z5, Z1
+	VPDPWSSD.BCST 376(DI), Z5, Z2
+	VPDPWSSD.BCST 376(R8), Z5, Z3
+	VPDPWSSD.BCST 376(SI), Z5, Z4
+	VPMOVZXBW     128(AX), Z6
+	VPDPWSSD.BCST 380(BX), Z6, Z1
+	VPDPWSSD.BCST 380(DI), Z6, Z2
+	VPDPWSSD.BCST 380(R8), Z6, Z3
+	VPDPWSSD.BCST 380(SI), Z6, Z4
+	VPMOVZXBW     160(AX), Z7
+	VPDPWSSD.BCST 384(BX), Z7, Z1
+	VPDPWSSD.BCST 384(DI), Z7, Z2
+	VPDPWSSD.BCST 384(R8), Z7, Z3
+	VPDPWSSD.BCST 384(SI), Z7, Z4
+	VPANDD.BCST   klowword<>+0(SB), Z0, Z8
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2368(AX)
+	VMOVDQU64     320(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPBROADCASTD  324(BX), Z11
+	VPDPBUSD.BCST 4(BX), Z10, Z11
+	VPDPBUSD.BCST 8(BX), Z9, Z11
+	VPBROADCASTD  324(DI), Z12
+	VPDPBUSD.BCST 4(DI), Z10, Z12
+	VPDPBUSD.BCST 8(DI), Z9, Z12
+	VPBROADCASTD  324(R8), Z13
+	VPDPBUSD.BCST 4(R8), Z10, Z13
+	VPDPBUSD.BCST 8(R8), Z9, Z13
+	VPBROADCASTD  324(SI), Z14
+	VPDPBUSD.BCST 4(SI), Z10, Z14
+	VPDPBUSD.BCST 8(SI), Z9, Z14
+	PREFETCHT0    2752(AX)
+	VMOVDQU64     384(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 12(BX), Z10, Z11
+	VPDPBUSD.BCST 16(BX), Z9, Z11
+	VPDPBUSD.BCST 12(DI), Z10, Z12
+	VPDPBUSD.BCST 16(DI), Z9, Z12
+	VPDPBUSD.BCST 12(R8), Z10, Z13
+	VPDPBUSD.BCST 16(R8), Z9, Z13
+	VPDPBUSD.BCST 12(SI), Z10, Z14
+	VPDPBUSD.BCST 16(SI), Z9, Z14
+	PREFETCHT0    2816(AX)
+	VMOVDQU64     448(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 20(BX), Z10, Z11
+	VPDPBUSD.BCST 24(BX), Z9, Z11
+	VPDPBUSD.BCST 20(DI), Z10, Z12
+	VPDPBUSD.BCST 24(DI), Z9, Z12
+	VPDPBUSD.BCST 20(R8), Z10, Z13
+	VPDPBUSD.BCST 24(R8), Z9, Z13
+	VPDPBUSD.BCST 20(SI), Z10, Z14
+	VPDPBUSD.BCST 24(SI), Z9, Z14
+	PREFETCHT0    2880(AX)
+	VMOVDQU64     512(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 28(BX), Z10, Z11
+	VPDPBUSD.BCST 32(BX), Z9, Z11
+	VPDPBUSD.BCST 28(DI), Z10, Z12
+	VPDPBUSD.BCST 32(DI), Z9, Z12
+	VPDPBUSD.BCST 28(R8), Z10, Z13
+	VPDPBUSD.BCST 32(R8), Z9, Z13
+	VPDPBUSD.BCST 28(SI), Z10, Z14
+	VPDPBUSD.BCST 32(SI), Z9, Z14
+	VPDPWSSD      Z8, Z11, Z1
+	VPDPWSSD      Z8, Z12, Z2
+	VPDPWSSD      Z8, Z13, Z3
+	VPDPWSSD      Z8, Z14, Z4
+	VPSRLD        $0x10, Z0, Z0
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    2432(AX)
+	VMOVDQU64     576(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPBROADCASTD  328(BX), Z10
+	VPDPBUSD.BCST 36(BX), Z9, Z10
+	VPDPBUSD.BCST 40(BX), Z8, Z10
+	VPBROADCASTD  328(DI), Z11
+	VPDPBUSD.BCST 36(DI), Z9, Z11
+	VPDPBUSD.BCST 40(DI), Z8, Z11
+	VPBROADCASTD  328(R8), Z12
+	VPDPBUSD.BCST 36(R8), Z9, Z12
+	VPDPBUSD.BCST 40(R8), Z8, Z12
+	VPBROADCASTD  328(SI), Z13
+	VPDPBUSD.BCST 36(SI), Z9, Z13
+	VPDPBUSD.BCST 40(SI), Z8, Z13
+	PREFETCHT0    3008(AX)
+	VMOVDQU64     640(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 44(BX), Z9, Z10
+	VPDPBUSD.BCST 48(BX), Z8, Z10
+	VPDPBUSD.BCST 44(DI), Z9, Z11
+	VPDPBUSD.BCST 48(DI), Z8, Z11
+	VPDPBUSD.BCST 44(R8), Z9, Z12
+	VPDPBUSD.BCST 48(R8), Z8, Z12
+	VPDPBUSD.BCST 44(SI), Z9, Z13
+	VPDPBUSD.BCST 48(SI), Z8, Z13
+	PREFETCHT0    3072(AX)
+	VMOVDQU64     704(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 52(BX), Z9, Z10
+	VPDPBUSD.BCST 56(BX), Z8, Z10
+	VPDPBUSD.BCST 52(DI), Z9, Z11
+	VPDPBUSD.BCST 56(DI), Z8, Z11
+	VPDPBUSD.BCST 52(R8), Z9, Z12
+	VPDPBUSD.BCST 56(R8), Z8, Z12
+	VPDPBUSD.BCST 52(SI), Z9, Z13
+	VPDPBUSD.BCST 56(SI), Z8, Z13
+	PREFETCHT0    3136(AX)
+	VMOVDQU64     768(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 60(BX), Z9, Z10
+	VPDPBUSD.BCST 64(BX), Z8, Z10
+	VPDPBUSD.BCST 60(DI), Z9, Z11
+	VPDPBUSD.BCST 64(DI), Z8, Z11
+	VPDPBUSD.BCST 60(R8), Z9, Z12
+	VPDPBUSD.BCST 64(R8), Z8, Z12
+	VPDPBUSD.BCST 60(SI), Z9, Z13
+	VPDPBUSD.BCST 64(SI), Z8, Z13
+	VPDPWSSD      Z0, Z10, Z1
+	VPDPWSSD      Z0, Z11, Z2
+	VPDPWSSD      Z0, Z12, Z3
+	VPDPWSSD      Z0, Z13, Z4
+	VPANDD.BCST   klowword<>+0(SB), Z5, Z0
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    2496(AX)
+	VMOVDQU64     832(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPBROADCASTD  332(BX), Z10
+	VPDPBUSD.BCST 68(BX), Z9, Z10
+	VPDPBUSD.BCST 72(BX), Z8, Z10
+	VPBROADCASTD  332(DI), Z11
+	VPDPBUSD.BCST 68(DI), Z9, Z11
+	VPDPBUSD.BCST 72(DI), Z8, Z11
+	VPBROADCASTD  332(R8), Z12
+	VPDPBUSD.BCST 68(R8), Z9, Z12
+	VPDPBUSD.BCST 72(R8), Z8, Z12
+	VPBROADCASTD  332(SI), Z13
+	VPDPBUSD.BCST 68(SI), Z9, Z13
+	VPDPBUSD.BCST 72(SI), Z8, Z13
+	PREFETCHT0    3264(AX)
+	VMOVDQU64     896(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 76(BX), Z9, Z10
+	VPDPBUSD.BCST 80(BX), Z8, Z10
+	VPDPBUSD.BCST 76(DI), Z9, Z11
+	VPDPBUSD.BCST 80(DI), Z8, Z11
+	VPDPBUSD.BCST 76(R8), Z9, Z12
+	VPDPBUSD.BCST 80(R8), Z8, Z12
+	VPDPBUSD.BCST 76(SI), Z9, Z13
+	VPDPBUSD.BCST 80(SI), Z8, Z13
+	PREFETCHT0    3328(AX)
+	VMOVDQU64     960(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 84(BX), Z9, Z10
+	VPDPBUSD.BCST 88(BX), Z8, Z10
+	VPDPBUSD.BCST 84(DI), Z9, Z11
+	VPDPBUSD.BCST 88(DI), Z8, Z11
+	VPDPBUSD.BCST 84(R8), Z9, Z12
+	VPDPBUSD.BCST 88(R8), Z8, Z12
+	VPDPBUSD.BCST 84(SI), Z9, Z13
+	VPDPBUSD.BCST 88(SI), Z8, Z13
+	PREFETCHT0    3392(AX)
+	VMOVDQU64     1024(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 92(BX), Z9, Z10
+	VPDPBUSD.BCST 96(BX), Z8, Z10
+	VPDPBUSD.BCST 92(DI), Z9, Z11
+	VPDPBUSD.BCST 96(DI), Z8, Z11
+	VPDPBUSD.BCST 92(R8), Z9, Z12
+	VPDPBUSD.BCST 96(R8), Z8, Z12
+	VPDPBUSD.BCST 92(SI), Z9, Z13
+	VPDPBUSD.BCST 96(SI), Z8, Z13
+	VPDPWSSD      Z0, Z10, Z1
+	VPDPWSSD      Z0, Z11, Z2
+	VPDPWSSD      Z0, Z12, Z3
+	VPDPWSSD      Z0, Z13, Z4
+	VPSRLD        $0x10, Z5, Z0
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    2560(AX)
+	VMOVDQU64     1088(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z8
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPBROADCASTD  336(BX), Z9
+	VPDPBUSD.BCST 100(BX), Z8, Z9
+	VPDPBUSD.BCST 104(BX), Z5, Z9
+	VPBROADCASTD  336(DI), Z10
+	VPDPBUSD.BCST 100(DI), Z8, Z10
+	VPDPBUSD.BCST 104(DI), Z5, Z10
+	VPBROADCASTD  336(R8), Z11
+	VPDPBUSD.BCST 100(R8), Z8, Z11
+	VPDPBUSD.BCST 104(R8), Z5, Z11
+	VPBROADCASTD  336(SI), Z12
+	VPDPBUSD.BCST 100(SI), Z8, Z12
+	VPDPBUSD.BCST 104(SI), Z5, Z12
+	PREFETCHT0    3520(AX)
+	VMOVDQU64     1152(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z8
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 108(BX), Z8, Z9
+	VPDPBUSD.BCST 112(BX), Z5, Z9
+	VPDPBUSD.BCST 108(DI), Z8, Z10
+	VPDPBUSD.BCST 112(DI), Z5, Z10
+	VPDPBUSD.BCST 108(R8), Z8, Z11
+	VPDPBUSD.BCST 112(R8), Z5, Z11
+	VPDPBUSD.BCST 108(SI), Z8, Z12
+	VPDPBUSD.BCST 112(SI), Z5, Z12
+	PREFETCHT0    3584(AX)
+	VMOVDQU64     1216(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z8
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 116(BX), Z8, Z9
+	VPDPBUSD.BCST 120(BX), Z5, Z9
+	VPDPBUSD.BCST 116(DI), Z8, Z10
+	VPDPBUSD.BCST 120(DI), Z5, Z10
+	VPDPBUSD.BCST 116(R8), Z8, Z11
+	VPDPBUSD.BCST 120(R8), Z5, Z11
+	VPDPBUSD.BCST 116(SI), Z8, Z12
+	VPDPBUSD.BCST 120(SI), Z5, Z12
+	PREFETCHT0    3648(AX)
+	VMOVDQU64     1280(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z8
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 124(BX), Z8, Z9
+	VPDPBUSD.BCST 128(BX), Z5, Z9
+	VPDPBUSD.BCST 124(DI), Z8, Z10
+	VPDPBUSD.BCST 128(DI), Z5, Z10
+	VPDPBUSD.BCST 124(R8), Z8, Z11
+	VPDPBUSD.BCST 128(R8), Z5, Z11
+	VPDPBUSD.BCST 124(SI), Z8, Z12
+	VPDPBUSD.BCST 128(SI), Z5, Z12
+	VPDPWSSD      Z0, Z9, Z1
+	VPDPWSSD      Z0, Z10, Z2
+	VPDPWSSD      Z0, Z11, Z3
+	VPDPWSSD      Z0, Z12, Z4
+	VPANDD.BCST   klowword<>+0(SB), Z6, Z0
+	PREFETCHT0    3712(AX)
+	PREFETCHT0    2624(AX)
+	VMOVDQU64     1344(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z8
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPBROADCASTD  340(BX), Z9
+	VPDPBUSD.BCST 132(BX), Z8, Z9
+	VPDPBUSD.BCST 136(BX), Z5, Z9
+	VPBROADCASTD  340(DI), Z10
+	VPDPBUSD.BCST 132(DI), Z8, Z10
+	VPDPBUSD.BCST 136(DI), Z5, Z10
+	VPBROADCASTD  340(R8), Z11
+	VPDPBUSD.BCST 132(R8), Z8, Z11
+	VPDPBUSD.BCST 136(R8), Z5, Z11
+	VPBROADCASTD  340(SI), Z12
+	VPDPBUSD.BCST 132(SI), Z8, Z12
+	VPDPBUSD.BCST 136(SI), Z5, Z12
+	PREFETCHT0    3776(AX)
+	VMOVDQU64     1408(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z8
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 140(BX), Z8, Z9
+	VPDPBUSD.BCST 144(BX), Z5, Z9
+	VPDPBUSD.BCST 140(DI), Z8, Z10
+	VPDPBUSD.BCST 144(DI), Z5, Z10
+	VPDPBUSD.BCST 140(R8), Z8, Z11
+	VPDPBUSD.BCST 144(R8), Z5, Z11
+	VPDPBUSD.BCST 140(SI), Z8, Z12
+	VPDPBUSD.BCST 144(SI), Z5, Z12
+	PREFETCHT0    3840(AX)
+	VMOVDQU64     1472(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z8
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 148(BX), Z8, Z9
+	VPDPBUSD.BCST 152(BX), Z5, Z9
+	VPDPBUSD.BCST 148(DI), Z8, Z10
+	VPDPBUSD.BCST 152(DI), Z5, Z10
+	VPDPBUSD.BCST 148(R8), Z8, Z11
+	VPDPBUSD.BCST 152(R8), Z5, Z11
+	VPDPBUSD.BCST 148(SI), Z8, Z12
+	VPDPBUSD.BCST 152(SI), Z5, Z12
+	PREFETCHT0    3904(AX)
+	VMOVDQU64     1536(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z8
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 156(BX), Z8, Z9
+	VPDPBUSD.BCST 160(BX), Z5, Z9
+	VPDPBUSD.BCST 156(DI), Z8, Z10
+	VPDPBUSD.BCST 160(DI), Z5, Z10
+	VPDPBUSD.BCST 156(R8), Z8, Z11
+	VPDPBUSD.BCST 160(R8), Z5, Z11
+	VPDPBUSD.BCST 156(SI), Z8, Z12
+	VPDPBUSD.BCST 160(SI), Z5, Z12
+	VPDPWSSD      Z0, Z9, Z1
+	VPDPWSSD      Z0, Z10, Z2
+	VPDPWSSD      Z0, Z11, Z3
+	VPDPWSSD      Z0, Z12, Z4
+	VPSRLD        $0x10, Z6, Z0
+	PREFETCHT0    3968(AX)
+	VMOVDQU64     1600(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPBROADCASTD  344(BX), Z8
+	VPDPBUSD.BCST 164(BX), Z6, Z8
+	VPDPBUSD.BCST 168(BX), Z5, Z8
+	VPBROADCASTD  344(DI), Z9
+	VPDPBUSD.BCST 164(DI), Z6, Z9
+	VPDPBUSD.BCST 168(DI), Z5, Z9
+	VPBROADCASTD  344(R8), Z10
+	VPDPBUSD.BCST 164(R8), Z6, Z10
+	VPDPBUSD.BCST 168(R8), Z5, Z10
+	VPBROADCASTD  344(SI), Z11
+	VPDPBUSD.BCST 164(SI), Z6, Z11
+	VPDPBUSD.BCST 168(SI), Z5, Z11
+	PREFETCHT0    4032(AX)
+	VMOVDQU64     1664(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 172(BX), Z6, Z8
+	VPDPBUSD.BCST 176(BX), Z5, Z8
+	VPDPBUSD.BCST 172(DI), Z6, Z9
+	VPDPBUSD.BCST 176(DI), Z5, Z9
+	VPDPBUSD.BCST 172(R8), Z6, Z10
+	VPDPBUSD.BCST 176(R8), Z5, Z10
+	VPDPBUSD.BCST 172(SI), Z6, Z11
+	VPDPBUSD.BCST 176(SI), Z5, Z11
+	PREFETCHT0    4096(AX)
+	VMOVDQU64     1728(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 180(BX), Z6, Z8
+	VPDPBUSD.BCST 184(BX), Z5, Z8
+	VPDPBUSD.BCST 180(DI), Z6, Z9
+	VPDPBUSD.BCST 184(DI), Z5, Z9
+	VPDPBUSD.BCST 180(R8), Z6, Z10
+	VPDPBUSD.BCST 184(R8), Z5, Z10
+	VPDPBUSD.BCST 180(SI), Z6, Z11
+	VPDPBUSD.BCST 184(SI), Z5, Z11
+	PREFETCHT0    4160(AX)
+	VMOVDQU64     1792(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 188(BX), Z6, Z8
+	VPDPBUSD.BCST 192(BX), Z5, Z8
+	VPDPBUSD.BCST 188(DI), Z6, Z9
+	VPDPBUSD.BCST 192(DI), Z5, Z9
+	VPDPBUSD.BCST 188(R8), Z6, Z10
+	VPDPBUSD.BCST 192(R8), Z5, Z10
+	VPDPBUSD.BCST 188(SI), Z6, Z11
+	VPDPBUSD.BCST 192(SI), Z5, Z11
+	VPDPWSSD      Z0, Z8, Z1
+	VPDPWSSD      Z0, Z9, Z2
+	VPDPWSSD      Z0, Z10, Z3
+	VPDPWSSD      Z0, Z11, Z4
+	VPANDD.BCST   klowword<>+0(SB), Z7, Z0
+	PREFETCHT0    4224(AX)
+	VMOVDQU64     1856(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPBROADCASTD  348(BX), Z8
+	VPDPBUSD.BCST 196(BX), Z6, Z8
+	VPDPBUSD.BCST 200(BX), Z5, Z8
+	VPBROADCASTD  348(DI), Z9
+	VPDPBUSD.BCST 196(DI), Z6, Z9
+	VPDPBUSD.BCST 200(DI), Z5, Z9
+	VPBROADCASTD  348(R8), Z10
+	VPDPBUSD.BCST 196(R8), Z6, Z10
+	VPDPBUSD.BCST 200(R8), Z5, Z10
+	VPBROADCASTD  348(SI), Z11
+	VPDPBUSD.BCST 196(SI), Z6, Z11
+	VPDPBUSD.BCST 200(SI), Z5, Z11
+	PREFETCHT0    4288(AX)
+	VMOVDQU64     1920(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 204(BX), Z6, Z8
+	VPDPBUSD.BCST 208(BX), Z5, Z8
+	VPDPBUSD.BCST 204(DI), Z6, Z9
+	VPDPBUSD.BCST 208(DI), Z5, Z9
+	VPDPBUSD.BCST 204(R8), Z6, Z10
+	VPDPBUSD.BCST 208(R8), Z5, Z10
+	VPDPBUSD.BCST 204(SI), Z6, Z11
+	VPDPBUSD.BCST 208(SI), Z5, Z11
+	PREFETCHT0    4352(AX)
+	VMOVDQU64     1984(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 212(BX), Z6, Z8
+	VPDPBUSD.BCST 216(BX), Z5, Z8
+	VPDPBUSD.BCST 212(DI), Z6, Z9
+	VPDPBUSD.BCST 216(DI), Z5, Z9
+	VPDPBUSD.BCST 212(R8), Z6, Z10
+	VPDPBUSD.BCST 216(R8), Z5, Z10
+	VPDPBUSD.BCST 212(SI), Z6, Z11
+	VPDPBUSD.BCST 216(SI), Z5, Z11
+	PREFETCHT0    4416(AX)
+	VMOVDQU64     2048(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 220(BX), Z6, Z8
+	VPDPBUSD.BCST 224(BX), Z5, Z8
+	VPDPBUSD.BCST 220(DI), Z6, Z9
+	VPDPBUSD.BCST 224(DI), Z5, Z9
+	VPDPBUSD.BCST 220(R8), Z6, Z10
+	VPDPBUSD.BCST 224(R8), Z5, Z10
+	VPDPBUSD.BCST 220(SI), Z6, Z11
+	VPDPBUSD.BCST 224(SI), Z5, Z11
+	VPDPWSSD      Z0, Z8, Z1
+	VPDPWSSD      Z0, Z9, Z2
+	VPDPWSSD      Z0, Z10, Z3
+	VPDPWSSD      Z0, Z11, Z4
+	VPSRLD        $0x10, Z7, Z0
+	PREFETCHT0    4480(AX)
+	VMOVDQU64     2112(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPBROADCASTD  352(BX), Z7
+	VPDPBUSD.BCST 228(BX), Z6, Z7
+	VPDPBUSD.BCST 232(BX), Z5, Z7
+	VPBROADCASTD  352(DI), Z8
+	VPDPBUSD.BCST 228(DI), Z6, Z8
+	VPDPBUSD.BCST 232(DI), Z5, Z8
+	VPBROADCASTD  352(R8), Z9
+	VPDPBUSD.BCST 228(R8), Z6, Z9
+	VPDPBUSD.BCST 232(R8), Z5, Z9
+	VPBROADCASTD  352(SI), Z10
+	VPDPBUSD.BCST 228(SI), Z6, Z10
+	VPDPBUSD.BCST 232(SI), Z5, Z10
+	PREFETCHT0    4544(AX)
+	VMOVDQU64     2176(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 236(BX), Z6, Z7
+	VPDPBUSD.BCST 240(BX), Z5, Z7
+	VPDPBUSD.BCST 236(DI), Z6, Z8
+	VPDPBUSD.BCST 240(DI), Z5, Z8
+	VPDPBUSD.BCST 236(R8), Z6, Z9
+	VPDPBUSD.BCST 240(R8), Z5, Z9
+	VPDPBUSD.BCST 236(SI), Z6, Z10
+	VPDPBUSD.BCST 240(SI), Z5, Z10
+	PREFETCHT0    4608(AX)
+	VMOVDQU64     2240(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 244(BX), Z6, Z7
+	VPDPBUSD.BCST 248(BX), Z5, Z7
+	VPDPBUSD.BCST 244(DI), Z6, Z8
+	VPDPBUSD.BCST 248(DI), Z5, Z8
+	VPDPBUSD.BCST 244(R8), Z6, Z9
+	VPDPBUSD.BCST 248(R8), Z5, Z9
+	VPDPBUSD.BCST 244(SI), Z6, Z10
+	VPDPBUSD.BCST 248(SI), Z5, Z10
+	PREFETCHT0    4672(AX)
+	VMOVDQU64     2304(AX), Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z6
+	VPSRLW        $0x04, Z5, Z5
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST 252(BX), Z6, Z7
+	VPDPBUSD.BCST 256(BX), Z5, Z7
+	VPDPBUSD.BCST 252(DI), Z6, Z8
+	VPDPBUSD.BCST 256(DI), Z5, Z8
+	VPDPBUSD.BCST 252(R8), Z6, Z9
+	VPDPBUSD.BCST 256(R8), Z5, Z9
+	VPDPBUSD.BCST 252(SI), Z6, Z10
+	VPDPBUSD.BCST 256(SI), Z5, Z10
+	VPDPWSSD      Z0, Z7, Z1
+	VPDPWSSD      Z0, Z8, Z2
+	VPDPWSSD      Z0, Z9, Z3
+	VPDPWSSD      Z0, Z10, Z4
+	VPMOVZXBW     192(AX), Z0
+	VXORPS        Z5, Z5, Z5
+	VPDPWSSD.BCST 356(BX), Z0, Z5
+	VXORPS        Z6, Z6, Z6
+	VPDPWSSD.BCST 356(DI), Z0, Z6
+	VXORPS        Z7, Z7, Z7
+	VPDPWSSD.BCST 356(R8), Z0, Z7
+	VXORPS        Z8, Z8, Z8
+	VPDPWSSD.BCST 356(SI), Z0, Z8
+	VPMOVZXBW     224(AX), Z0
+	VPDPWSSD.BCST 360(BX), Z0, Z5
+	VPDPWSSD.BCST 360(DI), Z0, Z6
+	VPDPWSSD.BCST 360(R8), Z0, Z7
+	VPDPWSSD.BCST 360(SI), Z0, Z8
+	VPMOVZXBW     256(AX), Z0
+	VPDPWSSD.BCST 364(BX), Z0, Z5
+	VPDPWSSD.BCST 364(DI), Z0, Z6
+	VPDPWSSD.BCST 364(R8), Z0, Z7
+	VPDPWSSD.BCST 364(SI), Z0, Z8
+	VPMOVZXBW     288(AX), Z0
+	VPDPWSSD.BCST 368(BX), Z0, Z5
+	VPDPWSSD.BCST 368(DI), Z0, Z6
+	VPDPWSSD.BCST 368(R8), Z0, Z7
+	VPDPWSSD.BCST 368(SI), Z0, Z8
+	VCVTPH2PS     (AX), Z0
+	VCVTPH2PS     32(AX), Z9
+	VMOVUPS       (SP), Z11
+	VMULPS.BCST   (BX), Z0, Z10
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z10, Z11
+	VMULPS.BCST   (BX), Z9, Z10
+	VCVTDQ2PS     Z5, Z1
+	VFNMADD231PS  Z1, Z10, Z11
+	VMOVUPS       Z11, (SP)
+	ADDQ          $0x00000204, BX
+	VMOVUPS       64(SP), Z5
+	VMULPS.BCST   (DI), Z0, Z1
+	VCVTDQ2PS     Z2, Z2
+	VFMADD231PS   Z2, Z1, Z5
+	VMULPS.BCST   (DI), Z9, Z1
+	VCVTDQ2PS     Z6, Z2
+	VFNMADD231PS  Z2, Z1, Z5
+	VMOVUPS       Z5, 64(SP)
+	ADDQ          $0x00000204, DI
+	VMOVUPS       128(SP), Z2
+	VMULPS.BCST   (R8), Z0, Z1
+	VCVTDQ2PS     Z3, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R8), Z9, Z1
+	VCVTDQ2PS     Z7, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 128(SP)
+	ADDQ          $0x00000204, R8
+	VMOVUPS       192(SP), Z1
+	VMULPS.BCST   (SI), Z0, Z0
+	VCVTDQ2PS     Z4, Z2
+	VFMADD231PS   Z2, Z0, Z1
+	VMULPS.BCST   (SI), Z9, Z0
+	VCVTDQ2PS     Z8, Z2
+	VFNMADD231PS  Z2, Z0, Z1
+	VMOVUPS       Z1, 192(SP)
+	ADDQ          $0x00000204, SI
+	ADDQ          $0x00000940, AX
+	DECQ          R9
+	JMP           blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
+TEXT ·q4k16Tile5VNNI(SB), NOSPLIT, $320-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), SI
+	MOVQ    nb+24(FP), R10
+
+blkloop:
+	TESTQ         R10, R10
+	JZ            blkdone
+	VPMOVZXBW     64(AX), Z0
+	VXORPS        Z1, Z1, Z1
+	VPDPWSSD.BCST 372(BX), Z0, Z1
+	VXORPS        Z2, Z2, Z2
+	VPDPWSSD.BCST 372(DI), Z0, Z2
+	VXORPS        Z3, Z3, Z3
+	VPDPWSSD.BCST 372(R8), Z0, Z3
+	VXORPS        Z4, Z4, Z4
+	VPDPWSSD.BCST 372(R9), Z0, Z4
+	VXORPS        Z5, Z5, Z5
+	VPDPWSSD.BCST 372(SI), Z0, Z5
+	VPMOVZXBW     96(AX), Z6
+	VPDPWSSD.BCST 376(BX), Z6, Z1
+	VPDPWSSD.BCST 376(DI), Z6, Z2
+	VPDPWSSD.BCST 376(R8), Z6, Z3
+	VPDPWSSD.BCST 376(R9), Z6, Z4
+	VPDPWSSD.BCST 376(SI), Z6, Z5
+	VPMOVZXBW     128(AX), Z7
+	VPDPWSSD.BCST 380(BX), Z7, Z1
+	VPDPWSSD.BCST 380(DI), Z7, Z2
+	VPDPWSSD.BCST 380(R8), Z7, Z3
+	VPDPWSSD.BCST 380(R9), Z7, Z4
+	VPDPWSSD.BCST 380(SI), Z7, Z5
+	VPMOVZXBW     160(AX), Z8
+	VPDPWSSD.BCST 384(BX), Z8, Z1
+	VPDPWSSD.BCST 384(DI), Z8, Z2
+	VPDPWSSD.BCST 384(R8), Z8, Z3
+	VPDPWSSD.BCST 384(R9), Z8, Z4
+	VPDPWSSD.BCST 384(SI), Z8, Z5
+	VPANDD.BCST   klowword<>+0(SB), Z0, Z9
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2368(AX)
+	VMOVDQU64     320(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPBROADCASTD  324(BX), Z12
+	VPDPBUSD.BCST 4(BX), Z11, Z12
+	VPDPBUSD.BCST 8(BX), Z10, Z12
+	VPBROADCASTD  324(DI), Z13
+	VPDPBUSD.BCST 4(DI), Z11, Z13
+	VPDPBUSD.BCST 8(DI), Z10, Z13
+	VPBROADCASTD  324(R8), Z14
+	VPDPBUSD.BCST 4(R8), Z11, Z14
+	VPDPBUSD.BCST 8(R8), Z10, Z14
+	VPBROADCASTD  324(R9), Z15
+	VPDPBUSD.BCST 4(R9), Z11, Z15
+	VPDPBUSD.BCST 8(R9), Z10, Z15
+	VPBROADCASTD  324(SI), Z16
+	VPDPBUSD.BCST 4(SI), Z11, Z16
+	VPDPBUSD.BCST 8(SI), Z10, Z16
+	PREFETCHT0    2752(AX)
+	VMOVDQU64     384(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST 12(BX), Z11, Z12
+	VPDPBUSD.BCST 16(BX), Z10, Z12
+	VPDPBUSD.BCST 12(DI), Z11, Z13
+	VPDPBUSD.BCST 16(DI), Z10, Z13
+	VPDPBUSD.BCST 12(R8), Z11, Z14
+	VPDPBUSD.BCST 16(R8), Z10, Z14
+	VPDPBUSD.BCST 12(R9), Z11, Z15
+	VPDPBUSD.BCST 16(R9), Z10, Z15
+	VPDPBUSD.BCST 12(SI), Z11, Z16
+	VPDPBUSD.BCST 16(SI), Z10, Z16
+	PREFETCHT0    2816(AX)
+	VMOVDQU64     448(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST 20(BX), Z11, Z12
+	VPDPBUSD.BCST 24(BX), Z10, Z12
+	VPDPBUSD.BCST 20(DI), Z11, Z13
+	VPDPBUSD.BCST 24(DI), Z10, Z13
+	VPDPBUSD.BCST 20(R8), Z11, Z14
+	VPDPBUSD.BCST 24(R8), Z10, Z14
+	VPDPBUSD.BCST 20(R9), Z11, Z15
+	VPDPBUSD.BCST 24(R9), Z10, Z15
+	VPDPBUSD.BCST 20(SI), Z11, Z16
+	VPDPBUSD.BCST 24(SI), Z10, Z16
+	PREFETCHT0    2880(AX)
+	VMOVDQU64     512(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST 28(BX), Z11, Z12
+	VPDPBUSD.BCST 32(BX), Z10, Z12
+	VPDPBUSD.BCST 28(DI), Z11, Z13
+	VPDPBUSD.BCST 32(DI), Z10, Z13
+	VPDPBUSD.BCST 28(R8), Z11, Z14
+	VPDPBUSD.BCST 32(R8), Z10, Z14
+	VPDPBUSD.BCST 28(R9), Z11, Z15
+	VPDPBUSD.BCST 32(R9), Z10, Z15
+	VPDPBUSD.BCST 28(SI), Z11, Z16
+	VPDPBUSD.BCST 32(SI), Z10, Z16
+	VPDPWSSD      Z9, Z12, Z1
+	VPDPWSSD      Z9, Z13, Z2
+	VPDPWSSD      Z9, Z14, Z3
+	VPDPWSSD      Z9, Z15, Z4
+	VPDPWSSD      Z9, Z16, Z5
+	VPSRLD        $0x10, Z0, Z0
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    2432(AX)
+	VMOVDQU64     576(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPBROADCASTD  328(BX), Z11
+	VPDPBUSD.BCST 36(BX), Z10, Z11
+	VPDPBUSD.BCST 40(BX), Z9, Z11
+	VPBROADCASTD  328(DI), Z12
+	VPDPBUSD.BCST 36(DI), Z10, Z12
+	VPDPBUSD.BCST 40(DI), Z9, Z12
+	VPBROADCASTD  328(R8), Z13
+	VPDPBUSD.BCST 36(R8), Z10, Z13
+	VPDPBUSD.BCST 40(R8), Z9, Z13
+	VPBROADCASTD  328(R9), Z14
+	VPDPBUSD.BCST 36(R9), Z10, Z14
+	VPDPBUSD.BCST 40(R9), Z9, Z14
+	VPBROADCASTD  328(SI), Z15
+	VPDPBUSD.BCST 36(SI), Z10, Z15
+	VPDPBUSD.BCST 40(SI), Z9, Z15
+	PREFETCHT0    3008(AX)
+	VMOVDQU64     640(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 44(BX), Z10, Z11
+	VPDPBUSD.BCST 48(BX), Z9, Z11
+	VPDPBUSD.BCST 44(DI), Z10, Z12
+	VPDPBUSD.BCST 48(DI), Z9, Z12
+	VPDPBUSD.BCST 44(R8), Z10, Z13
+	VPDPBUSD.BCST 48(R8), Z9, Z13
+	VPDPBUSD.BCST 44(R9), Z10, Z14
+	VPDPBUSD.BCST 48(R9), Z9, Z14
+	VPDPBUSD.BCST 44(SI), Z10, Z15
+	VPDPBUSD.BCST 48(SI), Z9, Z15
+	PREFETCHT0    3072(AX)
+	VMOVDQU64     704(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 52(BX), Z10, Z11
+	VPDPBUSD.BCST 56(BX), Z9, Z11
+	VPDPBUSD.BCST 52(DI), Z10, Z12
+	VPDPBUSD.BCST 56(DI), Z9, Z12
+	VPDPBUSD.BCST 52(R8), Z10, Z13
+	VPDPBUSD.BCST 56(R8), Z9, Z13
+	VPDPBUSD.BCST 52(R9), Z10, Z14
+	VPDPBUSD.BCST 56(R9), Z9, Z14
+	VPDPBUSD.BCST 52(SI), Z10, Z15
+	VPDPBUSD.BCST 56(SI), Z9, Z15
+	PREFETCHT0    3136(AX)
+	VMOVDQU64     768(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 60(BX), Z10, Z11
+	VPDPBUSD.BCST 64(BX), Z9, Z11
+	VPDPBUSD.BCST 60(DI), Z10, Z12
+	VPDPBUSD.BCST 64(DI), Z9, Z12
+	VPDPBUSD.BCST 60(R8), Z10, Z13
+	VPDPBUSD.BCST 64(R8), Z9, Z13
+	VPDPBUSD.BCST 60(R9), Z10, Z14
+	VPDPBUSD.BCST 64(R9), Z9, Z14
+	VPDPBUSD.BCST 60(SI), Z10, Z15
+	VPDPBUSD.BCST 64(SI), Z9, Z15
+	VPDPWSSD      Z0, Z11, Z1
+	VPDPWSSD      Z0, Z12, Z2
+	VPDPWSSD      Z0, Z13, Z3
+	VPDPWSSD      Z0, Z14, Z4
+	VPDPWSSD      Z0, Z15, Z5
+	VPANDD.BCST   klowword<>+0(SB), Z6, Z0
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    2496(AX)
+	VMOVDQU64     832(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPBROADCASTD  332(BX), Z11
+	VPDPBUSD.BCST 68(BX), Z10, Z11
+	VPDPBUSD.BCST 72(BX), Z9, Z11
+	VPBROADCASTD  332(DI), Z12
+	VPDPBUSD.BCST 68(DI), Z10, Z12
+	VPDPBUSD.BCST 72(DI), Z9, Z12
+	VPBROADCASTD  332(R8), Z13
+	VPDPBUSD.BCST 68(R8), Z10, Z13
+	VPDPBUSD.BCST 72(R8), Z9, Z13
+	VPBROADCASTD  332(R9), Z14
+	VPDPBUSD.BCST 68(R9), Z10, Z14
+	VPDPBUSD.BCST 72(R9), Z9, Z14
+	VPBROADCASTD  332(SI), Z15
+	VPDPBUSD.BCST 68(SI), Z10, Z15
+	VPDPBUSD.BCST 72(SI), Z9, Z15
+	PREFETCHT0    3264(AX)
+	VMOVDQU64     896(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 76(BX), Z10, Z11
+	VPDPBUSD.BCST 80(BX), Z9, Z11
+	VPDPBUSD.BCST 76(DI), Z10, Z12
+	VPDPBUSD.BCST 80(DI), Z9, Z12
+	VPDPBUSD.BCST 76(R8), Z10, Z13
+	VPDPBUSD.BCST 80(R8), Z9, Z13
+	VPDPBUSD.BCST 76(R9), Z10, Z14
+	VPDPBUSD.BCST 80(R9), Z9, Z14
+	VPDPBUSD.BCST 76(SI), Z10, Z15
+	VPDPBUSD.BCST 80(SI), Z9, Z15
+	PREFETCHT0    3328(AX)
+	VMOVDQU64     960(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 84(BX), Z10, Z11
+	VPDPBUSD.BCST 88(BX), Z9, Z11
+	VPDPBUSD.BCST 84(DI), Z10, Z12
+	VPDPBUSD.BCST 88(DI), Z9, Z12
+	VPDPBUSD.BCST 84(R8), Z10, Z13
+	VPDPBUSD.BCST 88(R8), Z9, Z13
+	VPDPBUSD.BCST 84(R9), Z10, Z14
+	VPDPBUSD.BCST 88(R9), Z9, Z14
+	VPDPBUSD.BCST 84(SI), Z10, Z15
+	VPDPBUSD.BCST 88(SI), Z9, Z15
+	PREFETCHT0    3392(AX)
+	VMOVDQU64     1024(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 92(BX), Z10, Z11
+	VPDPBUSD.BCST 96(BX), Z9, Z11
+	VPDPBUSD.BCST 92(DI), Z10, Z12
+	VPDPBUSD.BCST 96(DI), Z9, Z12
+	VPDPBUSD.BCST 92(R8), Z10, Z13
+	VPDPBUSD.BCST 96(R8), Z9, Z13
+	VPDPBUSD.BCST 92(R9), Z10, Z14
+	VPDPBUSD.BCST 96(R9), Z9, Z14
+	VPDPBUSD.BCST 92(SI), Z10, Z15
+	VPDPBUSD.BCST 96(SI), Z9, Z15
+	VPDPWSSD      Z0, Z11, Z1
+	VPDPWSSD      Z0, Z12, Z2
+	VPDPWSSD      Z0, Z13, Z3
+	VPDPWSSD      Z0, Z14, Z4
+	VPDPWSSD      Z0, Z15, Z5
+	VPSRLD        $0x10, Z6, Z0
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    2560(AX)
+	VMOVDQU64     1088(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z9
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPBROADCASTD  336(BX), Z10
+	VPDPBUSD.BCST 100(BX), Z9, Z10
+	VPDPBUSD.BCST 104(BX), Z6, Z10
+	VPBROADCASTD  336(DI), Z11
+	VPDPBUSD.BCST 100(DI), Z9, Z11
+	VPDPBUSD.BCST 104(DI), Z6, Z11
+	VPBROADCASTD  336(R8), Z12
+	VPDPBUSD.BCST 100(R8), Z9, Z12
+	VPDPBUSD.BCST 104(R8), Z6, Z12
+	VPBROADCASTD  336(R9), Z13
+	VPDPBUSD.BCST 100(R9), Z9, Z13
+	VPDPBUSD.BCST 104(R9), Z6, Z13
+	VPBROADCASTD  336(SI), Z14
+	VPDPBUSD.BCST 100(SI), Z9, Z14
+	VPDPBUSD.BCST 104(SI), Z6, Z14
+	PREFETCHT0    3520(AX)
+	VMOVDQU64     1152(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z9
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 108(BX), Z9, Z10
+	VPDPBUSD.BCST 112(BX), Z6, Z10
+	VPDPBUSD.BCST 108(DI), Z9, Z11
+	VPDPBUSD.BCST 112(DI), Z6, Z11
+	VPDPBUSD.BCST 108(R8), Z9, Z12
+	VPDPBUSD.BCST 112(R8), Z6, Z12
+	VPDPBUSD.BCST 108(R9), Z9, Z13
+	VPDPBUSD.BCST 112(R9), Z6, Z13
+	VPDPBUSD.BCST 108(SI), Z9, Z14
+	VPDPBUSD.BCST 112(SI), Z6, Z14
+	PREFETCHT0    3584(AX)
+	VMOVDQU64     1216(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z9
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 116(BX), Z9, Z10
+	VPDPBUSD.BCST 120(BX), Z6, Z10
+	VPDPBUSD.BCST 116(DI), Z9, Z11
+	VPDPBUSD.BCST 120(DI), Z6, Z11
+	VPDPBUSD.BCST 116(R8), Z9, Z12
+	VPDPBUSD.BCST 120(R8), Z6, Z12
+	VPDPBUSD.BCST 116(R9), Z9, Z13
+	VPDPBUSD.BCST 120(R9), Z6, Z13
+	VPDPBUSD.BCST 116(SI), Z9, Z14
+	VPDPBUSD.BCST 120(SI), Z6, Z14
+	PREFETCHT0    3648(AX)
+	VMOVDQU64     1280(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z9
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 124(BX), Z9, Z10
+	VPDPBUSD.BCST 128(BX), Z6, Z10
+	VPDPBUSD.BCST 124(DI), Z9, Z11
+	VPDPBUSD.BCST 128(DI), Z6, Z11
+	VPDPBUSD.BCST 124(R8), Z9, Z12
+	VPDPBUSD.BCST 128(R8), Z6, Z12
+	VPDPBUSD.BCST 124(R9), Z9, Z13
+	VPDPBUSD.BCST 128(R9), Z6, Z13
+	VPDPBUSD.BCST 124(SI), Z9, Z14
+	VPDPBUSD.BCST 128(SI), Z6, Z14
+	VPDPWSSD      Z0, Z10, Z1
+	VPDPWSSD      Z0, Z11, Z2
+	VPDPWSSD      Z0, Z12, Z3
+	VPDPWSSD      Z0, Z13, Z4
+	VPDPWSSD      Z0, Z14, Z5
+	VPANDD.BCST   klowword<>+0(SB), Z7, Z0
+	PREFETCHT0    3712(AX)
+	PREFETCHT0    2624(AX)
+	VMOVDQU64     1344(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z9
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPBROADCASTD  340(BX), Z10
+	VPDPBUSD.BCST 132(BX), Z9, Z10
+	VPDPBUSD.BCST 136(BX), Z6, Z10
+	VPBROADCASTD  340(DI), Z11
+	VPDPBUSD.BCST 132(DI), Z9, Z11
+	VPDPBUSD.BCST 136(DI), Z6, Z11
+	VPBROADCASTD  340(R8), Z12
+	VPDPBUSD.BCST 132(R8), Z9, Z12
+	VPDPBUSD.BCST 136(R8), Z6, Z12
+	VPBROADCASTD  340(R9), Z13
+	VPDPBUSD.BCST 132(R9), Z9, Z13
+	VPDPBUSD.BCST 136(R9), Z6, Z13
+	VPBROADCASTD  340(SI), Z14
+	VPDPBUSD.BCST 132(SI), Z9, Z14
+	VPDPBUSD.BCST 136(SI), Z6, Z14
+	PREFETCHT0    3776(AX)
+	VMOVDQU64     1408(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z9
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 140(BX), Z9, Z10
+	VPDPBUSD.BCST 144(BX), Z6, Z10
+	VPDPBUSD.BCST 140(DI), Z9, Z11
+	VPDPBUSD.BCST 144(DI), Z6, Z11
+	VPDPBUSD.BCST 140(R8), Z9, Z12
+	VPDPBUSD.BCST 144(R8), Z6, Z12
+	VPDPBUSD.BCST 140(R9), Z9, Z13
+	VPDPBUSD.BCST 144(R9), Z6, Z13
+	VPDPBUSD.BCST 140(SI), Z9, Z14
+	VPDPBUSD.BCST 144(SI), Z6, Z14
+	PREFETCHT0    3840(AX)
+	VMOVDQU64     1472(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z9
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 148(BX), Z9, Z10
+	VPDPBUSD.BCST 152(BX), Z6, Z10
+	VPDPBUSD.BCST 148(DI), Z9, Z11
+	VPDPBUSD.BCST 152(DI), Z6, Z11
+	VPDPBUSD.BCST 148(R8), Z9, Z12
+	VPDPBUSD.BCST 152(R8), Z6, Z12
+	VPDPBUSD.BCST 148(R9), Z9, Z13
+	VPDPBUSD.BCST 152(R9), Z6, Z13
+	VPDPBUSD.BCST 148(SI), Z9, Z14
+	VPDPBUSD.BCST 152(SI), Z6, Z14
+	PREFETCHT0    3904(AX)
+	VMOVDQU64     1536(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z9
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 156(BX), Z9, Z10
+	VPDPBUSD.BCST 160(BX), Z6, Z10
+	VPDPBUSD.BCST 156(DI), Z9, Z11
+	VPDPBUSD.BCST 160(DI), Z6, Z11
+	VPDPBUSD.BCST 156(R8), Z9, Z12
+	VPDPBUSD.BCST 160(R8), Z6, Z12
+	VPDPBUSD.BCST 156(R9), Z9, Z13
+	VPDPBUSD.BCST 160(R9), Z6, Z13
+	VPDPBUSD.BCST 156(SI), Z9, Z14
+	VPDPBUSD.BCST 160(SI), Z6, Z14
+	VPDPWSSD      Z0, Z10, Z1
+	VPDPWSSD      Z0, Z11, Z2
+	VPDPWSSD      Z0, Z12, Z3
+	VPDPWSSD      Z0, Z13, Z4
+	VPDPWSSD      Z0, Z14, Z5
+	VPSRLD        $0x10, Z7, Z0
+	PREFETCHT0    3968(AX)
+	VMOVDQU64     1600(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPBROADCASTD  344(BX), Z9
+	VPDPBUSD.BCST 164(BX), Z7, Z9
+	VPDPBUSD.BCST 168(BX), Z6, Z9
+	VPBROADCASTD  344(DI), Z10
+	VPDPBUSD.BCST 164(DI), Z7, Z10
+	VPDPBUSD.BCST 168(DI), Z6, Z10
+	VPBROADCASTD  344(R8), Z11
+	VPDPBUSD.BCST 164(R8), Z7, Z11
+	VPDPBUSD.BCST 168(R8), Z6, Z11
+	VPBROADCASTD  344(R9), Z12
+	VPDPBUSD.BCST 164(R9), Z7, Z12
+	VPDPBUSD.BCST 168(R9), Z6, Z12
+	VPBROADCASTD  344(SI), Z13
+	VPDPBUSD.BCST 164(SI), Z7, Z13
+	VPDPBUSD.BCST 168(SI), Z6, Z13
+	PREFETCHT0    4032(AX)
+	VMOVDQU64     1664(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 172(BX), Z7, Z9
+	VPDPBUSD.BCST 176(BX), Z6, Z9
+	VPDPBUSD.BCST 172(DI), Z7, Z10
+	VPDPBUSD.BCST 176(DI), Z6, Z10
+	VPDPBUSD.BCST 172(R8), Z7, Z11
+	VPDPBUSD.BCST 176(R8), Z6, Z11
+	VPDPBUSD.BCST 172(R9), Z7, Z12
+	VPDPBUSD.BCST 176(R9), Z6, Z12
+	VPDPBUSD.BCST 172(SI), Z7, Z13
+	VPDPBUSD.BCST 176(SI), Z6, Z13
+	PREFETCHT0    4096(AX)
+	VMOVDQU64     1728(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 180(BX), Z7, Z9
+	VPDPBUSD.BCST 184(BX), Z6, Z9
+	VPDPBUSD.BCST 180(DI), Z7, Z10
+	VPDPBUSD.BCST 184(DI), Z6, Z10
+	VPDPBUSD.BCST 180(R8), Z7, Z11
+	VPDPBUSD.BCST 184(R8), Z6, Z11
+	VPDPBUSD.BCST 180(R9), Z7, Z12
+	VPDPBUSD.BCST 184(R9), Z6, Z12
+	VPDPBUSD.BCST 180(SI), Z7, Z13
+	VPDPBUSD.BCST 184(SI), Z6, Z13
+	PREFETCHT0    4160(AX)
+	VMOVDQU64     1792(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 188(BX), Z7, Z9
+	VPDPBUSD.BCST 192(BX), Z6, Z9
+	VPDPBUSD.BCST 188(DI), Z7, Z10
+	VPDPBUSD.BCST 192(DI), Z6, Z10
+	VPDPBUSD.BCST 188(R8), Z7, Z11
+	VPDPBUSD.BCST 192(R8), Z6, Z11
+	VPDPBUSD.BCST 188(R9), Z7, Z12
+	VPDPBUSD.BCST 192(R9), Z6, Z12
+	VPDPBUSD.BCST 188(SI), Z7, Z13
+	VPDPBUSD.BCST 192(SI), Z6, Z13
+	VPDPWSSD      Z0, Z9, Z1
+	VPDPWSSD      Z0, Z10, Z2
+	VPDPWSSD      Z0, Z11, Z3
+	VPDPWSSD      Z0, Z12, Z4
+	VPDPWSSD      Z0, Z13, Z5
+	VPANDD.BCST   klowword<>+0(SB), Z8, Z0
+	PREFETCHT0    4224(AX)
+	VMOVDQU64     1856(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPBROADCASTD  348(BX), Z9
+	VPDPBUSD.BCST 196(BX), Z7, Z9
+	VPDPBUSD.BCST 200(BX), Z6, Z9
+	VPBROADCASTD  348(DI), Z10
+	VPDPBUSD.BCST 196(DI), Z7, Z10
+	VPDPBUSD.BCST 200(DI), Z6, Z10
+	VPBROADCASTD  348(R8), Z11
+	VPDPBUSD.BCST 196(R8), Z7, Z11
+	VPDPBUSD.BCST 200(R8), Z6, Z11
+	VPBROADCASTD  348(R9), Z12
+	VPDPBUSD.BCST 196(R9), Z7, Z12
+	VPDPBUSD.BCST 200(R9), Z6, Z12
+	VPBROADCASTD  348(SI), Z13
+	VPDPBUSD.BCST 196(SI), Z7, Z13
+	VPDPBUSD.BCST 200(SI), Z6, Z13
+	PREFETCHT0    4288(AX)
+	VMOVDQU64     1920(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 204(BX), Z7, Z9
+	VPDPBUSD.BCST 208(BX), Z6, Z9
+	VPDPBUSD.BCST 204(DI), Z7, Z10
+	VPDPBUSD.BCST 208(DI), Z6, Z10
+	VPDPBUSD.BCST 204(R8), Z7, Z11
+	VPDPBUSD.BCST 208(R8), Z6, Z11
+	VPDPBUSD.BCST 204(R9), Z7, Z12
+	VPDPBUSD.BCST 208(R9), Z6, Z12
+	VPDPBUSD.BCST 204(SI), Z7, Z13
+	VPDPBUSD.BCST 208(SI), Z6, Z13
+	PREFETCHT0    4352(AX)
+	VMOVDQU64     1984(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 212(BX), Z7, Z9
+	VPDPBUSD.BCST 216(BX), Z6, Z9
+	VPDPBUSD.BCST 212(DI), Z7, Z10
+	VPDPBUSD.BCST 216(DI), Z6, Z10
+	VPDPBUSD.BCST 212(R8), Z7, Z11
+	VPDPBUSD.BCST 216(R8), Z6, Z11
+	VPDPBUSD.BCST 212(R9), Z7, Z12
+	VPDPBUSD.BCST 216(R9), Z6, Z12
+	VPDPBUSD.BCST 212(SI), Z7, Z13
+	VPDPBUSD.BCST 216(SI), Z6, Z13
+	PREFETCHT0    4416(AX)
+	VMOVDQU64     2048(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 220(BX), Z7, Z9
+	VPDPBUSD.BCST 224(BX), Z6, Z9
+	VPDPBUSD.BCST 220(DI), Z7, Z10
+	VPDPBUSD.BCST 224(DI), Z6, Z10
+	VPDPBUSD.BCST 220(R8), Z7, Z11
+	VPDPBUSD.BCST 224(R8), Z6, Z11
+	VPDPBUSD.BCST 220(R9), Z7, Z12
+	VPDPBUSD.BCST 224(R9), Z6, Z12
+	VPDPBUSD.BCST 220(SI), Z7, Z13
+	VPDPBUSD.BCST 224(SI), Z6, Z13
+	VPDPWSSD      Z0, Z9, Z1
+	VPDPWSSD      Z0, Z10, Z2
+	VPDPWSSD      Z0, Z11, Z3
+	VPDPWSSD      Z0, Z12, Z4
+	VPDPWSSD      Z0, Z13, Z5
+	VPSRLD        $0x10, Z8, Z0
+	PREFETCHT0    4480(AX)
+	VMOVDQU64     2112(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPBROADCASTD  352(BX), Z8
+	VPDPBUSD.BCST 228(BX), Z7, Z8
+	VPDPBUSD.BCST 232(BX), Z6, Z8
+	VPBROADCASTD  352(DI), Z9
+	VPDPBUSD.BCST 228(DI), Z7, Z9
+	VPDPBUSD.BCST 232(DI), Z6, Z9
+	VPBROADCASTD  352(R8), Z10
+	VPDPBUSD.BCST 228(R8), Z7, Z10
+	VPDPBUSD.BCST 232(R8), Z6, Z10
+	VPBROADCASTD  352(R9), Z11
+	VPDPBUSD.BCST 228(R9), Z7, Z11
+	VPDPBUSD.BCST 232(R9), Z6, Z11
+	VPBROADCASTD  352(SI), Z12
+	VPDPBUSD.BCST 228(SI), Z7, Z12
+	VPDPBUSD.BCST 232(SI), Z6, Z12
+	PREFETCHT0    4544(AX)
+	VMOVDQU64     2176(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 236(BX), Z7, Z8
+	VPDPBUSD.BCST 240(BX), Z6, Z8
+	VPDPBUSD.BCST 236(DI), Z7, Z9
+	VPDPBUSD.BCST 240(DI), Z6, Z9
+	VPDPBUSD.BCST 236(R8), Z7, Z10
+	VPDPBUSD.BCST 240(R8), Z6, Z10
+	VPDPBUSD.BCST 236(R9), Z7, Z11
+	VPDPBUSD.BCST 240(R9), Z6, Z11
+	VPDPBUSD.BCST 236(SI), Z7, Z12
+	VPDPBUSD.BCST 240(SI), Z6, Z12
+	PREFETCHT0    4608(AX)
+	VMOVDQU64     2240(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 244(BX), Z7, Z8
+	VPDPBUSD.BCST 248(BX), Z6, Z8
+	VPDPBUSD.BCST 244(DI), Z7, Z9
+	VPDPBUSD.BCST 248(DI), Z6, Z9
+	VPDPBUSD.BCST 244(R8), Z7, Z10
+	VPDPBUSD.BCST 248(R8), Z6, Z10
+	VPDPBUSD.BCST 244(R9), Z7, Z11
+	VPDPBUSD.BCST 248(R9), Z6, Z11
+	VPDPBUSD.BCST 244(SI), Z7, Z12
+	VPDPBUSD.BCST 248(SI), Z6, Z12
+	PREFETCHT0    4672(AX)
+	VMOVDQU64     2304(AX), Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z7
+	VPSRLW        $0x04, Z6, Z6
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST 252(BX), Z7, Z8
+	VPDPBUSD.BCST 256(BX), Z6, Z8
+	VPDPBUSD.BCST 252(DI), Z7, Z9
+	VPDPBUSD.BCST 256(DI), Z6, Z9
+	VPDPBUSD.BCST 252(R8), Z7, Z10
+	VPDPBUSD.BCST 256(R8), Z6, Z10
+	VPDPBUSD.BCST 252(R9), Z7, Z11
+	VPDPBUSD.BCST 256(R9), Z6, Z11
+	VPDPBUSD.BCST 252(SI), Z7, Z12
+	VPDPBUSD.BCST 256(SI), Z6, Z12
+	VPDPWSSD      Z0, Z8, Z1
+	VPDPWSSD      Z0, Z9, Z2
+	VPDPWSSD      Z0, Z10, Z3
+	VPDPWSSD      Z0, Z11, Z4
+	VPDPWSSD      Z0, Z12, Z5
+	VPMOVZXBW     192(AX), Z0
+	VXORPS        Z6, Z6, Z6
+	VPDPWSSD.BCST 356(BX), Z0, Z6
+	VXORPS        Z7, Z7, Z7
+	VPDPWSSD.BCST 356(DI), Z0, Z7
+	VXORPS        Z8, Z8, Z8
+	VPDPWSSD.BCST 356(R8), Z0, Z8
+	VXORPS        Z9, Z9, Z9
+	VPDPWSSD.BCST 356(R9), Z0, Z9
+	VXORPS        Z10, Z10, Z10
+	VPDPWSSD.BCST 356(SI), Z0, Z10
+	VPMOVZXBW     224(AX), Z0
+	VPDPWSSD.BCST 360(BX), Z0, Z6
+	VPDPWSSD.BCST 360(DI), Z0, Z7
+	VPDPWSSD.BCST 360(R8), Z0, Z8
+	VPDPWSSD.BCST 360(R9), Z0, Z9
+	VPDPWSSD.BCST 360(SI), Z0, Z10
+	VPMOVZXBW     256(AX), Z0
+	VPDPWSSD.BCST 364(BX), Z0, Z6
+	VPDPWSSD.BCST 364(DI), Z0, Z7
+	VPDPWSSD.BCST 364(R8), Z0, Z8
+	VPDPWSSD.BCST 364(R9), Z0, Z9
+	VPDPWSSD.BCST 364(SI), Z0, Z10
+	VPMOVZXBW     288(AX), Z0
+	VPDPWSSD.BCST 368(BX), Z0, Z6
+	VPDPWSSD.BCST 368(DI), Z0, Z7
+	VPDPWSSD.BCST 368(R8), Z0, Z8
+	VPDPWSSD.BCST 368(R9), Z0, Z9
+	VPDPWSSD.BCST 368(SI), Z0, Z10
+	VCVTPH2PS     (AX), Z0
+	VCVTPH2PS     32(AX), Z11
+	VMOVUPS       (SP), Z13
+	VMULPS.BCST   (BX), Z0, Z12
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z12, Z13
+	VMULPS.BCST   (BX), Z11, Z12
+	VCVTDQ2PS     Z6, Z1
+	VFNMADD231PS  Z1, Z12, Z13
+	VMOVUPS       Z13, (SP)
+	ADDQ          $0x00000204, BX
+	VMOVUPS       64(SP), Z6
+	VMULPS.BCST   (DI), Z0, Z1
+	VCVTDQ2PS     Z2, Z2
+	VFMADD231PS   Z2, Z1, Z6
+	VMULPS.BCST   (DI), Z11, Z1
+	VCVTDQ2PS     Z7, Z2
+	VFNMADD231PS  Z2, Z1, Z6
+	VMOVUPS       Z6, 64(SP)
+	ADDQ          $0x00000204, DI
+	VMOVUPS       128(SP), Z2
+	VMULPS.BCST   (R8), Z0, Z1
+	VCVTDQ2PS     Z3, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R8), Z11, Z1
+	VCVTDQ2PS     Z8, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 128(SP)
+	ADDQ          $0x00000204, R8
+	VMOVUPS       192(SP), Z2
+	VMULPS.BCST   (R9), Z0, Z1
+	VCVTDQ2PS     Z4, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R9), Z11, Z1
+	VCVTDQ2PS     Z9, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 192(SP)
+	ADDQ          $0x00000204, R9
+	VMOVUPS       256(SP), Z1
+	VMULPS.BCST   (SI), Z0, Z0
+	VCVTDQ2PS     Z5, Z2
+	VFMADD231PS   Z2, Z0, Z1
+	VMULPS.BCST   (SI), Z11, Z0
+	VCVTDQ2PS     Z10, Z2
+	VFNMADD231PS  Z2, Z0, Z1
+	VMOVUPS       Z1, 256(SP)
+	ADDQ          $0x00000204, SI
+	ADDQ          $0x00000940, AX
+	DECQ          R10
+	JMP           blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
+TEXT ·q4k16Tile6VNNI(SB), NOSPLIT, $384-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), R10
+	LEAQ    (R10)(SI*1), SI
+	MOVQ    nb+24(FP), R11
+
+blkloop:
+	TESTQ         R11, R11
+	JZ            blkdone
+	VPMOVZXBW     64(AX), Z0
+	VXORPS        Z1, Z1, Z1
+	VPDPWSSD.BCST 372(BX), Z0, Z1
+	VXORPS        Z2, Z2, Z2
+	VPDPWSSD.BCST 372(DI), Z0, Z2
+	VXORPS        Z3, Z3, Z3
+	VPDPWSSD.BCST 372(R8), Z0, Z3
+	VXORPS        Z4, Z4, Z4
+	VPDPWSSD.BCST 372(R9), Z0, Z4
+	VXORPS        Z5, Z5, Z5
+	VPDPWSSD.BCST 372(R10), Z0, Z5
+	VXORPS        Z6, Z6, Z6
+	VPDPWSSD.BCST 372(SI), Z0, Z6
+	VPMOVZXBW     96(AX), Z7
+	VPDPWSSD.BCST 376(BX), Z7, Z1
+	VPDPWSSD.BCST 376(DI), Z7, Z2
+	VPDPWSSD.BCST 376(R8), Z7, Z3
+	VPDPWSSD.BCST 376(R9), Z7, Z4
+	VPDPWSSD.BCST 376(R10), Z7, Z5
+	VPDPWSSD.BCST 376(SI), Z7, Z6
+	VPMOVZXBW     128(AX), Z8
+	VPDPWSSD.BCST 380(BX), Z8, Z1
+	VPDPWSSD.BCST 380(DI), Z8, Z2
+	VPDPWSSD.BCST 380(R8), Z8, Z3
+	VPDPWSSD.BCST 380(R9), Z8, Z4
+	VPDPWSSD.BCST 380(R10), Z8, Z5
+	VPDPWSSD.BCST 380(SI), Z8, Z6
+	VPMOVZXBW     160(AX), Z9
+	VPDPWSSD.BCST 384(BX), Z9, Z1
+	VPDPWSSD.BCST 384(DI), Z9, Z2
+	VPDPWSSD.BCST 384(R8), Z9, Z3
+	VPDPWSSD.BCST 384(R9), Z9, Z4
+	VPDPWSSD.BCST 384(R10), Z9, Z5
+	VPDPWSSD.BCST 384(SI), Z9, Z6
+	VPANDD.BCST   klowword<>+0(SB), Z0, Z10
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2368(AX)
+	VMOVDQU64     320(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPBROADCASTD  324(BX), Z13
+	VPDPBUSD.BCST 4(BX), Z12, Z13
+	VPDPBUSD.BCST 8(BX), Z11, Z13
+	VPBROADCASTD  324(DI), Z14
+	VPDPBUSD.BCST 4(DI), Z12, Z14
+	VPDPBUSD.BCST 8(DI), Z11, Z14
+	VPBROADCASTD  324(R8), Z15
+	VPDPBUSD.BCST 4(R8), Z12, Z15
+	VPDPBUSD.BCST 8(R8), Z11, Z15
+	VPBROADCASTD  324(R9), Z16
+	VPDPBUSD.BCST 4(R9), Z12, Z16
+	VPDPBUSD.BCST 8(R9), Z11, Z16
+	VPBROADCASTD  324(R10), Z17
+	VPDPBUSD.BCST 4(R10), Z12, Z17
+	VPDPBUSD.BCST 8(R10), Z11, Z17
+	VPBROADCASTD  324(SI), Z18
+	VPDPBUSD.BCST 4(SI), Z12, Z18
+	VPDPBUSD.BCST 8(SI), Z11, Z18
+	PREFETCHT0    2752(AX)
+	VMOVDQU64     384(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST 12(BX), Z12, Z13
+	VPDPBUSD.BCST 16(BX), Z11, Z13
+	VPDPBUSD.BCST 12(DI), Z12, Z14
+	VPDPBUSD.BCST 16(DI), Z11, Z14
+	VPDPBUSD.BCST 12(R8), Z12, Z15
+	VPDPBUSD.BCST 16(R8), Z11, Z15
+	VPDPBUSD.BCST 12(R9), Z12, Z16
+	VPDPBUSD.BCST 16(R9), Z11, Z16
+	VPDPBUSD.BCST 12(R10), Z12, Z17
+	VPDPBUSD.BCST 16(R10), Z11, Z17
+	VPDPBUSD.BCST 12(SI), Z12, Z18
+	VPDPBUSD.BCST 16(SI), Z11, Z18
+	PREFETCHT0    2816(AX)
+	VMOVDQU64     448(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST 20(BX), Z12, Z13
+	VPDPBUSD.BCST 24(BX), Z11, Z13
+	VPDPBUSD.BCST 20(DI), Z12, Z14
+	VPDPBUSD.BCST 24(DI), Z11, Z14
+	VPDPBUSD.BCST 20(R8), Z12, Z15
+	VPDPBUSD.BCST 24(R8), Z11, Z15
+	VPDPBUSD.BCST 20(R9), Z12, Z16
+	VPDPBUSD.BCST 24(R9), Z11, Z16
+	VPDPBUSD.BCST 20(R10), Z12, Z17
+	VPDPBUSD.BCST 24(R10), Z11, Z17
+	VPDPBUSD.BCST 20(SI), Z12, Z18
+	VPDPBUSD.BCST 24(SI), Z11, Z18
+	PREFETCHT0    2880(AX)
+	VMOVDQU64     512(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST 28(BX), Z12, Z13
+	VPDPBUSD.BCST 32(BX), Z11, Z13
+	VPDPBUSD.BCST 28(DI), Z12, Z14
+	VPDPBUSD.BCST 32(DI), Z11, Z14
+	VPDPBUSD.BCST 28(R8), Z12, Z15
+	VPDPBUSD.BCST 32(R8), Z11, Z15
+	VPDPBUSD.BCST 28(R9), Z12, Z16
+	VPDPBUSD.BCST 32(R9), Z11, Z16
+	VPDPBUSD.BCST 28(R10), Z12, Z17
+	VPDPBUSD.BCST 32(R10), Z11, Z17
+	VPDPBUSD.BCST 28(SI), Z12, Z18
+	VPDPBUSD.BCST 32(SI), Z11, Z18
+	VPDPWSSD      Z10, Z13, Z1
+	VPDPWSSD      Z10, Z14, Z2
+	VPDPWSSD      Z10, Z15, Z3
+	VPDPWSSD      Z10, Z16, Z4
+	VPDPWSSD      Z10, Z17, Z5
+	VPDPWSSD      Z10, Z18, Z6
+	VPSRLD        $0x10, Z0, Z0
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    2432(AX)
+	VMOVDQU64     576(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPBROADCASTD  328(BX), Z12
+	VPDPBUSD.BCST 36(BX), Z11, Z12
+	VPDPBUSD.BCST 40(BX), Z10, Z12
+	VPBROADCASTD  328(DI), Z13
+	VPDPBUSD.BCST 36(DI), Z11, Z13
+	VPDPBUSD.BCST 40(DI), Z10, Z13
+	VPBROADCASTD  328(R8), Z14
+	VPDPBUSD.BCST 36(R8), Z11, Z14
+	VPDPBUSD.BCST 40(R8), Z10, Z14
+	VPBROADCASTD  328(R9), Z15
+	VPDPBUSD.BCST 36(R9), Z11, Z15
+	VPDPBUSD.BCST 40(R9), Z10, Z15
+	VPBROADCASTD  328(R10), Z16
+	VPDPBUSD.BCST 36(R10), Z11, Z16
+	VPDPBUSD.BCST 40(R10), Z10, Z16
+	VPBROADCASTD  328(SI), Z17
+	VPDPBUSD.BCST 36(SI), Z11, Z17
+	VPDPBUSD.BCST 40(SI), Z10, Z17
+	PREFETCHT0    3008(AX)
+	VMOVDQU64     640(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST 44(BX), Z11, Z12
+	VPDPBUSD.BCST 48(BX), Z10, Z12
+	VPDPBUSD.BCST 44(DI), Z11, Z13
+	VPDPBUSD.BCST 48(DI), Z10, Z13
+	VPDPBUSD.BCST 44(R8), Z11, Z14
+	VPDPBUSD.BCST 48(R8), Z10, Z14
+	VPDPBUSD.BCST 44(R9), Z11, Z15
+	VPDPBUSD.BCST 48(R9), Z10, Z15
+	VPDPBUSD.BCST 44(R10), Z11, Z16
+	VPDPBUSD.BCST 48(R10), Z10, Z16
+	VPDPBUSD.BCST 44(SI), Z11, Z17
+	VPDPBUSD.BCST 48(SI), Z10, Z17
+	PREFETCHT0    3072(AX)
+	VMOVDQU64     704(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST 52(BX), Z11, Z12
+	VPDPBUSD.BCST 56(BX), Z10, Z12
+	VPDPBUSD.BCST 52(DI), Z11, Z13
+	VPDPBUSD.BCST 56(DI), Z10, Z13
+	VPDPBUSD.BCST 52(R8), Z11, Z14
+	VPDPBUSD.BCST 56(R8), Z10, Z14
+	VPDPBUSD.BCST 52(R9), Z11, Z15
+	VPDPBUSD.BCST 56(R9), Z10, Z15
+	VPDPBUSD.BCST 52(R10), Z11, Z16
+	VPDPBUSD.BCST 56(R10), Z10, Z16
+	VPDPBUSD.BCST 52(SI), Z11, Z17
+	VPDPBUSD.BCST 56(SI), Z10, Z17
+	PREFETCHT0    3136(AX)
+	VMOVDQU64     768(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST 60(BX), Z11, Z12
+	VPDPBUSD.BCST 64(BX), Z10, Z12
+	VPDPBUSD.BCST 60(DI), Z11, Z13
+	VPDPBUSD.BCST 64(DI), Z10, Z13
+	VPDPBUSD.BCST 60(R8), Z11, Z14
+	VPDPBUSD.BCST 64(R8), Z10, Z14
+	VPDPBUSD.BCST 60(R9), Z11, Z15
+	VPDPBUSD.BCST 64(R9), Z10, Z15
+	VPDPBUSD.BCST 60(R10), Z11, Z16
+	VPDPBUSD.BCST 64(R10), Z10, Z16
+	VPDPBUSD.BCST 60(SI), Z11, Z17
+	VPDPBUSD.BCST 64(SI), Z10, Z17
+	VPDPWSSD      Z0, Z12, Z1
+	VPDPWSSD      Z0, Z13, Z2
+	VPDPWSSD      Z0, Z14, Z3
+	VPDPWSSD      Z0, Z15, Z4
+	VPDPWSSD      Z0, Z16, Z5
+	VPDPWSSD      Z0, Z17, Z6
+	VPANDD.BCST   klowword<>+0(SB), Z7, Z0
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    2496(AX)
+	VMOVDQU64     832(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPBROADCASTD  332(BX), Z12
+	VPDPBUSD.BCST 68(BX), Z11, Z12
+	VPDPBUSD.BCST 72(BX), Z10, Z12
+	VPBROADCASTD  332(DI), Z13
+	VPDPBUSD.BCST 68(DI), Z11, Z13
+	VPDPBUSD.BCST 72(DI), Z10, Z13
+	VPBROADCASTD  332(R8), Z14
+	VPDPBUSD.BCST 68(R8), Z11, Z14
+	VPDPBUSD.BCST 72(R8), Z10, Z14
+	VPBROADCASTD  332(R9), Z15
+	VPDPBUSD.BCST 68(R9), Z11, Z15
+	VPDPBUSD.BCST 72(R9), Z10, Z15
+	VPBROADCASTD  332(R10), Z16
+	VPDPBUSD.BCST 68(R10), Z11, Z16
+	VPDPBUSD.BCST 72(R10), Z10, Z16
+	VPBROADCASTD  332(SI), Z17
+	VPDPBUSD.BCST 68(SI), Z11, Z17
+	VPDPBUSD.BCST 72(SI), Z10, Z17
+	PREFETCHT0    3264(AX)
+	VMOVDQU64     896(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST 76(BX), Z11, Z12
+	VPDPBUSD.BCST 80(BX), Z10, Z12
+	VPDPBUSD.BCST 76(DI), Z11, Z13
+	VPDPBUSD.BCST 80(DI), Z10, Z13
+	VPDPBUSD.BCST 76(R8), Z11, Z14
+	VPDPBUSD.BCST 80(R8), Z10, Z14
+	VPDPBUSD.BCST 76(R9), Z11, Z15
+	VPDPBUSD.BCST 80(R9), Z10, Z15
+	VPDPBUSD.BCST 76(R10), Z11, Z16
+	VPDPBUSD.BCST 80(R10), Z10, Z16
+	VPDPBUSD.BCST 76(SI), Z11, Z17
+	VPDPBUSD.BCST 80(SI), Z10, Z17
+	PREFETCHT0    3328(AX)
+	VMOVDQU64     960(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST 84(BX), Z11, Z12
+	VPDPBUSD.BCST 88(BX), Z10, Z12
+	VPDPBUSD.BCST 84(DI), Z11, Z13
+	VPDPBUSD.BCST 88(DI), Z10, Z13
+	VPDPBUSD.BCST 84(R8), Z11, Z14
+	VPDPBUSD.BCST 88(R8), Z10, Z14
+	VPDPBUSD.BCST 84(R9), Z11, Z15
+	VPDPBUSD.BCST 88(R9), Z10, Z15
+	VPDPBUSD.BCST 84(R10), Z11, Z16
+	VPDPBUSD.BCST 88(R10), Z10, Z16
+	VPDPBUSD.BCST 84(SI), Z11, Z17
+	VPDPBUSD.BCST 88(SI), Z10, Z17
+	PREFETCHT0    3392(AX)
+	VMOVDQU64     1024(AX), Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z11
+	VPSRLW        $0x04, Z10, Z10
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST 92(BX), Z11, Z12
+	VPDPBUSD.BCST 96(BX), Z10, Z12
+	VPDPBUSD.BCST 92(DI), Z11, Z13
+	VPDPBUSD.BCST 96(DI), Z10, Z13
+	VPDPBUSD.BCST 92(R8), Z11, Z14
+	VPDPBUSD.BCST 96(R8), Z10, Z14
+	VPDPBUSD.BCST 92(R9), Z11, Z15
+	VPDPBUSD.BCST 96(R9), Z10, Z15
+	VPDPBUSD.BCST 92(R10), Z11, Z16
+	VPDPBUSD.BCST 96(R10), Z10, Z16
+	VPDPBUSD.BCST 92(SI), Z11, Z17
+	VPDPBUSD.BCST 96(SI), Z10, Z17
+	VPDPWSSD      Z0, Z12, Z1
+	VPDPWSSD      Z0, Z13, Z2
+	VPDPWSSD      Z0, Z14, Z3
+	VPDPWSSD      Z0, Z15, Z4
+	VPDPWSSD      Z0, Z16, Z5
+	VPDPWSSD      Z0, Z17, Z6
+	VPSRLD        $0x10, Z7, Z0
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    2560(AX)
+	VMOVDQU64     1088(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z10
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPBROADCASTD  336(BX), Z11
+	VPDPBUSD.BCST 100(BX), Z10, Z11
+	VPDPBUSD.BCST 104(BX), Z7, Z11
+	VPBROADCASTD  336(DI), Z12
+	VPDPBUSD.BCST 100(DI), Z10, Z12
+	VPDPBUSD.BCST 104(DI), Z7, Z12
+	VPBROADCASTD  336(R8), Z13
+	VPDPBUSD.BCST 100(R8), Z10, Z13
+	VPDPBUSD.BCST 104(R8), Z7, Z13
+	VPBROADCASTD  336(R9), Z14
+	VPDPBUSD.BCST 100(R9), Z10, Z14
+	VPDPBUSD.BCST 104(R9), Z7, Z14
+	VPBROADCASTD  336(R10), Z15
+	VPDPBUSD.BCST 100(R10), Z10, Z15
+	VPDPBUSD.BCST 104(R10), Z7, Z15
+	VPBROADCASTD  336(SI), Z16
+	VPDPBUSD.BCST 100(SI), Z10, Z16
+	VPDPBUSD.BCST 104(SI), Z7, Z16
+	PREFETCHT0    3520(AX)
+	VMOVDQU64     1152(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z10
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 108(BX), Z10, Z11
+	VPDPBUSD.BCST 112(BX), Z7, Z11
+	VPDPBUSD.BCST 108(DI), Z10, Z12
+	VPDPBUSD.BCST 112(DI), Z7, Z12
+	VPDPBUSD.BCST 108(R8), Z10, Z13
+	VPDPBUSD.BCST 112(R8), Z7, Z13
+	VPDPBUSD.BCST 108(R9), Z10, Z14
+	VPDPBUSD.BCST 112(R9), Z7, Z14
+	VPDPBUSD.BCST 108(R10), Z10, Z15
+	VPDPBUSD.BCST 112(R10), Z7, Z15
+	VPDPBUSD.BCST 108(SI), Z10, Z16
+	VPDPBUSD.BCST 112(SI), Z7, Z16
+	PREFETCHT0    3584(AX)
+	VMOVDQU64     1216(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z10
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 116(BX), Z10, Z11
+	VPDPBUSD.BCST 120(BX), Z7, Z11
+	VPDPBUSD.BCST 116(DI), Z10, Z12
+	VPDPBUSD.BCST 120(DI), Z7, Z12
+	VPDPBUSD.BCST 116(R8), Z10, Z13
+	VPDPBUSD.BCST 120(R8), Z7, Z13
+	VPDPBUSD.BCST 116(R9), Z10, Z14
+	VPDPBUSD.BCST 120(R9), Z7, Z14
+	VPDPBUSD.BCST 116(R10), Z10, Z15
+	VPDPBUSD.BCST 120(R10), Z7, Z15
+	VPDPBUSD.BCST 116(SI), Z10, Z16
+	VPDPBUSD.BCST 120(SI), Z7, Z16
+	PREFETCHT0    3648(AX)
+	VMOVDQU64     1280(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z10
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 124(BX), Z10, Z11
+	VPDPBUSD.BCST 128(BX), Z7, Z11
+	VPDPBUSD.BCST 124(DI), Z10, Z12
+	VPDPBUSD.BCST 128(DI), Z7, Z12
+	VPDPBUSD.BCST 124(R8), Z10, Z13
+	VPDPBUSD.BCST 128(R8), Z7, Z13
+	VPDPBUSD.BCST 124(R9), Z10, Z14
+	VPDPBUSD.BCST 128(R9), Z7, Z14
+	VPDPBUSD.BCST 124(R10), Z10, Z15
+	VPDPBUSD.BCST 128(R10), Z7, Z15
+	VPDPBUSD.BCST 124(SI), Z10, Z16
+	VPDPBUSD.BCST 128(SI), Z7, Z16
+	VPDPWSSD      Z0, Z11, Z1
+	VPDPWSSD      Z0, Z12, Z2
+	VPDPWSSD      Z0, Z13, Z3
+	VPDPWSSD      Z0, Z14, Z4
+	VPDPWSSD      Z0, Z15, Z5
+	VPDPWSSD      Z0, Z16, Z6
+	VPANDD.BCST   klowword<>+0(SB), Z8, Z0
+	PREFETCHT0    3712(AX)
+	PREFETCHT0    2624(AX)
+	VMOVDQU64     1344(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z10
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPBROADCASTD  340(BX), Z11
+	VPDPBUSD.BCST 132(BX), Z10, Z11
+	VPDPBUSD.BCST 136(BX), Z7, Z11
+	VPBROADCASTD  340(DI), Z12
+	VPDPBUSD.BCST 132(DI), Z10, Z12
+	VPDPBUSD.BCST 136(DI), Z7, Z12
+	VPBROADCASTD  340(R8), Z13
+	VPDPBUSD.BCST 132(R8), Z10, Z13
+	VPDPBUSD.BCST 136(R8), Z7, Z13
+	VPBROADCASTD  340(R9), Z14
+	VPDPBUSD.BCST 132(R9), Z10, Z14
+	VPDPBUSD.BCST 136(R9), Z7, Z14
+	VPBROADCASTD  340(R10), Z15
+	VPDPBUSD.BCST 132(R10), Z10, Z15
+	VPDPBUSD.BCST 136(R10), Z7, Z15
+	VPBROADCASTD  340(SI), Z16
+	VPDPBUSD.BCST 132(SI), Z10, Z16
+	VPDPBUSD.BCST 136(SI), Z7, Z16
+	PREFETCHT0    3776(AX)
+	VMOVDQU64     1408(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z10
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 140(BX), Z10, Z11
+	VPDPBUSD.BCST 144(BX), Z7, Z11
+	VPDPBUSD.BCST 140(DI), Z10, Z12
+	VPDPBUSD.BCST 144(DI), Z7, Z12
+	VPDPBUSD.BCST 140(R8), Z10, Z13
+	VPDPBUSD.BCST 144(R8), Z7, Z13
+	VPDPBUSD.BCST 140(R9), Z10, Z14
+	VPDPBUSD.BCST 144(R9), Z7, Z14
+	VPDPBUSD.BCST 140(R10), Z10, Z15
+	VPDPBUSD.BCST 144(R10), Z7, Z15
+	VPDPBUSD.BCST 140(SI), Z10, Z16
+	VPDPBUSD.BCST 144(SI), Z7, Z16
+	PREFETCHT0    3840(AX)
+	VMOVDQU64     1472(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z10
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 148(BX), Z10, Z11
+	VPDPBUSD.BCST 152(BX), Z7, Z11
+	VPDPBUSD.BCST 148(DI), Z10, Z12
+	VPDPBUSD.BCST 152(DI), Z7, Z12
+	VPDPBUSD.BCST 148(R8), Z10, Z13
+	VPDPBUSD.BCST 152(R8), Z7, Z13
+	VPDPBUSD.BCST 148(R9), Z10, Z14
+	VPDPBUSD.BCST 152(R9), Z7, Z14
+	VPDPBUSD.BCST 148(R10), Z10, Z15
+	VPDPBUSD.BCST 152(R10), Z7, Z15
+	VPDPBUSD.BCST 148(SI), Z10, Z16
+	VPDPBUSD.BCST 152(SI), Z7, Z16
+	PREFETCHT0    3904(AX)
+	VMOVDQU64     1536(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z10
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 156(BX), Z10, Z11
+	VPDPBUSD.BCST 160(BX), Z7, Z11
+	VPDPBUSD.BCST 156(DI), Z10, Z12
+	VPDPBUSD.BCST 160(DI), Z7, Z12
+	VPDPBUSD.BCST 156(R8), Z10, Z13
+	VPDPBUSD.BCST 160(R8), Z7, Z13
+	VPDPBUSD.BCST 156(R9), Z10, Z14
+	VPDPBUSD.BCST 160(R9), Z7, Z14
+	VPDPBUSD.BCST 156(R10), Z10, Z15
+	VPDPBUSD.BCST 160(R10), Z7, Z15
+	VPDPBUSD.BCST 156(SI), Z10, Z16
+	VPDPBUSD.BCST 160(SI), Z7, Z16
+	VPDPWSSD      Z0, Z11, Z1
+	VPDPWSSD      Z0, Z12, Z2
+	VPDPWSSD      Z0, Z13, Z3
+	VPDPWSSD      Z0, Z14, Z4
+	VPDPWSSD      Z0, Z15, Z5
+	VPDPWSSD      Z0, Z16, Z6
+	VPSRLD        $0x10, Z8, Z0
+	PREFETCHT0    3968(AX)
+	VMOVDQU64     1600(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPBROADCASTD  344(BX), Z10
+	VPDPBUSD.BCST 164(BX), Z8, Z10
+	VPDPBUSD.BCST 168(BX), Z7, Z10
+	VPBROADCASTD  344(DI), Z11
+	VPDPBUSD.BCST 164(DI), Z8, Z11
+	VPDPBUSD.BCST 168(DI), Z7, Z11
+	VPBROADCASTD  344(R8), Z12
+	VPDPBUSD.BCST 164(R8), Z8, Z12
+	VPDPBUSD.BCST 168(R8), Z7, Z12
+	VPBROADCASTD  344(R9), Z13
+	VPDPBUSD.BCST 164(R9), Z8, Z13
+	VPDPBUSD.BCST 168(R9), Z7, Z13
+	VPBROADCASTD  344(R10), Z14
+	VPDPBUSD.BCST 164(R10), Z8, Z14
+	VPDPBUSD.BCST 168(R10), Z7, Z14
+	VPBROADCASTD  344(SI), Z15
+	VPDPBUSD.BCST 164(SI), Z8, Z15
+	VPDPBUSD.BCST 168(SI), Z7, Z15
+	PREFETCHT0    4032(AX)
+	VMOVDQU64     1664(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 172(BX), Z8, Z10
+	VPDPBUSD.BCST 176(BX), Z7, Z10
+	VPDPBUSD.BCST 172(DI), Z8, Z11
+	VPDPBUSD.BCST 176(DI), Z7, Z11
+	VPDPBUSD.BCST 172(R8), Z8, Z12
+	VPDPBUSD.BCST 176(R8), Z7, Z12
+	VPDPBUSD.BCST 172(R9), Z8, Z13
+	VPDPBUSD.BCST 176(R9), Z7, Z13
+	VPDPBUSD.BCST 172(R10), Z8, Z14
+	VPDPBUSD.BCST 176(R10), Z7, Z14
+	VPDPBUSD.BCST 172(SI), Z8, Z15
+	VPDPBUSD.BCST 176(SI), Z7, Z15
+	PREFETCHT0    4096(AX)
+	VMOVDQU64     1728(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 180(BX), Z8, Z10
+	VPDPBUSD.BCST 184(BX), Z7, Z10
+	VPDPBUSD.BCST 180(DI), Z8, Z11
+	VPDPBUSD.BCST 184(DI), Z7, Z11
+	VPDPBUSD.BCST 180(R8), Z8, Z12
+	VPDPBUSD.BCST 184(R8), Z7, Z12
+	VPDPBUSD.BCST 180(R9), Z8, Z13
+	VPDPBUSD.BCST 184(R9), Z7, Z13
+	VPDPBUSD.BCST 180(R10), Z8, Z14
+	VPDPBUSD.BCST 184(R10), Z7, Z14
+	VPDPBUSD.BCST 180(SI), Z8, Z15
+	VPDPBUSD.BCST 184(SI), Z7, Z15
+	PREFETCHT0    4160(AX)
+	VMOVDQU64     1792(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 188(BX), Z8, Z10
+	VPDPBUSD.BCST 192(BX), Z7, Z10
+	VPDPBUSD.BCST 188(DI), Z8, Z11
+	VPDPBUSD.BCST 192(DI), Z7, Z11
+	VPDPBUSD.BCST 188(R8), Z8, Z12
+	VPDPBUSD.BCST 192(R8), Z7, Z12
+	VPDPBUSD.BCST 188(R9), Z8, Z13
+	VPDPBUSD.BCST 192(R9), Z7, Z13
+	VPDPBUSD.BCST 188(R10), Z8, Z14
+	VPDPBUSD.BCST 192(R10), Z7, Z14
+	VPDPBUSD.BCST 188(SI), Z8, Z15
+	VPDPBUSD.BCST 192(SI), Z7, Z15
+	VPDPWSSD      Z0, Z10, Z1
+	VPDPWSSD      Z0, Z11, Z2
+	VPDPWSSD      Z0, Z12, Z3
+	VPDPWSSD      Z0, Z13, Z4
+	VPDPWSSD      Z0, Z14, Z5
+	VPDPWSSD      Z0, Z15, Z6
+	VPANDD.BCST   klowword<>+0(SB), Z9, Z0
+	PREFETCHT0    4224(AX)
+	VMOVDQU64     1856(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPBROADCASTD  348(BX), Z10
+	VPDPBUSD.BCST 196(BX), Z8, Z10
+	VPDPBUSD.BCST 200(BX), Z7, Z10
+	VPBROADCASTD  348(DI), Z11
+	VPDPBUSD.BCST 196(DI), Z8, Z11
+	VPDPBUSD.BCST 200(DI), Z7, Z11
+	VPBROADCASTD  348(R8), Z12
+	VPDPBUSD.BCST 196(R8), Z8, Z12
+	VPDPBUSD.BCST 200(R8), Z7, Z12
+	VPBROADCASTD  348(R9), Z13
+	VPDPBUSD.BCST 196(R9), Z8, Z13
+	VPDPBUSD.BCST 200(R9), Z7, Z13
+	VPBROADCASTD  348(R10), Z14
+	VPDPBUSD.BCST 196(R10), Z8, Z14
+	VPDPBUSD.BCST 200(R10), Z7, Z14
+	VPBROADCASTD  348(SI), Z15
+	VPDPBUSD.BCST 196(SI), Z8, Z15
+	VPDPBUSD.BCST 200(SI), Z7, Z15
+	PREFETCHT0    4288(AX)
+	VMOVDQU64     1920(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 204(BX), Z8, Z10
+	VPDPBUSD.BCST 208(BX), Z7, Z10
+	VPDPBUSD.BCST 204(DI), Z8, Z11
+	VPDPBUSD.BCST 208(DI), Z7, Z11
+	VPDPBUSD.BCST 204(R8), Z8, Z12
+	VPDPBUSD.BCST 208(R8), Z7, Z12
+	VPDPBUSD.BCST 204(R9), Z8, Z13
+	VPDPBUSD.BCST 208(R9), Z7, Z13
+	VPDPBUSD.BCST 204(R10), Z8, Z14
+	VPDPBUSD.BCST 208(R10), Z7, Z14
+	VPDPBUSD.BCST 204(SI), Z8, Z15
+	VPDPBUSD.BCST 208(SI), Z7, Z15
+	PREFETCHT0    4352(AX)
+	VMOVDQU64     1984(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 212(BX), Z8, Z10
+	VPDPBUSD.BCST 216(BX), Z7, Z10
+	VPDPBUSD.BCST 212(DI), Z8, Z11
+	VPDPBUSD.BCST 216(DI), Z7, Z11
+	VPDPBUSD.BCST 212(R8), Z8, Z12
+	VPDPBUSD.BCST 216(R8), Z7, Z12
+	VPDPBUSD.BCST 212(R9), Z8, Z13
+	VPDPBUSD.BCST 216(R9), Z7, Z13
+	VPDPBUSD.BCST 212(R10), Z8, Z14
+	VPDPBUSD.BCST 216(R10), Z7, Z14
+	VPDPBUSD.BCST 212(SI), Z8, Z15
+	VPDPBUSD.BCST 216(SI), Z7, Z15
+	PREFETCHT0    4416(AX)
+	VMOVDQU64     2048(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 220(BX), Z8, Z10
+	VPDPBUSD.BCST 224(BX), Z7, Z10
+	VPDPBUSD.BCST 220(DI), Z8, Z11
+	VPDPBUSD.BCST 224(DI), Z7, Z11
+	VPDPBUSD.BCST 220(R8), Z8, Z12
+	VPDPBUSD.BCST 224(R8), Z7, Z12
+	VPDPBUSD.BCST 220(R9), Z8, Z13
+	VPDPBUSD.BCST 224(R9), Z7, Z13
+	VPDPBUSD.BCST 220(R10), Z8, Z14
+	VPDPBUSD.BCST 224(R10), Z7, Z14
+	VPDPBUSD.BCST 220(SI), Z8, Z15
+	VPDPBUSD.BCST 224(SI), Z7, Z15
+	VPDPWSSD      Z0, Z10, Z1
+	VPDPWSSD      Z0, Z11, Z2
+	VPDPWSSD      Z0, Z12, Z3
+	VPDPWSSD      Z0, Z13, Z4
+	VPDPWSSD      Z0, Z14, Z5
+	VPDPWSSD      Z0, Z15, Z6
+	VPSRLD        $0x10, Z9, Z0
+	PREFETCHT0    4480(AX)
+	VMOVDQU64     2112(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPBROADCASTD  352(BX), Z9
+	VPDPBUSD.BCST 228(BX), Z8, Z9
+	VPDPBUSD.BCST 232(BX), Z7, Z9
+	VPBROADCASTD  352(DI), Z10
+	VPDPBUSD.BCST 228(DI), Z8, Z10
+	VPDPBUSD.BCST 232(DI), Z7, Z10
+	VPBROADCASTD  352(R8), Z11
+	VPDPBUSD.BCST 228(R8), Z8, Z11
+	VPDPBUSD.BCST 232(R8), Z7, Z11
+	VPBROADCASTD  352(R9), Z12
+	VPDPBUSD.BCST 228(R9), Z8, Z12
+	VPDPBUSD.BCST 232(R9), Z7, Z12
+	VPBROADCASTD  352(R10), Z13
+	VPDPBUSD.BCST 228(R10), Z8, Z13
+	VPDPBUSD.BCST 232(R10), Z7, Z13
+	VPBROADCASTD  352(SI), Z14
+	VPDPBUSD.BCST 228(SI), Z8, Z14
+	VPDPBUSD.BCST 232(SI), Z7, Z14
+	PREFETCHT0    4544(AX)
+	VMOVDQU64     2176(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 236(BX), Z8, Z9
+	VPDPBUSD.BCST 240(BX), Z7, Z9
+	VPDPBUSD.BCST 236(DI), Z8, Z10
+	VPDPBUSD.BCST 240(DI), Z7, Z10
+	VPDPBUSD.BCST 236(R8), Z8, Z11
+	VPDPBUSD.BCST 240(R8), Z7, Z11
+	VPDPBUSD.BCST 236(R9), Z8, Z12
+	VPDPBUSD.BCST 240(R9), Z7, Z12
+	VPDPBUSD.BCST 236(R10), Z8, Z13
+	VPDPBUSD.BCST 240(R10), Z7, Z13
+	VPDPBUSD.BCST 236(SI), Z8, Z14
+	VPDPBUSD.BCST 240(SI), Z7, Z14
+	PREFETCHT0    4608(AX)
+	VMOVDQU64     2240(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 244(BX), Z8, Z9
+	VPDPBUSD.BCST 248(BX), Z7, Z9
+	VPDPBUSD.BCST 244(DI), Z8, Z10
+	VPDPBUSD.BCST 248(DI), Z7, Z10
+	VPDPBUSD.BCST 244(R8), Z8, Z11
+	VPDPBUSD.BCST 248(R8), Z7, Z11
+	VPDPBUSD.BCST 244(R9), Z8, Z12
+	VPDPBUSD.BCST 248(R9), Z7, Z12
+	VPDPBUSD.BCST 244(R10), Z8, Z13
+	VPDPBUSD.BCST 248(R10), Z7, Z13
+	VPDPBUSD.BCST 244(SI), Z8, Z14
+	VPDPBUSD.BCST 248(SI), Z7, Z14
+	PREFETCHT0    4672(AX)
+	VMOVDQU64     2304(AX), Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z8
+	VPSRLW        $0x04, Z7, Z7
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST 252(BX), Z8, Z9
+	VPDPBUSD.BCST 256(BX), Z7, Z9
+	VPDPBUSD.BCST 252(DI), Z8, Z10
+	VPDPBUSD.BCST 256(DI), Z7, Z10
+	VPDPBUSD.BCST 252(R8), Z8, Z11
+	VPDPBUSD.BCST 256(R8), Z7, Z11
+	VPDPBUSD.BCST 252(R9), Z8, Z12
+	VPDPBUSD.BCST 256(R9), Z7, Z12
+	VPDPBUSD.BCST 252(R10), Z8, Z13
+	VPDPBUSD.BCST 256(R10), Z7, Z13
+	VPDPBUSD.BCST 252(SI), Z8, Z14
+	VPDPBUSD.BCST 256(SI), Z7, Z14
+	VPDPWSSD      Z0, Z9, Z1
+	VPDPWSSD      Z0, Z10, Z2
+	VPDPWSSD      Z0, Z11, Z3
+	VPDPWSSD      Z0, Z12, Z4
+	VPDPWSSD      Z0, Z13, Z5
+	VPDPWSSD      Z0, Z14, Z6
+	VPMOVZXBW     192(AX), Z0
+	VXORPS        Z7, Z7, Z7
+	VPDPWSSD.BCST 356(BX), Z0, Z7
+	VXORPS        Z8, Z8, Z8
+	VPDPWSSD.BCST 356(DI), Z0, Z8
+	VXORPS        Z9, Z9, Z9
+	VPDPWSSD.BCST 356(R8), Z0, Z9
+	VXORPS        Z10, Z10, Z10
+	VPDPWSSD.BCST 356(R9), Z0, Z10
+	VXORPS        Z11, Z11, Z11
+	VPDPWSSD.BCST 356(R10), Z0, Z11
+	VXORPS        Z12, Z12, Z12
+	VPDPWSSD.BCST 356(SI), Z0, Z12
+	VPMOVZXBW     224(AX), Z0
+	VPDPWSSD.BCST 360(BX), Z0, Z7
+	VPDPWSSD.BCST 360(DI), Z0, Z8
+	VPDPWSSD.BCST 360(R8), Z0, Z9
+	VPDPWSSD.BCST 360(R9), Z0, Z10
+	VPDPWSSD.BCST 360(R10), Z0, Z11
+	VPDPWSSD.BCST 360(SI), Z0, Z12
+	VPMOVZXBW     256(AX), Z0
+	VPDPWSSD.BCST 364(BX), Z0, Z7
+	VPDPWSSD.BCST 364(DI), Z0, Z8
+	VPDPWSSD.BCST 364(R8), Z0, Z9
+	VPDPWSSD.BCST 364(R9), Z0, Z10
+	VPDPWSSD.BCST 364(R10), Z0, Z11
+	VPDPWSSD.BCST 364(SI), Z0, Z12
+	VPMOVZXBW     288(AX), Z0
+	VPDPWSSD.BCST 368(BX), Z0, Z7
+	VPDPWSSD.BCST 368(DI), Z0, Z8
+	VPDPWSSD.BCST 368(R8), Z0, Z9
+	VPDPWSSD.BCST 368(R9), Z0, Z10
+	VPDPWSSD.BCST 368(R10), Z0, Z11
+	VPDPWSSD.BCST 368(SI), Z0, Z12
+	VCVTPH2PS     (AX), Z0
+	VCVTPH2PS     32(AX), Z13
+	VMOVUPS       (SP), Z15
+	VMULPS.BCST   (BX), Z0, Z14
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z14, Z15
+	VMULPS.BCST   (BX), Z13, Z14
+	VCVTDQ2PS     Z7, Z1
+	VFNMADD231PS  Z1, Z14, Z15
+	VMOVUPS       Z15, (SP)
+	ADDQ          $0x00000204, BX
+	VMOVUPS       64(SP), Z7
+	VMULPS.BCST   (DI), Z0, Z1
+	VCVTDQ2PS     Z2, Z2
+	VFMADD231PS   Z2, Z1, Z7
+	VMULPS.BCST   (DI), Z13, Z1
+	VCVTDQ2PS     Z8, Z2
+	VFNMADD231PS  Z2, Z1, Z7
+	VMOVUPS       Z7, 64(SP)
+	ADDQ          $0x00000204, DI
+	VMOVUPS       128(SP), Z2
+	VMULPS.BCST   (R8), Z0, Z1
+	VCVTDQ2PS     Z3, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R8), Z13, Z1
+	VCVTDQ2PS     Z9, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 128(SP)
+	ADDQ          $0x00000204, R8
+	VMOVUPS       192(SP), Z2
+	VMULPS.BCST   (R9), Z0, Z1
+	VCVTDQ2PS     Z4, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R9), Z13, Z1
+	VCVTDQ2PS     Z10, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 192(SP)
+	ADDQ          $0x00000204, R9
+	VMOVUPS       256(SP), Z2
+	VMULPS.BCST   (R10), Z0, Z1
+	VCVTDQ2PS     Z5, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R10), Z13, Z1
+	VCVTDQ2PS     Z11, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 256(SP)
+	ADDQ          $0x00000204, R10
+	VMOVUPS       320(SP), Z1
+	VMULPS.BCST   (SI), Z0, Z0
+	VCVTDQ2PS     Z6, Z2
+	VFMADD231PS   Z2, Z0, Z1
+	VMULPS.BCST   (SI), Z13, Z0
+	VCVTDQ2PS     Z12, Z2
+	VFNMADD231PS  Z2, Z0, Z1
+	VMOVUPS       Z1, 320(SP)
+	ADDQ          $0x00000204, SI
+	ADDQ          $0x00000940, AX
+	DECQ          R11
+	JMP           blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 320(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
+TEXT ·q4k16Tile7VNNI(SB), NOSPLIT, $448-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	VMOVUPS Z0, 384(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), R10
+	LEAQ    (R10)(SI*1), R11
+	LEAQ    (R11)(SI*1), SI
+	MOVQ    nb+24(FP), R12
+
+blkloop:
+	TESTQ         R12, R12
+	JZ            blkdone
+	VPMOVZXBW     64(AX), Z0
+	VXORPS        Z1, Z1, Z1
+	VPDPWSSD.BCST 372(BX), Z0, Z1
+	VXORPS        Z2, Z2, Z2
+	VPDPWSSD.BCST 372(DI), Z0, Z2
+	VXORPS        Z3, Z3, Z3
+	VPDPWSSD.BCST 372(R8), Z0, Z3
+	VXORPS        Z4, Z4, Z4
+	VPDPWSSD.BCST 372(R9), Z0, Z4
+	VXORPS        Z5, Z5, Z5
+	VPDPWSSD.BCST 372(R10), Z0, Z5
+	VXORPS        Z6, Z6, Z6
+	VPDPWSSD.BCST 372(R11), Z0, Z6
+	VXORPS        Z7, Z7, Z7
+	VPDPWSSD.BCST 372(SI), Z0, Z7
+	VPMOVZXBW     96(AX), Z8
+	VPDPWSSD.BCST 376(BX), Z8, Z1
+	VPDPWSSD.BCST 376(DI), Z8, Z2
+	VPDPWSSD.BCST 376(R8), Z8, Z3
+	VPDPWSSD.BCST 376(R9), Z8, Z4
+	VPDPWSSD.BCST 376(R10), Z8, Z5
+	VPDPWSSD.BCST 376(R11), Z8, Z6
+	VPDPWSSD.BCST 376(SI), Z8, Z7
+	VPMOVZXBW     128(AX), Z9
+	VPDPWSSD.BCST 380(BX), Z9, Z1
+	VPDPWSSD.BCST 380(DI), Z9, Z2
+	VPDPWSSD.BCST 380(R8), Z9, Z3
+	VPDPWSSD.BCST 380(R9), Z9, Z4
+	VPDPWSSD.BCST 380(R10), Z9, Z5
+	VPDPWSSD.BCST 380(R11), Z9, Z6
+	VPDPWSSD.BCST 380(SI), Z9, Z7
+	VPMOVZXBW     160(AX), Z10
+	VPDPWSSD.BCST 384(BX), Z10, Z1
+	VPDPWSSD.BCST 384(DI), Z10, Z2
+	VPDPWSSD.BCST 384(R8), Z10, Z3
+	VPDPWSSD.BCST 384(R9), Z10, Z4
+	VPDPWSSD.BCST 384(R10), Z10, Z5
+	VPDPWSSD.BCST 384(R11), Z10, Z6
+	VPDPWSSD.BCST 384(SI), Z10, Z7
+	VPANDD.BCST   klowword<>+0(SB), Z0, Z11
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2368(AX)
+	VMOVDQU64     320(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPBROADCASTD  324(BX), Z14
+	VPDPBUSD.BCST 4(BX), Z13, Z14
+	VPDPBUSD.BCST 8(BX), Z12, Z14
+	VPBROADCASTD  324(DI), Z15
+	VPDPBUSD.BCST 4(DI), Z13, Z15
+	VPDPBUSD.BCST 8(DI), Z12, Z15
+	VPBROADCASTD  324(R8), Z16
+	VPDPBUSD.BCST 4(R8), Z13, Z16
+	VPDPBUSD.BCST 8(R8), Z12, Z16
+	VPBROADCASTD  324(R9), Z17
+	VPDPBUSD.BCST 4(R9), Z13, Z17
+	VPDPBUSD.BCST 8(R9), Z12, Z17
+	VPBROADCASTD  324(R10), Z18
+	VPDPBUSD.BCST 4(R10), Z13, Z18
+	VPDPBUSD.BCST 8(R10), Z12, Z18
+	VPBROADCASTD  324(R11), Z19
+	VPDPBUSD.BCST 4(R11), Z13, Z19
+	VPDPBUSD.BCST 8(R11), Z12, Z19
+	VPBROADCASTD  324(SI), Z20
+	VPDPBUSD.BCST 4(SI), Z13, Z20
+	VPDPBUSD.BCST 8(SI), Z12, Z20
+	PREFETCHT0    2752(AX)
+	VMOVDQU64     384(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST 12(BX), Z13, Z14
+	VPDPBUSD.BCST 16(BX), Z12, Z14
+	VPDPBUSD.BCST 12(DI), Z13, Z15
+	VPDPBUSD.BCST 16(DI), Z12, Z15
+	VPDPBUSD.BCST 12(R8), Z13, Z16
+	VPDPBUSD.BCST 16(R8), Z12, Z16
+	VPDPBUSD.BCST 12(R9), Z13, Z17
+	VPDPBUSD.BCST 16(R9), Z12, Z17
+	VPDPBUSD.BCST 12(R10), Z13, Z18
+	VPDPBUSD.BCST 16(R10), Z12, Z18
+	VPDPBUSD.BCST 12(R11), Z13, Z19
+	VPDPBUSD.BCST 16(R11), Z12, Z19
+	VPDPBUSD.BCST 12(SI), Z13, Z20
+	VPDPBUSD.BCST 16(SI), Z12, Z20
+	PREFETCHT0    2816(AX)
+	VMOVDQU64     448(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST 20(BX), Z13, Z14
+	VPDPBUSD.BCST 24(BX), Z12, Z14
+	VPDPBUSD.BCST 20(DI), Z13, Z15
+	VPDPBUSD.BCST 24(DI), Z12, Z15
+	VPDPBUSD.BCST 20(R8), Z13, Z16
+	VPDPBUSD.BCST 24(R8), Z12, Z16
+	VPDPBUSD.BCST 20(R9), Z13, Z17
+	VPDPBUSD.BCST 24(R9), Z12, Z17
+	VPDPBUSD.BCST 20(R10), Z13, Z18
+	VPDPBUSD.BCST 24(R10), Z12, Z18
+	VPDPBUSD.BCST 20(R11), Z13, Z19
+	VPDPBUSD.BCST 24(R11), Z12, Z19
+	VPDPBUSD.BCST 20(SI), Z13, Z20
+	VPDPBUSD.BCST 24(SI), Z12, Z20
+	PREFETCHT0    2880(AX)
+	VMOVDQU64     512(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST 28(BX), Z13, Z14
+	VPDPBUSD.BCST 32(BX), Z12, Z14
+	VPDPBUSD.BCST 28(DI), Z13, Z15
+	VPDPBUSD.BCST 32(DI), Z12, Z15
+	VPDPBUSD.BCST 28(R8), Z13, Z16
+	VPDPBUSD.BCST 32(R8), Z12, Z16
+	VPDPBUSD.BCST 28(R9), Z13, Z17
+	VPDPBUSD.BCST 32(R9), Z12, Z17
+	VPDPBUSD.BCST 28(R10), Z13, Z18
+	VPDPBUSD.BCST 32(R10), Z12, Z18
+	VPDPBUSD.BCST 28(R11), Z13, Z19
+	VPDPBUSD.BCST 32(R11), Z12, Z19
+	VPDPBUSD.BCST 28(SI), Z13, Z20
+	VPDPBUSD.BCST 32(SI), Z12, Z20
+	VPDPWSSD      Z11, Z14, Z1
+	VPDPWSSD      Z11, Z15, Z2
+	VPDPWSSD      Z11, Z16, Z3
+	VPDPWSSD      Z11, Z17, Z4
+	VPDPWSSD      Z11, Z18, Z5
+	VPDPWSSD      Z11, Z19, Z6
+	VPDPWSSD      Z11, Z20, Z7
+	VPSRLD        $0x10, Z0, Z0
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    2432(AX)
+	VMOVDQU64     576(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPBROADCASTD  328(BX), Z13
+	VPDPBUSD.BCST 36(BX), Z12, Z13
+	VPDPBUSD.BCST 40(BX), Z11, Z13
+	VPBROADCASTD  328(DI), Z14
+	VPDPBUSD.BCST 36(DI), Z12, Z14
+	VPDPBUSD.BCST 40(DI), Z11, Z14
+	VPBROADCASTD  328(R8), Z15
+	VPDPBUSD.BCST 36(R8), Z12, Z15
+	VPDPBUSD.BCST 40(R8), Z11, Z15
+	VPBROADCASTD  328(R9), Z16
+	VPDPBUSD.BCST 36(R9), Z12, Z16
+	VPDPBUSD.BCST 40(R9), Z11, Z16
+	VPBROADCASTD  328(R10), Z17
+	VPDPBUSD.BCST 36(R10), Z12, Z17
+	VPDPBUSD.BCST 40(R10), Z11, Z17
+	VPBROADCASTD  328(R11), Z18
+	VPDPBUSD.BCST 36(R11), Z12, Z18
+	VPDPBUSD.BCST 40(R11), Z11, Z18
+	VPBROADCASTD  328(SI), Z19
+	VPDPBUSD.BCST 36(SI), Z12, Z19
+	VPDPBUSD.BCST 40(SI), Z11, Z19
+	PREFETCHT0    3008(AX)
+	VMOVDQU64     640(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST 44(BX), Z12, Z13
+	VPDPBUSD.BCST 48(BX), Z11, Z13
+	VPDPBUSD.BCST 44(DI), Z12, Z14
+	VPDPBUSD.BCST 48(DI), Z11, Z14
+	VPDPBUSD.BCST 44(R8), Z12, Z15
+	VPDPBUSD.BCST 48(R8), Z11, Z15
+	VPDPBUSD.BCST 44(R9), Z12, Z16
+	VPDPBUSD.BCST 48(R9), Z11, Z16
+	VPDPBUSD.BCST 44(R10), Z12, Z17
+	VPDPBUSD.BCST 48(R10), Z11, Z17
+	VPDPBUSD.BCST 44(R11), Z12, Z18
+	VPDPBUSD.BCST 48(R11), Z11, Z18
+	VPDPBUSD.BCST 44(SI), Z12, Z19
+	VPDPBUSD.BCST 48(SI), Z11, Z19
+	PREFETCHT0    3072(AX)
+	VMOVDQU64     704(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST 52(BX), Z12, Z13
+	VPDPBUSD.BCST 56(BX), Z11, Z13
+	VPDPBUSD.BCST 52(DI), Z12, Z14
+	VPDPBUSD.BCST 56(DI), Z11, Z14
+	VPDPBUSD.BCST 52(R8), Z12, Z15
+	VPDPBUSD.BCST 56(R8), Z11, Z15
+	VPDPBUSD.BCST 52(R9), Z12, Z16
+	VPDPBUSD.BCST 56(R9), Z11, Z16
+	VPDPBUSD.BCST 52(R10), Z12, Z17
+	VPDPBUSD.BCST 56(R10), Z11, Z17
+	VPDPBUSD.BCST 52(R11), Z12, Z18
+	VPDPBUSD.BCST 56(R11), Z11, Z18
+	VPDPBUSD.BCST 52(SI), Z12, Z19
+	VPDPBUSD.BCST 56(SI), Z11, Z19
+	PREFETCHT0    3136(AX)
+	VMOVDQU64     768(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST 60(BX), Z12, Z13
+	VPDPBUSD.BCST 64(BX), Z11, Z13
+	VPDPBUSD.BCST 60(DI), Z12, Z14
+	VPDPBUSD.BCST 64(DI), Z11, Z14
+	VPDPBUSD.BCST 60(R8), Z12, Z15
+	VPDPBUSD.BCST 64(R8), Z11, Z15
+	VPDPBUSD.BCST 60(R9), Z12, Z16
+	VPDPBUSD.BCST 64(R9), Z11, Z16
+	VPDPBUSD.BCST 60(R10), Z12, Z17
+	VPDPBUSD.BCST 64(R10), Z11, Z17
+	VPDPBUSD.BCST 60(R11), Z12, Z18
+	VPDPBUSD.BCST 64(R11), Z11, Z18
+	VPDPBUSD.BCST 60(SI), Z12, Z19
+	VPDPBUSD.BCST 64(SI), Z11, Z19
+	VPDPWSSD      Z0, Z13, Z1
+	VPDPWSSD      Z0, Z14, Z2
+	VPDPWSSD      Z0, Z15, Z3
+	VPDPWSSD      Z0, Z16, Z4
+	VPDPWSSD      Z0, Z17, Z5
+	VPDPWSSD      Z0, Z18, Z6
+	VPDPWSSD      Z0, Z19, Z7
+	VPANDD.BCST   klowword<>+0(SB), Z8, Z0
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    2496(AX)
+	VMOVDQU64     832(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPBROADCASTD  332(BX), Z13
+	VPDPBUSD.BCST 68(BX), Z12, Z13
+	VPDPBUSD.BCST 72(BX), Z11, Z13
+	VPBROADCASTD  332(DI), Z14
+	VPDPBUSD.BCST 68(DI), Z12, Z14
+	VPDPBUSD.BCST 72(DI), Z11, Z14
+	VPBROADCASTD  332(R8), Z15
+	VPDPBUSD.BCST 68(R8), Z12, Z15
+	VPDPBUSD.BCST 72(R8), Z11, Z15
+	VPBROADCASTD  332(R9), Z16
+	VPDPBUSD.BCST 68(R9), Z12, Z16
+	VPDPBUSD.BCST 72(R9), Z11, Z16
+	VPBROADCASTD  332(R10), Z17
+	VPDPBUSD.BCST 68(R10), Z12, Z17
+	VPDPBUSD.BCST 72(R10), Z11, Z17
+	VPBROADCASTD  332(R11), Z18
+	VPDPBUSD.BCST 68(R11), Z12, Z18
+	VPDPBUSD.BCST 72(R11), Z11, Z18
+	VPBROADCASTD  332(SI), Z19
+	VPDPBUSD.BCST 68(SI), Z12, Z19
+	VPDPBUSD.BCST 72(SI), Z11, Z19
+	PREFETCHT0    3264(AX)
+	VMOVDQU64     896(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST 76(BX), Z12, Z13
+	VPDPBUSD.BCST 80(BX), Z11, Z13
+	VPDPBUSD.BCST 76(DI), Z12, Z14
+	VPDPBUSD.BCST 80(DI), Z11, Z14
+	VPDPBUSD.BCST 76(R8), Z12, Z15
+	VPDPBUSD.BCST 80(R8), Z11, Z15
+	VPDPBUSD.BCST 76(R9), Z12, Z16
+	VPDPBUSD.BCST 80(R9), Z11, Z16
+	VPDPBUSD.BCST 76(R10), Z12, Z17
+	VPDPBUSD.BCST 80(R10), Z11, Z17
+	VPDPBUSD.BCST 76(R11), Z12, Z18
+	VPDPBUSD.BCST 80(R11), Z11, Z18
+	VPDPBUSD.BCST 76(SI), Z12, Z19
+	VPDPBUSD.BCST 80(SI), Z11, Z19
+	PREFETCHT0    3328(AX)
+	VMOVDQU64     960(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST 84(BX), Z12, Z13
+	VPDPBUSD.BCST 88(BX), Z11, Z13
+	VPDPBUSD.BCST 84(DI), Z12, Z14
+	VPDPBUSD.BCST 88(DI), Z11, Z14
+	VPDPBUSD.BCST 84(R8), Z12, Z15
+	VPDPBUSD.BCST 88(R8), Z11, Z15
+	VPDPBUSD.BCST 84(R9), Z12, Z16
+	VPDPBUSD.BCST 88(R9), Z11, Z16
+	VPDPBUSD.BCST 84(R10), Z12, Z17
+	VPDPBUSD.BCST 88(R10), Z11, Z17
+	VPDPBUSD.BCST 84(R11), Z12, Z18
+	VPDPBUSD.BCST 88(R11), Z11, Z18
+	VPDPBUSD.BCST 84(SI), Z12, Z19
+	VPDPBUSD.BCST 88(SI), Z11, Z19
+	PREFETCHT0    3392(AX)
+	VMOVDQU64     1024(AX), Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z12
+	VPSRLW        $0x04, Z11, Z11
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST 92(BX), Z12, Z13
+	VPDPBUSD.BCST 96(BX), Z11, Z13
+	VPDPBUSD.BCST 92(DI), Z12, Z14
+	VPDPBUSD.BCST 96(DI), Z11, Z14
+	VPDPBUSD.BCST 92(R8), Z12, Z15
+	VPDPBUSD.BCST 96(R8), Z11, Z15
+	VPDPBUSD.BCST 92(R9), Z12, Z16
+	VPDPBUSD.BCST 96(R9), Z11, Z16
+	VPDPBUSD.BCST 92(R10), Z12, Z17
+	VPDPBUSD.BCST 96(R10), Z11, Z17
+	VPDPBUSD.BCST 92(R11), Z12, Z18
+	VPDPBUSD.BCST 96(R11), Z11, Z18
+	VPDPBUSD.BCST 92(SI), Z12, Z19
+	VPDPBUSD.BCST 96(SI), Z11, Z19
+	VPDPWSSD      Z0, Z13, Z1
+	VPDPWSSD      Z0, Z14, Z2
+	VPDPWSSD      Z0, Z15, Z3
+	VPDPWSSD      Z0, Z16, Z4
+	VPDPWSSD      Z0, Z17, Z5
+	VPDPWSSD      Z0, Z18, Z6
+	VPDPWSSD      Z0, Z19, Z7
+	VPSRLD        $0x10, Z8, Z0
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    2560(AX)
+	VMOVDQU64     1088(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z11
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPBROADCASTD  336(BX), Z12
+	VPDPBUSD.BCST 100(BX), Z11, Z12
+	VPDPBUSD.BCST 104(BX), Z8, Z12
+	VPBROADCASTD  336(DI), Z13
+	VPDPBUSD.BCST 100(DI), Z11, Z13
+	VPDPBUSD.BCST 104(DI), Z8, Z13
+	VPBROADCASTD  336(R8), Z14
+	VPDPBUSD.BCST 100(R8), Z11, Z14
+	VPDPBUSD.BCST 104(R8), Z8, Z14
+	VPBROADCASTD  336(R9), Z15
+	VPDPBUSD.BCST 100(R9), Z11, Z15
+	VPDPBUSD.BCST 104(R9), Z8, Z15
+	VPBROADCASTD  336(R10), Z16
+	VPDPBUSD.BCST 100(R10), Z11, Z16
+	VPDPBUSD.BCST 104(R10), Z8, Z16
+	VPBROADCASTD  336(R11), Z17
+	VPDPBUSD.BCST 100(R11), Z11, Z17
+	VPDPBUSD.BCST 104(R11), Z8, Z17
+	VPBROADCASTD  336(SI), Z18
+	VPDPBUSD.BCST 100(SI), Z11, Z18
+	VPDPBUSD.BCST 104(SI), Z8, Z18
+	PREFETCHT0    3520(AX)
+	VMOVDQU64     1152(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z11
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 108(BX), Z11, Z12
+	VPDPBUSD.BCST 112(BX), Z8, Z12
+	VPDPBUSD.BCST 108(DI), Z11, Z13
+	VPDPBUSD.BCST 112(DI), Z8, Z13
+	VPDPBUSD.BCST 108(R8), Z11, Z14
+	VPDPBUSD.BCST 112(R8), Z8, Z14
+	VPDPBUSD.BCST 108(R9), Z11, Z15
+	VPDPBUSD.BCST 112(R9), Z8, Z15
+	VPDPBUSD.BCST 108(R10), Z11, Z16
+	VPDPBUSD.BCST 112(R10), Z8, Z16
+	VPDPBUSD.BCST 108(R11), Z11, Z17
+	VPDPBUSD.BCST 112(R11), Z8, Z17
+	VPDPBUSD.BCST 108(SI), Z11, Z18
+	VPDPBUSD.BCST 112(SI), Z8, Z18
+	PREFETCHT0    3584(AX)
+	VMOVDQU64     1216(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z11
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 116(BX), Z11, Z12
+	VPDPBUSD.BCST 120(BX), Z8, Z12
+	VPDPBUSD.BCST 116(DI), Z11, Z13
+	VPDPBUSD.BCST 120(DI), Z8, Z13
+	VPDPBUSD.BCST 116(R8), Z11, Z14
+	VPDPBUSD.BCST 120(R8), Z8, Z14
+	VPDPBUSD.BCST 116(R9), Z11, Z15
+	VPDPBUSD.BCST 120(R9), Z8, Z15
+	VPDPBUSD.BCST 116(R10), Z11, Z16
+	VPDPBUSD.BCST 120(R10), Z8, Z16
+	VPDPBUSD.BCST 116(R11), Z11, Z17
+	VPDPBUSD.BCST 120(R11), Z8, Z17
+	VPDPBUSD.BCST 116(SI), Z11, Z18
+	VPDPBUSD.BCST 120(SI), Z8, Z18
+	PREFETCHT0    3648(AX)
+	VMOVDQU64     1280(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z11
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 124(BX), Z11, Z12
+	VPDPBUSD.BCST 128(BX), Z8, Z12
+	VPDPBUSD.BCST 124(DI), Z11, Z13
+	VPDPBUSD.BCST 128(DI), Z8, Z13
+	VPDPBUSD.BCST 124(R8), Z11, Z14
+	VPDPBUSD.BCST 128(R8), Z8, Z14
+	VPDPBUSD.BCST 124(R9), Z11, Z15
+	VPDPBUSD.BCST 128(R9), Z8, Z15
+	VPDPBUSD.BCST 124(R10), Z11, Z16
+	VPDPBUSD.BCST 128(R10), Z8, Z16
+	VPDPBUSD.BCST 124(R11), Z11, Z17
+	VPDPBUSD.BCST 128(R11), Z8, Z17
+	VPDPBUSD.BCST 124(SI), Z11, Z18
+	VPDPBUSD.BCST 128(SI), Z8, Z18
+	VPDPWSSD      Z0, Z12, Z1
+	VPDPWSSD      Z0, Z13, Z2
+	VPDPWSSD      Z0, Z14, Z3
+	VPDPWSSD      Z0, Z15, Z4
+	VPDPWSSD      Z0, Z16, Z5
+	VPDPWSSD      Z0, Z17, Z6
+	VPDPWSSD      Z0, Z18, Z7
+	VPANDD.BCST   klowword<>+0(SB), Z9, Z0
+	PREFETCHT0    3712(AX)
+	PREFETCHT0    2624(AX)
+	VMOVDQU64     1344(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z11
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPBROADCASTD  340(BX), Z12
+	VPDPBUSD.BCST 132(BX), Z11, Z12
+	VPDPBUSD.BCST 136(BX), Z8, Z12
+	VPBROADCASTD  340(DI), Z13
+	VPDPBUSD.BCST 132(DI), Z11, Z13
+	VPDPBUSD.BCST 136(DI), Z8, Z13
+	VPBROADCASTD  340(R8), Z14
+	VPDPBUSD.BCST 132(R8), Z11, Z14
+	VPDPBUSD.BCST 136(R8), Z8, Z14
+	VPBROADCASTD  340(R9), Z15
+	VPDPBUSD.BCST 132(R9), Z11, Z15
+	VPDPBUSD.BCST 136(R9), Z8, Z15
+	VPBROADCASTD  340(R10), Z16
+	VPDPBUSD.BCST 132(R10), Z11, Z16
+	VPDPBUSD.BCST 136(R10), Z8, Z16
+	VPBROADCASTD  340(R11), Z17
+	VPDPBUSD.BCST 132(R11), Z11, Z17
+	VPDPBUSD.BCST 136(R11), Z8, Z17
+	VPBROADCASTD  340(SI), Z18
+	VPDPBUSD.BCST 132(SI), Z11, Z18
+	VPDPBUSD.BCST 136(SI), Z8, Z18
+	PREFETCHT0    3776(AX)
+	VMOVDQU64     1408(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z11
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 140(BX), Z11, Z12
+	VPDPBUSD.BCST 144(BX), Z8, Z12
+	VPDPBUSD.BCST 140(DI), Z11, Z13
+	VPDPBUSD.BCST 144(DI), Z8, Z13
+	VPDPBUSD.BCST 140(R8), Z11, Z14
+	VPDPBUSD.BCST 144(R8), Z8, Z14
+	VPDPBUSD.BCST 140(R9), Z11, Z15
+	VPDPBUSD.BCST 144(R9), Z8, Z15
+	VPDPBUSD.BCST 140(R10), Z11, Z16
+	VPDPBUSD.BCST 144(R10), Z8, Z16
+	VPDPBUSD.BCST 140(R11), Z11, Z17
+	VPDPBUSD.BCST 144(R11), Z8, Z17
+	VPDPBUSD.BCST 140(SI), Z11, Z18
+	VPDPBUSD.BCST 144(SI), Z8, Z18
+	PREFETCHT0    3840(AX)
+	VMOVDQU64     1472(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z11
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 148(BX), Z11, Z12
+	VPDPBUSD.BCST 152(BX), Z8, Z12
+	VPDPBUSD.BCST 148(DI), Z11, Z13
+	VPDPBUSD.BCST 152(DI), Z8, Z13
+	VPDPBUSD.BCST 148(R8), Z11, Z14
+	VPDPBUSD.BCST 152(R8), Z8, Z14
+	VPDPBUSD.BCST 148(R9), Z11, Z15
+	VPDPBUSD.BCST 152(R9), Z8, Z15
+	VPDPBUSD.BCST 148(R10), Z11, Z16
+	VPDPBUSD.BCST 152(R10), Z8, Z16
+	VPDPBUSD.BCST 148(R11), Z11, Z17
+	VPDPBUSD.BCST 152(R11), Z8, Z17
+	VPDPBUSD.BCST 148(SI), Z11, Z18
+	VPDPBUSD.BCST 152(SI), Z8, Z18
+	PREFETCHT0    3904(AX)
+	VMOVDQU64     1536(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z11
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 156(BX), Z11, Z12
+	VPDPBUSD.BCST 160(BX), Z8, Z12
+	VPDPBUSD.BCST 156(DI), Z11, Z13
+	VPDPBUSD.BCST 160(DI), Z8, Z13
+	VPDPBUSD.BCST 156(R8), Z11, Z14
+	VPDPBUSD.BCST 160(R8), Z8, Z14
+	VPDPBUSD.BCST 156(R9), Z11, Z15
+	VPDPBUSD.BCST 160(R9), Z8, Z15
+	VPDPBUSD.BCST 156(R10), Z11, Z16
+	VPDPBUSD.BCST 160(R10), Z8, Z16
+	VPDPBUSD.BCST 156(R11), Z11, Z17
+	VPDPBUSD.BCST 160(R11), Z8, Z17
+	VPDPBUSD.BCST 156(SI), Z11, Z18
+	VPDPBUSD.BCST 160(SI), Z8, Z18
+	VPDPWSSD      Z0, Z12, Z1
+	VPDPWSSD      Z0, Z13, Z2
+	VPDPWSSD      Z0, Z14, Z3
+	VPDPWSSD      Z0, Z15, Z4
+	VPDPWSSD      Z0, Z16, Z5
+	VPDPWSSD      Z0, Z17, Z6
+	VPDPWSSD      Z0, Z18, Z7
+	VPSRLD        $0x10, Z9, Z0
+	PREFETCHT0    3968(AX)
+	VMOVDQU64     1600(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPBROADCASTD  344(BX), Z11
+	VPDPBUSD.BCST 164(BX), Z9, Z11
+	VPDPBUSD.BCST 168(BX), Z8, Z11
+	VPBROADCASTD  344(DI), Z12
+	VPDPBUSD.BCST 164(DI), Z9, Z12
+	VPDPBUSD.BCST 168(DI), Z8, Z12
+	VPBROADCASTD  344(R8), Z13
+	VPDPBUSD.BCST 164(R8), Z9, Z13
+	VPDPBUSD.BCST 168(R8), Z8, Z13
+	VPBROADCASTD  344(R9), Z14
+	VPDPBUSD.BCST 164(R9), Z9, Z14
+	VPDPBUSD.BCST 168(R9), Z8, Z14
+	VPBROADCASTD  344(R10), Z15
+	VPDPBUSD.BCST 164(R10), Z9, Z15
+	VPDPBUSD.BCST 168(R10), Z8, Z15
+	VPBROADCASTD  344(R11), Z16
+	VPDPBUSD.BCST 164(R11), Z9, Z16
+	VPDPBUSD.BCST 168(R11), Z8, Z16
+	VPBROADCASTD  344(SI), Z17
+	VPDPBUSD.BCST 164(SI), Z9, Z17
+	VPDPBUSD.BCST 168(SI), Z8, Z17
+	PREFETCHT0    4032(AX)
+	VMOVDQU64     1664(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 172(BX), Z9, Z11
+	VPDPBUSD.BCST 176(BX), Z8, Z11
+	VPDPBUSD.BCST 172(DI), Z9, Z12
+	VPDPBUSD.BCST 176(DI), Z8, Z12
+	VPDPBUSD.BCST 172(R8), Z9, Z13
+	VPDPBUSD.BCST 176(R8), Z8, Z13
+	VPDPBUSD.BCST 172(R9), Z9, Z14
+	VPDPBUSD.BCST 176(R9), Z8, Z14
+	VPDPBUSD.BCST 172(R10), Z9, Z15
+	VPDPBUSD.BCST 176(R10), Z8, Z15
+	VPDPBUSD.BCST 172(R11), Z9, Z16
+	VPDPBUSD.BCST 176(R11), Z8, Z16
+	VPDPBUSD.BCST 172(SI), Z9, Z17
+	VPDPBUSD.BCST 176(SI), Z8, Z17
+	PREFETCHT0    4096(AX)
+	VMOVDQU64     1728(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 180(BX), Z9, Z11
+	VPDPBUSD.BCST 184(BX), Z8, Z11
+	VPDPBUSD.BCST 180(DI), Z9, Z12
+	VPDPBUSD.BCST 184(DI), Z8, Z12
+	VPDPBUSD.BCST 180(R8), Z9, Z13
+	VPDPBUSD.BCST 184(R8), Z8, Z13
+	VPDPBUSD.BCST 180(R9), Z9, Z14
+	VPDPBUSD.BCST 184(R9), Z8, Z14
+	VPDPBUSD.BCST 180(R10), Z9, Z15
+	VPDPBUSD.BCST 184(R10), Z8, Z15
+	VPDPBUSD.BCST 180(R11), Z9, Z16
+	VPDPBUSD.BCST 184(R11), Z8, Z16
+	VPDPBUSD.BCST 180(SI), Z9, Z17
+	VPDPBUSD.BCST 184(SI), Z8, Z17
+	PREFETCHT0    4160(AX)
+	VMOVDQU64     1792(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 188(BX), Z9, Z11
+	VPDPBUSD.BCST 192(BX), Z8, Z11
+	VPDPBUSD.BCST 188(DI), Z9, Z12
+	VPDPBUSD.BCST 192(DI), Z8, Z12
+	VPDPBUSD.BCST 188(R8), Z9, Z13
+	VPDPBUSD.BCST 192(R8), Z8, Z13
+	VPDPBUSD.BCST 188(R9), Z9, Z14
+	VPDPBUSD.BCST 192(R9), Z8, Z14
+	VPDPBUSD.BCST 188(R10), Z9, Z15
+	VPDPBUSD.BCST 192(R10), Z8, Z15
+	VPDPBUSD.BCST 188(R11), Z9, Z16
+	VPDPBUSD.BCST 192(R11), Z8, Z16
+	VPDPBUSD.BCST 188(SI), Z9, Z17
+	VPDPBUSD.BCST 192(SI), Z8, Z17
+	VPDPWSSD      Z0, Z11, Z1
+	VPDPWSSD      Z0, Z12, Z2
+	VPDPWSSD      Z0, Z13, Z3
+	VPDPWSSD      Z0, Z14, Z4
+	VPDPWSSD      Z0, Z15, Z5
+	VPDPWSSD      Z0, Z16, Z6
+	VPDPWSSD      Z0, Z17, Z7
+	VPANDD.BCST   klowword<>+0(SB), Z10, Z0
+	PREFETCHT0    4224(AX)
+	VMOVDQU64     1856(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPBROADCASTD  348(BX), Z11
+	VPDPBUSD.BCST 196(BX), Z9, Z11
+	VPDPBUSD.BCST 200(BX), Z8, Z11
+	VPBROADCASTD  348(DI), Z12
+	VPDPBUSD.BCST 196(DI), Z9, Z12
+	VPDPBUSD.BCST 200(DI), Z8, Z12
+	VPBROADCASTD  348(R8), Z13
+	VPDPBUSD.BCST 196(R8), Z9, Z13
+	VPDPBUSD.BCST 200(R8), Z8, Z13
+	VPBROADCASTD  348(R9), Z14
+	VPDPBUSD.BCST 196(R9), Z9, Z14
+	VPDPBUSD.BCST 200(R9), Z8, Z14
+	VPBROADCASTD  348(R10), Z15
+	VPDPBUSD.BCST 196(R10), Z9, Z15
+	VPDPBUSD.BCST 200(R10), Z8, Z15
+	VPBROADCASTD  348(R11), Z16
+	VPDPBUSD.BCST 196(R11), Z9, Z16
+	VPDPBUSD.BCST 200(R11), Z8, Z16
+	VPBROADCASTD  348(SI), Z17
+	VPDPBUSD.BCST 196(SI), Z9, Z17
+	VPDPBUSD.BCST 200(SI), Z8, Z17
+	PREFETCHT0    4288(AX)
+	VMOVDQU64     1920(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 204(BX), Z9, Z11
+	VPDPBUSD.BCST 208(BX), Z8, Z11
+	VPDPBUSD.BCST 204(DI), Z9, Z12
+	VPDPBUSD.BCST 208(DI), Z8, Z12
+	VPDPBUSD.BCST 204(R8), Z9, Z13
+	VPDPBUSD.BCST 208(R8), Z8, Z13
+	VPDPBUSD.BCST 204(R9), Z9, Z14
+	VPDPBUSD.BCST 208(R9), Z8, Z14
+	VPDPBUSD.BCST 204(R10), Z9, Z15
+	VPDPBUSD.BCST 208(R10), Z8, Z15
+	VPDPBUSD.BCST 204(R11), Z9, Z16
+	VPDPBUSD.BCST 208(R11), Z8, Z16
+	VPDPBUSD.BCST 204(SI), Z9, Z17
+	VPDPBUSD.BCST 208(SI), Z8, Z17
+	PREFETCHT0    4352(AX)
+	VMOVDQU64     1984(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 212(BX), Z9, Z11
+	VPDPBUSD.BCST 216(BX), Z8, Z11
+	VPDPBUSD.BCST 212(DI), Z9, Z12
+	VPDPBUSD.BCST 216(DI), Z8, Z12
+	VPDPBUSD.BCST 212(R8), Z9, Z13
+	VPDPBUSD.BCST 216(R8), Z8, Z13
+	VPDPBUSD.BCST 212(R9), Z9, Z14
+	VPDPBUSD.BCST 216(R9), Z8, Z14
+	VPDPBUSD.BCST 212(R10), Z9, Z15
+	VPDPBUSD.BCST 216(R10), Z8, Z15
+	VPDPBUSD.BCST 212(R11), Z9, Z16
+	VPDPBUSD.BCST 216(R11), Z8, Z16
+	VPDPBUSD.BCST 212(SI), Z9, Z17
+	VPDPBUSD.BCST 216(SI), Z8, Z17
+	PREFETCHT0    4416(AX)
+	VMOVDQU64     2048(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 220(BX), Z9, Z11
+	VPDPBUSD.BCST 224(BX), Z8, Z11
+	VPDPBUSD.BCST 220(DI), Z9, Z12
+	VPDPBUSD.BCST 224(DI), Z8, Z12
+	VPDPBUSD.BCST 220(R8), Z9, Z13
+	VPDPBUSD.BCST 224(R8), Z8, Z13
+	VPDPBUSD.BCST 220(R9), Z9, Z14
+	VPDPBUSD.BCST 224(R9), Z8, Z14
+	VPDPBUSD.BCST 220(R10), Z9, Z15
+	VPDPBUSD.BCST 224(R10), Z8, Z15
+	VPDPBUSD.BCST 220(R11), Z9, Z16
+	VPDPBUSD.BCST 224(R11), Z8, Z16
+	VPDPBUSD.BCST 220(SI), Z9, Z17
+	VPDPBUSD.BCST 224(SI), Z8, Z17
+	VPDPWSSD      Z0, Z11, Z1
+	VPDPWSSD      Z0, Z12, Z2
+	VPDPWSSD      Z0, Z13, Z3
+	VPDPWSSD      Z0, Z14, Z4
+	VPDPWSSD      Z0, Z15, Z5
+	VPDPWSSD      Z0, Z16, Z6
+	VPDPWSSD      Z0, Z17, Z7
+	VPSRLD        $0x10, Z10, Z0
+	PREFETCHT0    4480(AX)
+	VMOVDQU64     2112(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPBROADCASTD  352(BX), Z10
+	VPDPBUSD.BCST 228(BX), Z9, Z10
+	VPDPBUSD.BCST 232(BX), Z8, Z10
+	VPBROADCASTD  352(DI), Z11
+	VPDPBUSD.BCST 228(DI), Z9, Z11
+	VPDPBUSD.BCST 232(DI), Z8, Z11
+	VPBROADCASTD  352(R8), Z12
+	VPDPBUSD.BCST 228(R8), Z9, Z12
+	VPDPBUSD.BCST 232(R8), Z8, Z12
+	VPBROADCASTD  352(R9), Z13
+	VPDPBUSD.BCST 228(R9), Z9, Z13
+	VPDPBUSD.BCST 232(R9), Z8, Z13
+	VPBROADCASTD  352(R10), Z14
+	VPDPBUSD.BCST 228(R10), Z9, Z14
+	VPDPBUSD.BCST 232(R10), Z8, Z14
+	VPBROADCASTD  352(R11), Z15
+	VPDPBUSD.BCST 228(R11), Z9, Z15
+	VPDPBUSD.BCST 232(R11), Z8, Z15
+	VPBROADCASTD  352(SI), Z16
+	VPDPBUSD.BCST 228(SI), Z9, Z16
+	VPDPBUSD.BCST 232(SI), Z8, Z16
+	PREFETCHT0    4544(AX)
+	VMOVDQU64     2176(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 236(BX), Z9, Z10
+	VPDPBUSD.BCST 240(BX), Z8, Z10
+	VPDPBUSD.BCST 236(DI), Z9, Z11
+	VPDPBUSD.BCST 240(DI), Z8, Z11
+	VPDPBUSD.BCST 236(R8), Z9, Z12
+	VPDPBUSD.BCST 240(R8), Z8, Z12
+	VPDPBUSD.BCST 236(R9), Z9, Z13
+	VPDPBUSD.BCST 240(R9), Z8, Z13
+	VPDPBUSD.BCST 236(R10), Z9, Z14
+	VPDPBUSD.BCST 240(R10), Z8, Z14
+	VPDPBUSD.BCST 236(R11), Z9, Z15
+	VPDPBUSD.BCST 240(R11), Z8, Z15
+	VPDPBUSD.BCST 236(SI), Z9, Z16
+	VPDPBUSD.BCST 240(SI), Z8, Z16
+	PREFETCHT0    4608(AX)
+	VMOVDQU64     2240(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 244(BX), Z9, Z10
+	VPDPBUSD.BCST 248(BX), Z8, Z10
+	VPDPBUSD.BCST 244(DI), Z9, Z11
+	VPDPBUSD.BCST 248(DI), Z8, Z11
+	VPDPBUSD.BCST 244(R8), Z9, Z12
+	VPDPBUSD.BCST 248(R8), Z8, Z12
+	VPDPBUSD.BCST 244(R9), Z9, Z13
+	VPDPBUSD.BCST 248(R9), Z8, Z13
+	VPDPBUSD.BCST 244(R10), Z9, Z14
+	VPDPBUSD.BCST 248(R10), Z8, Z14
+	VPDPBUSD.BCST 244(R11), Z9, Z15
+	VPDPBUSD.BCST 248(R11), Z8, Z15
+	VPDPBUSD.BCST 244(SI), Z9, Z16
+	VPDPBUSD.BCST 248(SI), Z8, Z16
+	PREFETCHT0    4672(AX)
+	VMOVDQU64     2304(AX), Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z9
+	VPSRLW        $0x04, Z8, Z8
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST 252(BX), Z9, Z10
+	VPDPBUSD.BCST 256(BX), Z8, Z10
+	VPDPBUSD.BCST 252(DI), Z9, Z11
+	VPDPBUSD.BCST 256(DI), Z8, Z11
+	VPDPBUSD.BCST 252(R8), Z9, Z12
+	VPDPBUSD.BCST 256(R8), Z8, Z12
+	VPDPBUSD.BCST 252(R9), Z9, Z13
+	VPDPBUSD.BCST 256(R9), Z8, Z13
+	VPDPBUSD.BCST 252(R10), Z9, Z14
+	VPDPBUSD.BCST 256(R10), Z8, Z14
+	VPDPBUSD.BCST 252(R11), Z9, Z15
+	VPDPBUSD.BCST 256(R11), Z8, Z15
+	VPDPBUSD.BCST 252(SI), Z9, Z16
+	VPDPBUSD.BCST 256(SI), Z8, Z16
+	VPDPWSSD      Z0, Z10, Z1
+	VPDPWSSD      Z0, Z11, Z2
+	VPDPWSSD      Z0, Z12, Z3
+	VPDPWSSD      Z0, Z13, Z4
+	VPDPWSSD      Z0, Z14, Z5
+	VPDPWSSD      Z0, Z15, Z6
+	VPDPWSSD      Z0, Z16, Z7
+	VPMOVZXBW     192(AX), Z0
+	VXORPS        Z8, Z8, Z8
+	VPDPWSSD.BCST 356(BX), Z0, Z8
+	VXORPS        Z9, Z9, Z9
+	VPDPWSSD.BCST 356(DI), Z0, Z9
+	VXORPS        Z10, Z10, Z10
+	VPDPWSSD.BCST 356(R8), Z0, Z10
+	VXORPS        Z11, Z11, Z11
+	VPDPWSSD.BCST 356(R9), Z0, Z11
+	VXORPS        Z12, Z12, Z12
+	VPDPWSSD.BCST 356(R10), Z0, Z12
+	VXORPS        Z13, Z13, Z13
+	VPDPWSSD.BCST 356(R11), Z0, Z13
+	VXORPS        Z14, Z14, Z14
+	VPDPWSSD.BCST 356(SI), Z0, Z14
+	VPMOVZXBW     224(AX), Z0
+	VPDPWSSD.BCST 360(BX), Z0, Z8
+	VPDPWSSD.BCST 360(DI), Z0, Z9
+	VPDPWSSD.BCST 360(R8), Z0, Z10
+	VPDPWSSD.BCST 360(R9), Z0, Z11
+	VPDPWSSD.BCST 360(R10), Z0, Z12
+	VPDPWSSD.BCST 360(R11), Z0, Z13
+	VPDPWSSD.BCST 360(SI), Z0, Z14
+	VPMOVZXBW     256(AX), Z0
+	VPDPWSSD.BCST 364(BX), Z0, Z8
+	VPDPWSSD.BCST 364(DI), Z0, Z9
+	VPDPWSSD.BCST 364(R8), Z0, Z10
+	VPDPWSSD.BCST 364(R9), Z0, Z11
+	VPDPWSSD.BCST 364(R10), Z0, Z12
+	VPDPWSSD.BCST 364(R11), Z0, Z13
+	VPDPWSSD.BCST 364(SI), Z0, Z14
+	VPMOVZXBW     288(AX), Z0
+	VPDPWSSD.BCST 368(BX), Z0, Z8
+	VPDPWSSD.BCST 368(DI), Z0, Z9
+	VPDPWSSD.BCST 368(R8), Z0, Z10
+	VPDPWSSD.BCST 368(R9), Z0, Z11
+	VPDPWSSD.BCST 368(R10), Z0, Z12
+	VPDPWSSD.BCST 368(R11), Z0, Z13
+	VPDPWSSD.BCST 368(SI), Z0, Z14
+	VCVTPH2PS     (AX), Z0
+	VCVTPH2PS     32(AX), Z15
+	VMOVUPS       (SP), Z17
+	VMULPS.BCST   (BX), Z0, Z16
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z16, Z17
+	VMULPS.BCST   (BX), Z15, Z16
+	VCVTDQ2PS     Z8, Z1
+	VFNMADD231PS  Z1, Z16, Z17
+	VMOVUPS       Z17, (SP)
+	ADDQ          $0x00000204, BX
+	VMOVUPS       64(SP), Z8
+	VMULPS.BCST   (DI), Z0, Z1
+	VCVTDQ2PS     Z2, Z2
+	VFMADD231PS   Z2, Z1, Z8
+	VMULPS.BCST   (DI), Z15, Z1
+	VCVTDQ2PS     Z9, Z2
+	VFNMADD231PS  Z2, Z1, Z8
+	VMOVUPS       Z8, 64(SP)
+	ADDQ          $0x00000204, DI
+	VMOVUPS       128(SP), Z2
+	VMULPS.BCST   (R8), Z0, Z1
+	VCVTDQ2PS     Z3, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R8), Z15, Z1
+	VCVTDQ2PS     Z10, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 128(SP)
+	ADDQ          $0x00000204, R8
+	VMOVUPS       192(SP), Z2
+	VMULPS.BCST   (R9), Z0, Z1
+	VCVTDQ2PS     Z4, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R9), Z15, Z1
+	VCVTDQ2PS     Z11, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 192(SP)
+	ADDQ          $0x00000204, R9
+	VMOVUPS       256(SP), Z2
+	VMULPS.BCST   (R10), Z0, Z1
+	VCVTDQ2PS     Z5, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R10), Z15, Z1
+	VCVTDQ2PS     Z12, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 256(SP)
+	ADDQ          $0x00000204, R10
+	VMOVUPS       320(SP), Z2
+	VMULPS.BCST   (R11), Z0, Z1
+	VCVTDQ2PS     Z6, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R11), Z15, Z1
+	VCVTDQ2PS     Z13, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 320(SP)
+	ADDQ          $0x00000204, R11
+	VMOVUPS       384(SP), Z1
+	VMULPS.BCST   (SI), Z0, Z0
+	VCVTDQ2PS     Z7, Z2
+	VFMADD231PS   Z2, Z0, Z1
+	VMULPS.BCST   (SI), Z15, Z0
+	VCVTDQ2PS     Z14, Z2
+	VFNMADD231PS  Z2, Z0, Z1
+	VMOVUPS       Z1, 384(SP)
+	ADDQ          $0x00000204, SI
+	ADDQ          $0x00000940, AX
+	DECQ          R12
+	JMP           blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 320(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 384(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, MMX+
+TEXT ·q4k16Tile8VNNI(SB), NOSPLIT, $512-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	VMOVUPS Z0, 384(SP)
+	VMOVUPS Z0, 448(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), R10
+	LEAQ    (R10)(SI*1), R11
+	LEAQ    (R11)(SI*1), R12
+	LEAQ    (R12)(SI*1), SI
+	MOVQ    nb+24(FP), R13
+
+blkloop:
+	TESTQ         R13, R13
+	JZ            blkdone
+	VPMOVZXBW     64(AX), Z0
+	VXORPS        Z1, Z1, Z1
+	VPDPWSSD.BCST 372(BX), Z0, Z1
+	VXORPS        Z2, Z2, Z2
+	VPDPWSSD.BCST 372(DI), Z0, Z2
+	VXORPS        Z3, Z3, Z3
+	VPDPWSSD.BCST 372(R8), Z0, Z3
+	VXORPS        Z4, Z4, Z4
+	VPDPWSSD.BCST 372(R9), Z0, Z4
+	VXORPS        Z5, Z5, Z5
+	VPDPWSSD.BCST 372(R10), Z0, Z5
+	VXORPS        Z6, Z6, Z6
+	VPDPWSSD.BCST 372(R11), Z0, Z6
+	VXORPS        Z7, Z7, Z7
+	VPDPWSSD.BCST 372(R12), Z0, Z7
+	VXORPS        Z8, Z8, Z8
+	VPDPWSSD.BCST 372(SI), Z0, Z8
+	VPMOVZXBW     96(AX), Z9
+	VPDPWSSD.BCST 376(BX), Z9, Z1
+	VPDPWSSD.BCST 376(DI), Z9, Z2
+	VPDPWSSD.BCST 376(R8), Z9, Z3
+	VPDPWSSD.BCST 376(R9), Z9, Z4
+	VPDPWSSD.BCST 376(R10), Z9, Z5
+	VPDPWSSD.BCST 376(R11), Z9, Z6
+	VPDPWSSD.BCST 376(R12), Z9, Z7
+	VPDPWSSD.BCST 376(SI), Z9, Z8
+	VPMOVZXBW     128(AX), Z10
+	VPDPWSSD.BCST 380(BX), Z10, Z1
+	VPDPWSSD.BCST 380(DI), Z10, Z2
+	VPDPWSSD.BCST 380(R8), Z10, Z3
+	VPDPWSSD.BCST 380(R9), Z10, Z4
+	VPDPWSSD.BCST 380(R10), Z10, Z5
+	VPDPWSSD.BCST 380(R11), Z10, Z6
+	VPDPWSSD.BCST 380(R12), Z10, Z7
+	VPDPWSSD.BCST 380(SI), Z10, Z8
+	VPMOVZXBW     160(AX), Z11
+	VPDPWSSD.BCST 384(BX), Z11, Z1
+	VPDPWSSD.BCST 384(DI), Z11, Z2
+	VPDPWSSD.BCST 384(R8), Z11, Z3
+	VPDPWSSD.BCST 384(R9), Z11, Z4
+	VPDPWSSD.BCST 384(R10), Z11, Z5
+	VPDPWSSD.BCST 384(R11), Z11, Z6
+	VPDPWSSD.BCST 384(R12), Z11, Z7
+	VPDPWSSD.BCST 384(SI), Z11, Z8
+	VPANDD.BCST   klowword<>+0(SB), Z0, Z12
+	PREFETCHT0    2688(AX)
+	PREFETCHT0    2368(AX)
+	VMOVDQU64     320(AX), Z13
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z13, Z14
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z13, Z13
+	VPBROADCASTD  324(BX), Z15
+	VPDPBUSD.BCST 4(BX), Z14, Z15
+	VPDPBUSD.BCST 8(BX), Z13, Z15
+	VPBROADCASTD  324(DI), Z16
+	VPDPBUSD.BCST 4(DI), Z14, Z16
+	VPDPBUSD.BCST 8(DI), Z13, Z16
+	VPBROADCASTD  324(R8), Z17
+	VPDPBUSD.BCST 4(R8), Z14, Z17
+	VPDPBUSD.BCST 8(R8), Z13, Z17
+	VPBROADCASTD  324(R9), Z18
+	VPDPBUSD.BCST 4(R9), Z14, Z18
+	VPDPBUSD.BCST 8(R9), Z13, Z18
+	VPBROADCASTD  324(R10), Z19
+	VPDPBUSD.BCST 4(R10), Z14, Z19
+	VPDPBUSD.BCST 8(R10), Z13, Z19
+	VPBROADCASTD  324(R11), Z20
+	VPDPBUSD.BCST 4(R11), Z14, Z20
+	VPDPBUSD.BCST 8(R11), Z13, Z20
+	VPBROADCASTD  324(R12), Z21
+	VPDPBUSD.BCST 4(R12), Z14, Z21
+	VPDPBUSD.BCST 8(R12), Z13, Z21
+	VPBROADCASTD  324(SI), Z22
+	VPDPBUSD.BCST 4(SI), Z14, Z22
+	VPDPBUSD.BCST 8(SI), Z13, Z22
+	PREFETCHT0    2752(AX)
+	VMOVDQU64     384(AX), Z13
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z13, Z14
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z13, Z13
+	VPDPBUSD.BCST 12(BX), Z14, Z15
+	VPDPBUSD.BCST 16(BX), Z13, Z15
+	VPDPBUSD.BCST 12(DI), Z14, Z16
+	VPDPBUSD.BCST 16(DI), Z13, Z16
+	VPDPBUSD.BCST 12(R8), Z14, Z17
+	VPDPBUSD.BCST 16(R8), Z13, Z17
+	VPDPBUSD.BCST 12(R9), Z14, Z18
+	VPDPBUSD.BCST 16(R9), Z13, Z18
+	VPDPBUSD.BCST 12(R10), Z14, Z19
+	VPDPBUSD.BCST 16(R10), Z13, Z19
+	VPDPBUSD.BCST 12(R11), Z14, Z20
+	VPDPBUSD.BCST 16(R11), Z13, Z20
+	VPDPBUSD.BCST 12(R12), Z14, Z21
+	VPDPBUSD.BCST 16(R12), Z13, Z21
+	VPDPBUSD.BCST 12(SI), Z14, Z22
+	VPDPBUSD.BCST 16(SI), Z13, Z22
+	PREFETCHT0    2816(AX)
+	VMOVDQU64     448(AX), Z13
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z13, Z14
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z13, Z13
+	VPDPBUSD.BCST 20(BX), Z14, Z15
+	VPDPBUSD.BCST 24(BX), Z13, Z15
+	VPDPBUSD.BCST 20(DI), Z14, Z16
+	VPDPBUSD.BCST 24(DI), Z13, Z16
+	VPDPBUSD.BCST 20(R8), Z14, Z17
+	VPDPBUSD.BCST 24(R8), Z13, Z17
+	VPDPBUSD.BCST 20(R9), Z14, Z18
+	VPDPBUSD.BCST 24(R9), Z13, Z18
+	VPDPBUSD.BCST 20(R10), Z14, Z19
+	VPDPBUSD.BCST 24(R10), Z13, Z19
+	VPDPBUSD.BCST 20(R11), Z14, Z20
+	VPDPBUSD.BCST 24(R11), Z13, Z20
+	VPDPBUSD.BCST 20(R12), Z14, Z21
+	VPDPBUSD.BCST 24(R12), Z13, Z21
+	VPDPBUSD.BCST 20(SI), Z14, Z22
+	VPDPBUSD.BCST 24(SI), Z13, Z22
+	PREFETCHT0    2880(AX)
+	VMOVDQU64     512(AX), Z13
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z13, Z14
+	VPSRLW        $0x04, Z13, Z13
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z13, Z13
+	VPDPBUSD.BCST 28(BX), Z14, Z15
+	VPDPBUSD.BCST 32(BX), Z13, Z15
+	VPDPBUSD.BCST 28(DI), Z14, Z16
+	VPDPBUSD.BCST 32(DI), Z13, Z16
+	VPDPBUSD.BCST 28(R8), Z14, Z17
+	VPDPBUSD.BCST 32(R8), Z13, Z17
+	VPDPBUSD.BCST 28(R9), Z14, Z18
+	VPDPBUSD.BCST 32(R9), Z13, Z18
+	VPDPBUSD.BCST 28(R10), Z14, Z19
+	VPDPBUSD.BCST 32(R10), Z13, Z19
+	VPDPBUSD.BCST 28(R11), Z14, Z20
+	VPDPBUSD.BCST 32(R11), Z13, Z20
+	VPDPBUSD.BCST 28(R12), Z14, Z21
+	VPDPBUSD.BCST 32(R12), Z13, Z21
+	VPDPBUSD.BCST 28(SI), Z14, Z22
+	VPDPBUSD.BCST 32(SI), Z13, Z22
+	VPDPWSSD      Z12, Z15, Z1
+	VPDPWSSD      Z12, Z16, Z2
+	VPDPWSSD      Z12, Z17, Z3
+	VPDPWSSD      Z12, Z18, Z4
+	VPDPWSSD      Z12, Z19, Z5
+	VPDPWSSD      Z12, Z20, Z6
+	VPDPWSSD      Z12, Z21, Z7
+	VPDPWSSD      Z12, Z22, Z8
+	VPSRLD        $0x10, Z0, Z0
+	PREFETCHT0    2944(AX)
+	PREFETCHT0    2432(AX)
+	VMOVDQU64     576(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPBROADCASTD  328(BX), Z14
+	VPDPBUSD.BCST 36(BX), Z13, Z14
+	VPDPBUSD.BCST 40(BX), Z12, Z14
+	VPBROADCASTD  328(DI), Z15
+	VPDPBUSD.BCST 36(DI), Z13, Z15
+	VPDPBUSD.BCST 40(DI), Z12, Z15
+	VPBROADCASTD  328(R8), Z16
+	VPDPBUSD.BCST 36(R8), Z13, Z16
+	VPDPBUSD.BCST 40(R8), Z12, Z16
+	VPBROADCASTD  328(R9), Z17
+	VPDPBUSD.BCST 36(R9), Z13, Z17
+	VPDPBUSD.BCST 40(R9), Z12, Z17
+	VPBROADCASTD  328(R10), Z18
+	VPDPBUSD.BCST 36(R10), Z13, Z18
+	VPDPBUSD.BCST 40(R10), Z12, Z18
+	VPBROADCASTD  328(R11), Z19
+	VPDPBUSD.BCST 36(R11), Z13, Z19
+	VPDPBUSD.BCST 40(R11), Z12, Z19
+	VPBROADCASTD  328(R12), Z20
+	VPDPBUSD.BCST 36(R12), Z13, Z20
+	VPDPBUSD.BCST 40(R12), Z12, Z20
+	VPBROADCASTD  328(SI), Z21
+	VPDPBUSD.BCST 36(SI), Z13, Z21
+	VPDPBUSD.BCST 40(SI), Z12, Z21
+	PREFETCHT0    3008(AX)
+	VMOVDQU64     640(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST 44(BX), Z13, Z14
+	VPDPBUSD.BCST 48(BX), Z12, Z14
+	VPDPBUSD.BCST 44(DI), Z13, Z15
+	VPDPBUSD.BCST 48(DI), Z12, Z15
+	VPDPBUSD.BCST 44(R8), Z13, Z16
+	VPDPBUSD.BCST 48(R8), Z12, Z16
+	VPDPBUSD.BCST 44(R9), Z13, Z17
+	VPDPBUSD.BCST 48(R9), Z12, Z17
+	VPDPBUSD.BCST 44(R10), Z13, Z18
+	VPDPBUSD.BCST 48(R10), Z12, Z18
+	VPDPBUSD.BCST 44(R11), Z13, Z19
+	VPDPBUSD.BCST 48(R11), Z12, Z19
+	VPDPBUSD.BCST 44(R12), Z13, Z20
+	VPDPBUSD.BCST 48(R12), Z12, Z20
+	VPDPBUSD.BCST 44(SI), Z13, Z21
+	VPDPBUSD.BCST 48(SI), Z12, Z21
+	PREFETCHT0    3072(AX)
+	VMOVDQU64     704(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST 52(BX), Z13, Z14
+	VPDPBUSD.BCST 56(BX), Z12, Z14
+	VPDPBUSD.BCST 52(DI), Z13, Z15
+	VPDPBUSD.BCST 56(DI), Z12, Z15
+	VPDPBUSD.BCST 52(R8), Z13, Z16
+	VPDPBUSD.BCST 56(R8), Z12, Z16
+	VPDPBUSD.BCST 52(R9), Z13, Z17
+	VPDPBUSD.BCST 56(R9), Z12, Z17
+	VPDPBUSD.BCST 52(R10), Z13, Z18
+	VPDPBUSD.BCST 56(R10), Z12, Z18
+	VPDPBUSD.BCST 52(R11), Z13, Z19
+	VPDPBUSD.BCST 56(R11), Z12, Z19
+	VPDPBUSD.BCST 52(R12), Z13, Z20
+	VPDPBUSD.BCST 56(R12), Z12, Z20
+	VPDPBUSD.BCST 52(SI), Z13, Z21
+	VPDPBUSD.BCST 56(SI), Z12, Z21
+	PREFETCHT0    3136(AX)
+	VMOVDQU64     768(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST 60(BX), Z13, Z14
+	VPDPBUSD.BCST 64(BX), Z12, Z14
+	VPDPBUSD.BCST 60(DI), Z13, Z15
+	VPDPBUSD.BCST 64(DI), Z12, Z15
+	VPDPBUSD.BCST 60(R8), Z13, Z16
+	VPDPBUSD.BCST 64(R8), Z12, Z16
+	VPDPBUSD.BCST 60(R9), Z13, Z17
+	VPDPBUSD.BCST 64(R9), Z12, Z17
+	VPDPBUSD.BCST 60(R10), Z13, Z18
+	VPDPBUSD.BCST 64(R10), Z12, Z18
+	VPDPBUSD.BCST 60(R11), Z13, Z19
+	VPDPBUSD.BCST 64(R11), Z12, Z19
+	VPDPBUSD.BCST 60(R12), Z13, Z20
+	VPDPBUSD.BCST 64(R12), Z12, Z20
+	VPDPBUSD.BCST 60(SI), Z13, Z21
+	VPDPBUSD.BCST 64(SI), Z12, Z21
+	VPDPWSSD      Z0, Z14, Z1
+	VPDPWSSD      Z0, Z15, Z2
+	VPDPWSSD      Z0, Z16, Z3
+	VPDPWSSD      Z0, Z17, Z4
+	VPDPWSSD      Z0, Z18, Z5
+	VPDPWSSD      Z0, Z19, Z6
+	VPDPWSSD      Z0, Z20, Z7
+	VPDPWSSD      Z0, Z21, Z8
+	VPANDD.BCST   klowword<>+0(SB), Z9, Z0
+	PREFETCHT0    3200(AX)
+	PREFETCHT0    2496(AX)
+	VMOVDQU64     832(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPBROADCASTD  332(BX), Z14
+	VPDPBUSD.BCST 68(BX), Z13, Z14
+	VPDPBUSD.BCST 72(BX), Z12, Z14
+	VPBROADCASTD  332(DI), Z15
+	VPDPBUSD.BCST 68(DI), Z13, Z15
+	VPDPBUSD.BCST 72(DI), Z12, Z15
+	VPBROADCASTD  332(R8), Z16
+	VPDPBUSD.BCST 68(R8), Z13, Z16
+	VPDPBUSD.BCST 72(R8), Z12, Z16
+	VPBROADCASTD  332(R9), Z17
+	VPDPBUSD.BCST 68(R9), Z13, Z17
+	VPDPBUSD.BCST 72(R9), Z12, Z17
+	VPBROADCASTD  332(R10), Z18
+	VPDPBUSD.BCST 68(R10), Z13, Z18
+	VPDPBUSD.BCST 72(R10), Z12, Z18
+	VPBROADCASTD  332(R11), Z19
+	VPDPBUSD.BCST 68(R11), Z13, Z19
+	VPDPBUSD.BCST 72(R11), Z12, Z19
+	VPBROADCASTD  332(R12), Z20
+	VPDPBUSD.BCST 68(R12), Z13, Z20
+	VPDPBUSD.BCST 72(R12), Z12, Z20
+	VPBROADCASTD  332(SI), Z21
+	VPDPBUSD.BCST 68(SI), Z13, Z21
+	VPDPBUSD.BCST 72(SI), Z12, Z21
+	PREFETCHT0    3264(AX)
+	VMOVDQU64     896(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST 76(BX), Z13, Z14
+	VPDPBUSD.BCST 80(BX), Z12, Z14
+	VPDPBUSD.BCST 76(DI), Z13, Z15
+	VPDPBUSD.BCST 80(DI), Z12, Z15
+	VPDPBUSD.BCST 76(R8), Z13, Z16
+	VPDPBUSD.BCST 80(R8), Z12, Z16
+	VPDPBUSD.BCST 76(R9), Z13, Z17
+	VPDPBUSD.BCST 80(R9), Z12, Z17
+	VPDPBUSD.BCST 76(R10), Z13, Z18
+	VPDPBUSD.BCST 80(R10), Z12, Z18
+	VPDPBUSD.BCST 76(R11), Z13, Z19
+	VPDPBUSD.BCST 80(R11), Z12, Z19
+	VPDPBUSD.BCST 76(R12), Z13, Z20
+	VPDPBUSD.BCST 80(R12), Z12, Z20
+	VPDPBUSD.BCST 76(SI), Z13, Z21
+	VPDPBUSD.BCST 80(SI), Z12, Z21
+	PREFETCHT0    3328(AX)
+	VMOVDQU64     960(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST 84(BX), Z13, Z14
+	VPDPBUSD.BCST 88(BX), Z12, Z14
+	VPDPBUSD.BCST 84(DI), Z13, Z15
+	VPDPBUSD.BCST 88(DI), Z12, Z15
+	VPDPBUSD.BCST 84(R8), Z13, Z16
+	VPDPBUSD.BCST 88(R8), Z12, Z16
+	VPDPBUSD.BCST 84(R9), Z13, Z17
+	VPDPBUSD.BCST 88(R9), Z12, Z17
+	VPDPBUSD.BCST 84(R10), Z13, Z18
+	VPDPBUSD.BCST 88(R10), Z12, Z18
+	VPDPBUSD.BCST 84(R11), Z13, Z19
+	VPDPBUSD.BCST 88(R11), Z12, Z19
+	VPDPBUSD.BCST 84(R12), Z13, Z20
+	VPDPBUSD.BCST 88(R12), Z12, Z20
+	VPDPBUSD.BCST 84(SI), Z13, Z21
+	VPDPBUSD.BCST 88(SI), Z12, Z21
+	PREFETCHT0    3392(AX)
+	VMOVDQU64     1024(AX), Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z13
+	VPSRLW        $0x04, Z12, Z12
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST 92(BX), Z13, Z14
+	VPDPBUSD.BCST 96(BX), Z12, Z14
+	VPDPBUSD.BCST 92(DI), Z13, Z15
+	VPDPBUSD.BCST 96(DI), Z12, Z15
+	VPDPBUSD.BCST 92(R8), Z13, Z16
+	VPDPBUSD.BCST 96(R8), Z12, Z16
+	VPDPBUSD.BCST 92(R9), Z13, Z17
+	VPDPBUSD.BCST 96(R9), Z12, Z17
+	VPDPBUSD.BCST 92(R10), Z13, Z18
+	VPDPBUSD.BCST 96(R10), Z12, Z18
+	VPDPBUSD.BCST 92(R11), Z13, Z19
+	VPDPBUSD.BCST 96(R11), Z12, Z19
+	VPDPBUSD.BCST 92(R12), Z13, Z20
+	VPDPBUSD.BCST 96(R12), Z12, Z20
+	VPDPBUSD.BCST 92(SI), Z13, Z21
+	VPDPBUSD.BCST 96(SI), Z12, Z21
+	VPDPWSSD      Z0, Z14, Z1
+	VPDPWSSD      Z0, Z15, Z2
+	VPDPWSSD      Z0, Z16, Z3
+	VPDPWSSD      Z0, Z17, Z4
+	VPDPWSSD      Z0, Z18, Z5
+	VPDPWSSD      Z0, Z19, Z6
+	VPDPWSSD      Z0, Z20, Z7
+	VPDPWSSD      Z0, Z21, Z8
+	VPSRLD        $0x10, Z9, Z0
+	PREFETCHT0    3456(AX)
+	PREFETCHT0    2560(AX)
+	VMOVDQU64     1088(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z12
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPBROADCASTD  336(BX), Z13
+	VPDPBUSD.BCST 100(BX), Z12, Z13
+	VPDPBUSD.BCST 104(BX), Z9, Z13
+	VPBROADCASTD  336(DI), Z14
+	VPDPBUSD.BCST 100(DI), Z12, Z14
+	VPDPBUSD.BCST 104(DI), Z9, Z14
+	VPBROADCASTD  336(R8), Z15
+	VPDPBUSD.BCST 100(R8), Z12, Z15
+	VPDPBUSD.BCST 104(R8), Z9, Z15
+	VPBROADCASTD  336(R9), Z16
+	VPDPBUSD.BCST 100(R9), Z12, Z16
+	VPDPBUSD.BCST 104(R9), Z9, Z16
+	VPBROADCASTD  336(R10), Z17
+	VPDPBUSD.BCST 100(R10), Z12, Z17
+	VPDPBUSD.BCST 104(R10), Z9, Z17
+	VPBROADCASTD  336(R11), Z18
+	VPDPBUSD.BCST 100(R11), Z12, Z18
+	VPDPBUSD.BCST 104(R11), Z9, Z18
+	VPBROADCASTD  336(R12), Z19
+	VPDPBUSD.BCST 100(R12), Z12, Z19
+	VPDPBUSD.BCST 104(R12), Z9, Z19
+	VPBROADCASTD  336(SI), Z20
+	VPDPBUSD.BCST 100(SI), Z12, Z20
+	VPDPBUSD.BCST 104(SI), Z9, Z20
+	PREFETCHT0    3520(AX)
+	VMOVDQU64     1152(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z12
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 108(BX), Z12, Z13
+	VPDPBUSD.BCST 112(BX), Z9, Z13
+	VPDPBUSD.BCST 108(DI), Z12, Z14
+	VPDPBUSD.BCST 112(DI), Z9, Z14
+	VPDPBUSD.BCST 108(R8), Z12, Z15
+	VPDPBUSD.BCST 112(R8), Z9, Z15
+	VPDPBUSD.BCST 108(R9), Z12, Z16
+	VPDPBUSD.BCST 112(R9), Z9, Z16
+	VPDPBUSD.BCST 108(R10), Z12, Z17
+	VPDPBUSD.BCST 112(R10), Z9, Z17
+	VPDPBUSD.BCST 108(R11), Z12, Z18
+	VPDPBUSD.BCST 112(R11), Z9, Z18
+	VPDPBUSD.BCST 108(R12), Z12, Z19
+	VPDPBUSD.BCST 112(R12), Z9, Z19
+	VPDPBUSD.BCST 108(SI), Z12, Z20
+	VPDPBUSD.BCST 112(SI), Z9, Z20
+	PREFETCHT0    3584(AX)
+	VMOVDQU64     1216(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z12
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 116(BX), Z12, Z13
+	VPDPBUSD.BCST 120(BX), Z9, Z13
+	VPDPBUSD.BCST 116(DI), Z12, Z14
+	VPDPBUSD.BCST 120(DI), Z9, Z14
+	VPDPBUSD.BCST 116(R8), Z12, Z15
+	VPDPBUSD.BCST 120(R8), Z9, Z15
+	VPDPBUSD.BCST 116(R9), Z12, Z16
+	VPDPBUSD.BCST 120(R9), Z9, Z16
+	VPDPBUSD.BCST 116(R10), Z12, Z17
+	VPDPBUSD.BCST 120(R10), Z9, Z17
+	VPDPBUSD.BCST 116(R11), Z12, Z18
+	VPDPBUSD.BCST 120(R11), Z9, Z18
+	VPDPBUSD.BCST 116(R12), Z12, Z19
+	VPDPBUSD.BCST 120(R12), Z9, Z19
+	VPDPBUSD.BCST 116(SI), Z12, Z20
+	VPDPBUSD.BCST 120(SI), Z9, Z20
+	PREFETCHT0    3648(AX)
+	VMOVDQU64     1280(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z12
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 124(BX), Z12, Z13
+	VPDPBUSD.BCST 128(BX), Z9, Z13
+	VPDPBUSD.BCST 124(DI), Z12, Z14
+	VPDPBUSD.BCST 128(DI), Z9, Z14
+	VPDPBUSD.BCST 124(R8), Z12, Z15
+	VPDPBUSD.BCST 128(R8), Z9, Z15
+	VPDPBUSD.BCST 124(R9), Z12, Z16
+	VPDPBUSD.BCST 128(R9), Z9, Z16
+	VPDPBUSD.BCST 124(R10), Z12, Z17
+	VPDPBUSD.BCST 128(R10), Z9, Z17
+	VPDPBUSD.BCST 124(R11), Z12, Z18
+	VPDPBUSD.BCST 128(R11), Z9, Z18
+	VPDPBUSD.BCST 124(R12), Z12, Z19
+	VPDPBUSD.BCST 128(R12), Z9, Z19
+	VPDPBUSD.BCST 124(SI), Z12, Z20
+	VPDPBUSD.BCST 128(SI), Z9, Z20
+	VPDPWSSD      Z0, Z13, Z1
+	VPDPWSSD      Z0, Z14, Z2
+	VPDPWSSD      Z0, Z15, Z3
+	VPDPWSSD      Z0, Z16, Z4
+	VPDPWSSD      Z0, Z17, Z5
+	VPDPWSSD      Z0, Z18, Z6
+	VPDPWSSD      Z0, Z19, Z7
+	VPDPWSSD      Z0, Z20, Z8
+	VPANDD.BCST   klowword<>+0(SB), Z10, Z0
+	PREFETCHT0    3712(AX)
+	PREFETCHT0    2624(AX)
+	VMOVDQU64     1344(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z12
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPBROADCASTD  340(BX), Z13
+	VPDPBUSD.BCST 132(BX), Z12, Z13
+	VPDPBUSD.BCST 136(BX), Z9, Z13
+	VPBROADCASTD  340(DI), Z14
+	VPDPBUSD.BCST 132(DI), Z12, Z14
+	VPDPBUSD.BCST 136(DI), Z9, Z14
+	VPBROADCASTD  340(R8), Z15
+	VPDPBUSD.BCST 132(R8), Z12, Z15
+	VPDPBUSD.BCST 136(R8), Z9, Z15
+	VPBROADCASTD  340(R9), Z16
+	VPDPBUSD.BCST 132(R9), Z12, Z16
+	VPDPBUSD.BCST 136(R9), Z9, Z16
+	VPBROADCASTD  340(R10), Z17
+	VPDPBUSD.BCST 132(R10), Z12, Z17
+	VPDPBUSD.BCST 136(R10), Z9, Z17
+	VPBROADCASTD  340(R11), Z18
+	VPDPBUSD.BCST 132(R11), Z12, Z18
+	VPDPBUSD.BCST 136(R11), Z9, Z18
+	VPBROADCASTD  340(R12), Z19
+	VPDPBUSD.BCST 132(R12), Z12, Z19
+	VPDPBUSD.BCST 136(R12), Z9, Z19
+	VPBROADCASTD  340(SI), Z20
+	VPDPBUSD.BCST 132(SI), Z12, Z20
+	VPDPBUSD.BCST 136(SI), Z9, Z20
+	PREFETCHT0    3776(AX)
+	VMOVDQU64     1408(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z12
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 140(BX), Z12, Z13
+	VPDPBUSD.BCST 144(BX), Z9, Z13
+	VPDPBUSD.BCST 140(DI), Z12, Z14
+	VPDPBUSD.BCST 144(DI), Z9, Z14
+	VPDPBUSD.BCST 140(R8), Z12, Z15
+	VPDPBUSD.BCST 144(R8), Z9, Z15
+	VPDPBUSD.BCST 140(R9), Z12, Z16
+	VPDPBUSD.BCST 144(R9), Z9, Z16
+	VPDPBUSD.BCST 140(R10), Z12, Z17
+	VPDPBUSD.BCST 144(R10), Z9, Z17
+	VPDPBUSD.BCST 140(R11), Z12, Z18
+	VPDPBUSD.BCST 144(R11), Z9, Z18
+	VPDPBUSD.BCST 140(R12), Z12, Z19
+	VPDPBUSD.BCST 144(R12), Z9, Z19
+	VPDPBUSD.BCST 140(SI), Z12, Z20
+	VPDPBUSD.BCST 144(SI), Z9, Z20
+	PREFETCHT0    3840(AX)
+	VMOVDQU64     1472(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z12
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 148(BX), Z12, Z13
+	VPDPBUSD.BCST 152(BX), Z9, Z13
+	VPDPBUSD.BCST 148(DI), Z12, Z14
+	VPDPBUSD.BCST 152(DI), Z9, Z14
+	VPDPBUSD.BCST 148(R8), Z12, Z15
+	VPDPBUSD.BCST 152(R8), Z9, Z15
+	VPDPBUSD.BCST 148(R9), Z12, Z16
+	VPDPBUSD.BCST 152(R9), Z9, Z16
+	VPDPBUSD.BCST 148(R10), Z12, Z17
+	VPDPBUSD.BCST 152(R10), Z9, Z17
+	VPDPBUSD.BCST 148(R11), Z12, Z18
+	VPDPBUSD.BCST 152(R11), Z9, Z18
+	VPDPBUSD.BCST 148(R12), Z12, Z19
+	VPDPBUSD.BCST 152(R12), Z9, Z19
+	VPDPBUSD.BCST 148(SI), Z12, Z20
+	VPDPBUSD.BCST 152(SI), Z9, Z20
+	PREFETCHT0    3904(AX)
+	VMOVDQU64     1536(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z12
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 156(BX), Z12, Z13
+	VPDPBUSD.BCST 160(BX), Z9, Z13
+	VPDPBUSD.BCST 156(DI), Z12, Z14
+	VPDPBUSD.BCST 160(DI), Z9, Z14
+	VPDPBUSD.BCST 156(R8), Z12, Z15
+	VPDPBUSD.BCST 160(R8), Z9, Z15
+	VPDPBUSD.BCST 156(R9), Z12, Z16
+	VPDPBUSD.BCST 160(R9), Z9, Z16
+	VPDPBUSD.BCST 156(R10), Z12, Z17
+	VPDPBUSD.BCST 160(R10), Z9, Z17
+	VPDPBUSD.BCST 156(R11), Z12, Z18
+	VPDPBUSD.BCST 160(R11), Z9, Z18
+	VPDPBUSD.BCST 156(R12), Z12, Z19
+	VPDPBUSD.BCST 160(R12), Z9, Z19
+	VPDPBUSD.BCST 156(SI), Z12, Z20
+	VPDPBUSD.BCST 160(SI), Z9, Z20
+	VPDPWSSD      Z0, Z13, Z1
+	VPDPWSSD      Z0, Z14, Z2
+	VPDPWSSD      Z0, Z15, Z3
+	VPDPWSSD      Z0, Z16, Z4
+	VPDPWSSD      Z0, Z17, Z5
+	VPDPWSSD      Z0, Z18, Z6
+	VPDPWSSD      Z0, Z19, Z7
+	VPDPWSSD      Z0, Z20, Z8
+	VPSRLD        $0x10, Z10, Z0
+	PREFETCHT0    3968(AX)
+	VMOVDQU64     1600(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPBROADCASTD  344(BX), Z12
+	VPDPBUSD.BCST 164(BX), Z10, Z12
+	VPDPBUSD.BCST 168(BX), Z9, Z12
+	VPBROADCASTD  344(DI), Z13
+	VPDPBUSD.BCST 164(DI), Z10, Z13
+	VPDPBUSD.BCST 168(DI), Z9, Z13
+	VPBROADCASTD  344(R8), Z14
+	VPDPBUSD.BCST 164(R8), Z10, Z14
+	VPDPBUSD.BCST 168(R8), Z9, Z14
+	VPBROADCASTD  344(R9), Z15
+	VPDPBUSD.BCST 164(R9), Z10, Z15
+	VPDPBUSD.BCST 168(R9), Z9, Z15
+	VPBROADCASTD  344(R10), Z16
+	VPDPBUSD.BCST 164(R10), Z10, Z16
+	VPDPBUSD.BCST 168(R10), Z9, Z16
+	VPBROADCASTD  344(R11), Z17
+	VPDPBUSD.BCST 164(R11), Z10, Z17
+	VPDPBUSD.BCST 168(R11), Z9, Z17
+	VPBROADCASTD  344(R12), Z18
+	VPDPBUSD.BCST 164(R12), Z10, Z18
+	VPDPBUSD.BCST 168(R12), Z9, Z18
+	VPBROADCASTD  344(SI), Z19
+	VPDPBUSD.BCST 164(SI), Z10, Z19
+	VPDPBUSD.BCST 168(SI), Z9, Z19
+	PREFETCHT0    4032(AX)
+	VMOVDQU64     1664(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 172(BX), Z10, Z12
+	VPDPBUSD.BCST 176(BX), Z9, Z12
+	VPDPBUSD.BCST 172(DI), Z10, Z13
+	VPDPBUSD.BCST 176(DI), Z9, Z13
+	VPDPBUSD.BCST 172(R8), Z10, Z14
+	VPDPBUSD.BCST 176(R8), Z9, Z14
+	VPDPBUSD.BCST 172(R9), Z10, Z15
+	VPDPBUSD.BCST 176(R9), Z9, Z15
+	VPDPBUSD.BCST 172(R10), Z10, Z16
+	VPDPBUSD.BCST 176(R10), Z9, Z16
+	VPDPBUSD.BCST 172(R11), Z10, Z17
+	VPDPBUSD.BCST 176(R11), Z9, Z17
+	VPDPBUSD.BCST 172(R12), Z10, Z18
+	VPDPBUSD.BCST 176(R12), Z9, Z18
+	VPDPBUSD.BCST 172(SI), Z10, Z19
+	VPDPBUSD.BCST 176(SI), Z9, Z19
+	PREFETCHT0    4096(AX)
+	VMOVDQU64     1728(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 180(BX), Z10, Z12
+	VPDPBUSD.BCST 184(BX), Z9, Z12
+	VPDPBUSD.BCST 180(DI), Z10, Z13
+	VPDPBUSD.BCST 184(DI), Z9, Z13
+	VPDPBUSD.BCST 180(R8), Z10, Z14
+	VPDPBUSD.BCST 184(R8), Z9, Z14
+	VPDPBUSD.BCST 180(R9), Z10, Z15
+	VPDPBUSD.BCST 184(R9), Z9, Z15
+	VPDPBUSD.BCST 180(R10), Z10, Z16
+	VPDPBUSD.BCST 184(R10), Z9, Z16
+	VPDPBUSD.BCST 180(R11), Z10, Z17
+	VPDPBUSD.BCST 184(R11), Z9, Z17
+	VPDPBUSD.BCST 180(R12), Z10, Z18
+	VPDPBUSD.BCST 184(R12), Z9, Z18
+	VPDPBUSD.BCST 180(SI), Z10, Z19
+	VPDPBUSD.BCST 184(SI), Z9, Z19
+	PREFETCHT0    4160(AX)
+	VMOVDQU64     1792(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 188(BX), Z10, Z12
+	VPDPBUSD.BCST 192(BX), Z9, Z12
+	VPDPBUSD.BCST 188(DI), Z10, Z13
+	VPDPBUSD.BCST 192(DI), Z9, Z13
+	VPDPBUSD.BCST 188(R8), Z10, Z14
+	VPDPBUSD.BCST 192(R8), Z9, Z14
+	VPDPBUSD.BCST 188(R9), Z10, Z15
+	VPDPBUSD.BCST 192(R9), Z9, Z15
+	VPDPBUSD.BCST 188(R10), Z10, Z16
+	VPDPBUSD.BCST 192(R10), Z9, Z16
+	VPDPBUSD.BCST 188(R11), Z10, Z17
+	VPDPBUSD.BCST 192(R11), Z9, Z17
+	VPDPBUSD.BCST 188(R12), Z10, Z18
+	VPDPBUSD.BCST 192(R12), Z9, Z18
+	VPDPBUSD.BCST 188(SI), Z10, Z19
+	VPDPBUSD.BCST 192(SI), Z9, Z19
+	VPDPWSSD      Z0, Z12, Z1
+	VPDPWSSD      Z0, Z13, Z2
+	VPDPWSSD      Z0, Z14, Z3
+	VPDPWSSD      Z0, Z15, Z4
+	VPDPWSSD      Z0, Z16, Z5
+	VPDPWSSD      Z0, Z17, Z6
+	VPDPWSSD      Z0, Z18, Z7
+	VPDPWSSD      Z0, Z19, Z8
+	VPANDD.BCST   klowword<>+0(SB), Z11, Z0
+	PREFETCHT0    4224(AX)
+	VMOVDQU64     1856(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPBROADCASTD  348(BX), Z12
+	VPDPBUSD.BCST 196(BX), Z10, Z12
+	VPDPBUSD.BCST 200(BX), Z9, Z12
+	VPBROADCASTD  348(DI), Z13
+	VPDPBUSD.BCST 196(DI), Z10, Z13
+	VPDPBUSD.BCST 200(DI), Z9, Z13
+	VPBROADCASTD  348(R8), Z14
+	VPDPBUSD.BCST 196(R8), Z10, Z14
+	VPDPBUSD.BCST 200(R8), Z9, Z14
+	VPBROADCASTD  348(R9), Z15
+	VPDPBUSD.BCST 196(R9), Z10, Z15
+	VPDPBUSD.BCST 200(R9), Z9, Z15
+	VPBROADCASTD  348(R10), Z16
+	VPDPBUSD.BCST 196(R10), Z10, Z16
+	VPDPBUSD.BCST 200(R10), Z9, Z16
+	VPBROADCASTD  348(R11), Z17
+	VPDPBUSD.BCST 196(R11), Z10, Z17
+	VPDPBUSD.BCST 200(R11), Z9, Z17
+	VPBROADCASTD  348(R12), Z18
+	VPDPBUSD.BCST 196(R12), Z10, Z18
+	VPDPBUSD.BCST 200(R12), Z9, Z18
+	VPBROADCASTD  348(SI), Z19
+	VPDPBUSD.BCST 196(SI), Z10, Z19
+	VPDPBUSD.BCST 200(SI), Z9, Z19
+	PREFETCHT0    4288(AX)
+	VMOVDQU64     1920(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 204(BX), Z10, Z12
+	VPDPBUSD.BCST 208(BX), Z9, Z12
+	VPDPBUSD.BCST 204(DI), Z10, Z13
+	VPDPBUSD.BCST 208(DI), Z9, Z13
+	VPDPBUSD.BCST 204(R8), Z10, Z14
+	VPDPBUSD.BCST 208(R8), Z9, Z14
+	VPDPBUSD.BCST 204(R9), Z10, Z15
+	VPDPBUSD.BCST 208(R9), Z9, Z15
+	VPDPBUSD.BCST 204(R10), Z10, Z16
+	VPDPBUSD.BCST 208(R10), Z9, Z16
+	VPDPBUSD.BCST 204(R11), Z10, Z17
+	VPDPBUSD.BCST 208(R11), Z9, Z17
+	VPDPBUSD.BCST 204(R12), Z10, Z18
+	VPDPBUSD.BCST 208(R12), Z9, Z18
+	VPDPBUSD.BCST 204(SI), Z10, Z19
+	VPDPBUSD.BCST 208(SI), Z9, Z19
+	PREFETCHT0    4352(AX)
+	VMOVDQU64     1984(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 212(BX), Z10, Z12
+	VPDPBUSD.BCST 216(BX), Z9, Z12
+	VPDPBUSD.BCST 212(DI), Z10, Z13
+	VPDPBUSD.BCST 216(DI), Z9, Z13
+	VPDPBUSD.BCST 212(R8), Z10, Z14
+	VPDPBUSD.BCST 216(R8), Z9, Z14
+	VPDPBUSD.BCST 212(R9), Z10, Z15
+	VPDPBUSD.BCST 216(R9), Z9, Z15
+	VPDPBUSD.BCST 212(R10), Z10, Z16
+	VPDPBUSD.BCST 216(R10), Z9, Z16
+	VPDPBUSD.BCST 212(R11), Z10, Z17
+	VPDPBUSD.BCST 216(R11), Z9, Z17
+	VPDPBUSD.BCST 212(R12), Z10, Z18
+	VPDPBUSD.BCST 216(R12), Z9, Z18
+	VPDPBUSD.BCST 212(SI), Z10, Z19
+	VPDPBUSD.BCST 216(SI), Z9, Z19
+	PREFETCHT0    4416(AX)
+	VMOVDQU64     2048(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 220(BX), Z10, Z12
+	VPDPBUSD.BCST 224(BX), Z9, Z12
+	VPDPBUSD.BCST 220(DI), Z10, Z13
+	VPDPBUSD.BCST 224(DI), Z9, Z13
+	VPDPBUSD.BCST 220(R8), Z10, Z14
+	VPDPBUSD.BCST 224(R8), Z9, Z14
+	VPDPBUSD.BCST 220(R9), Z10, Z15
+	VPDPBUSD.BCST 224(R9), Z9, Z15
+	VPDPBUSD.BCST 220(R10), Z10, Z16
+	VPDPBUSD.BCST 224(R10), Z9, Z16
+	VPDPBUSD.BCST 220(R11), Z10, Z17
+	VPDPBUSD.BCST 224(R11), Z9, Z17
+	VPDPBUSD.BCST 220(R12), Z10, Z18
+	VPDPBUSD.BCST 224(R12), Z9, Z18
+	VPDPBUSD.BCST 220(SI), Z10, Z19
+	VPDPBUSD.BCST 224(SI), Z9, Z19
+	VPDPWSSD      Z0, Z12, Z1
+	VPDPWSSD      Z0, Z13, Z2
+	VPDPWSSD      Z0, Z14, Z3
+	VPDPWSSD      Z0, Z15, Z4
+	VPDPWSSD      Z0, Z16, Z5
+	VPDPWSSD      Z0, Z17, Z6
+	VPDPWSSD      Z0, Z18, Z7
+	VPDPWSSD      Z0, Z19, Z8
+	VPSRLD        $0x10, Z11, Z0
+	PREFETCHT0    4480(AX)
+	VMOVDQU64     2112(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPBROADCASTD  352(BX), Z11
+	VPDPBUSD.BCST 228(BX), Z10, Z11
+	VPDPBUSD.BCST 232(BX), Z9, Z11
+	VPBROADCASTD  352(DI), Z12
+	VPDPBUSD.BCST 228(DI), Z10, Z12
+	VPDPBUSD.BCST 232(DI), Z9, Z12
+	VPBROADCASTD  352(R8), Z13
+	VPDPBUSD.BCST 228(R8), Z10, Z13
+	VPDPBUSD.BCST 232(R8), Z9, Z13
+	VPBROADCASTD  352(R9), Z14
+	VPDPBUSD.BCST 228(R9), Z10, Z14
+	VPDPBUSD.BCST 232(R9), Z9, Z14
+	VPBROADCASTD  352(R10), Z15
+	VPDPBUSD.BCST 228(R10), Z10, Z15
+	VPDPBUSD.BCST 232(R10), Z9, Z15
+	VPBROADCASTD  352(R11), Z16
+	VPDPBUSD.BCST 228(R11), Z10, Z16
+	VPDPBUSD.BCST 232(R11), Z9, Z16
+	VPBROADCASTD  352(R12), Z17
+	VPDPBUSD.BCST 228(R12), Z10, Z17
+	VPDPBUSD.BCST 232(R12), Z9, Z17
+	VPBROADCASTD  352(SI), Z18
+	VPDPBUSD.BCST 228(SI), Z10, Z18
+	VPDPBUSD.BCST 232(SI), Z9, Z18
+	PREFETCHT0    4544(AX)
+	VMOVDQU64     2176(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 236(BX), Z10, Z11
+	VPDPBUSD.BCST 240(BX), Z9, Z11
+	VPDPBUSD.BCST 236(DI), Z10, Z12
+	VPDPBUSD.BCST 240(DI), Z9, Z12
+	VPDPBUSD.BCST 236(R8), Z10, Z13
+	VPDPBUSD.BCST 240(R8), Z9, Z13
+	VPDPBUSD.BCST 236(R9), Z10, Z14
+	VPDPBUSD.BCST 240(R9), Z9, Z14
+	VPDPBUSD.BCST 236(R10), Z10, Z15
+	VPDPBUSD.BCST 240(R10), Z9, Z15
+	VPDPBUSD.BCST 236(R11), Z10, Z16
+	VPDPBUSD.BCST 240(R11), Z9, Z16
+	VPDPBUSD.BCST 236(R12), Z10, Z17
+	VPDPBUSD.BCST 240(R12), Z9, Z17
+	VPDPBUSD.BCST 236(SI), Z10, Z18
+	VPDPBUSD.BCST 240(SI), Z9, Z18
+	PREFETCHT0    4608(AX)
+	VMOVDQU64     2240(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 244(BX), Z10, Z11
+	VPDPBUSD.BCST 248(BX), Z9, Z11
+	VPDPBUSD.BCST 244(DI), Z10, Z12
+	VPDPBUSD.BCST 248(DI), Z9, Z12
+	VPDPBUSD.BCST 244(R8), Z10, Z13
+	VPDPBUSD.BCST 248(R8), Z9, Z13
+	VPDPBUSD.BCST 244(R9), Z10, Z14
+	VPDPBUSD.BCST 248(R9), Z9, Z14
+	VPDPBUSD.BCST 244(R10), Z10, Z15
+	VPDPBUSD.BCST 248(R10), Z9, Z15
+	VPDPBUSD.BCST 244(R11), Z10, Z16
+	VPDPBUSD.BCST 248(R11), Z9, Z16
+	VPDPBUSD.BCST 244(R12), Z10, Z17
+	VPDPBUSD.BCST 248(R12), Z9, Z17
+	VPDPBUSD.BCST 244(SI), Z10, Z18
+	VPDPBUSD.BCST 248(SI), Z9, Z18
+	PREFETCHT0    4672(AX)
+	VMOVDQU64     2304(AX), Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z10
+	VPSRLW        $0x04, Z9, Z9
+	VPANDD.BCST   kvnniconsts<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST 252(BX), Z10, Z11
+	VPDPBUSD.BCST 256(BX), Z9, Z11
+	VPDPBUSD.BCST 252(DI), Z10, Z12
+	VPDPBUSD.BCST 256(DI), Z9, Z12
+	VPDPBUSD.BCST 252(R8), Z10, Z13
+	VPDPBUSD.BCST 256(R8), Z9, Z13
+	VPDPBUSD.BCST 252(R9), Z10, Z14
+	VPDPBUSD.BCST 256(R9), Z9, Z14
+	VPDPBUSD.BCST 252(R10), Z10, Z15
+	VPDPBUSD.BCST 256(R10), Z9, Z15
+	VPDPBUSD.BCST 252(R11), Z10, Z16
+	VPDPBUSD.BCST 256(R11), Z9, Z16
+	VPDPBUSD.BCST 252(R12), Z10, Z17
+	VPDPBUSD.BCST 256(R12), Z9, Z17
+	VPDPBUSD.BCST 252(SI), Z10, Z18
+	VPDPBUSD.BCST 256(SI), Z9, Z18
+	VPDPWSSD      Z0, Z11, Z1
+	VPDPWSSD      Z0, Z12, Z2
+	VPDPWSSD      Z0, Z13, Z3
+	VPDPWSSD      Z0, Z14, Z4
+	VPDPWSSD      Z0, Z15, Z5
+	VPDPWSSD      Z0, Z16, Z6
+	VPDPWSSD      Z0, Z17, Z7
+	VPDPWSSD      Z0, Z18, Z8
+	VPMOVZXBW     192(AX), Z0
+	VXORPS        Z9, Z9, Z9
+	VPDPWSSD.BCST 356(BX), Z0, Z9
+	VXORPS        Z10, Z10, Z10
+	VPDPWSSD.BCST 356(DI), Z0, Z10
+	VXORPS        Z11, Z11, Z11
+	VPDPWSSD.BCST 356(R8), Z0, Z11
+	VXORPS        Z12, Z12, Z12
+	VPDPWSSD.BCST 356(R9), Z0, Z12
+	VXORPS        Z13, Z13, Z13
+	VPDPWSSD.BCST 356(R10), Z0, Z13
+	VXORPS        Z14, Z14, Z14
+	VPDPWSSD.BCST 356(R11), Z0, Z14
+	VXORPS        Z15, Z15, Z15
+	VPDPWSSD.BCST 356(R12), Z0, Z15
+	VXORPS        Z16, Z16, Z16
+	VPDPWSSD.BCST 356(SI), Z0, Z16
+	VPMOVZXBW     224(AX), Z0
+	VPDPWSSD.BCST 360(BX), Z0, Z9
+	VPDPWSSD.BCST 360(DI), Z0, Z10
+	VPDPWSSD.BCST 360(R8), Z0, Z11
+	VPDPWSSD.BCST 360(R9), Z0, Z12
+	VPDPWSSD.BCST 360(R10), Z0, Z13
+	VPDPWSSD.BCST 360(R11), Z0, Z14
+	VPDPWSSD.BCST 360(R12), Z0, Z15
+	VPDPWSSD.BCST 360(SI), Z0, Z16
+	VPMOVZXBW     256(AX), Z0
+	VPDPWSSD.BCST 364(BX), Z0, Z9
+	VPDPWSSD.BCST 364(DI), Z0, Z10
+	VPDPWSSD.BCST 364(R8), Z0, Z11
+	VPDPWSSD.BCST 364(R9), Z0, Z12
+	VPDPWSSD.BCST 364(R10), Z0, Z13
+	VPDPWSSD.BCST 364(R11), Z0, Z14
+	VPDPWSSD.BCST 364(R12), Z0, Z15
+	VPDPWSSD.BCST 364(SI), Z0, Z16
+	VPMOVZXBW     288(AX), Z0
+	VPDPWSSD.BCST 368(BX), Z0, Z9
+	VPDPWSSD.BCST 368(DI), Z0, Z10
+	VPDPWSSD.BCST 368(R8), Z0, Z11
+	VPDPWSSD.BCST 368(R9), Z0, Z12
+	VPDPWSSD.BCST 368(R10), Z0, Z13
+	VPDPWSSD.BCST 368(R11), Z0, Z14
+	VPDPWSSD.BCST 368(R12), Z0, Z15
+	VPDPWSSD.BCST 368(SI), Z0, Z16
+	VCVTPH2PS     (AX), Z0
+	VCVTPH2PS     32(AX), Z17
+	VMOVUPS       (SP), Z19
+	VMULPS.BCST   (BX), Z0, Z18
+	VCVTDQ2PS     Z1, Z1
+	VFMADD231PS   Z1, Z18, Z19
+	VMULPS.BCST   (BX), Z17, Z18
+	VCVTDQ2PS     Z9, Z1
+	VFNMADD231PS  Z1, Z18, Z19
+	VMOVUPS       Z19, (SP)
+	ADDQ          $0x00000204, BX
+	VMOVUPS       64(SP), Z9
+	VMULPS.BCST   (DI), Z0, Z1
+	VCVTDQ2PS     Z2, Z2
+	VFMADD231PS   Z2, Z1, Z9
+	VMULPS.BCST   (DI), Z17, Z1
+	VCVTDQ2PS     Z10, Z2
+	VFNMADD231PS  Z2, Z1, Z9
+	VMOVUPS       Z9, 64(SP)
+	ADDQ          $0x00000204, DI
+	VMOVUPS       128(SP), Z2
+	VMULPS.BCST   (R8), Z0, Z1
+	VCVTDQ2PS     Z3, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R8), Z17, Z1
+	VCVTDQ2PS     Z11, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 128(SP)
+	ADDQ          $0x00000204, R8
+	VMOVUPS       192(SP), Z2
+	VMULPS.BCST   (R9), Z0, Z1
+	VCVTDQ2PS     Z4, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R9), Z17, Z1
+	VCVTDQ2PS     Z12, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 192(SP)
+	ADDQ          $0x00000204, R9
+	VMOVUPS       256(SP), Z2
+	VMULPS.BCST   (R10), Z0, Z1
+	VCVTDQ2PS     Z5, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R10), Z17, Z1
+	VCVTDQ2PS     Z13, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 256(SP)
+	ADDQ          $0x00000204, R10
+	VMOVUPS       320(SP), Z2
+	VMULPS.BCST   (R11), Z0, Z1
+	VCVTDQ2PS     Z6, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R11), Z17, Z1
+	VCVTDQ2PS     Z14, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 320(SP)
+	ADDQ          $0x00000204, R11
+	VMOVUPS       384(SP), Z2
+	VMULPS.BCST   (R12), Z0, Z1
+	VCVTDQ2PS     Z7, Z3
+	VFMADD231PS   Z3, Z1, Z2
+	VMULPS.BCST   (R12), Z17, Z1
+	VCVTDQ2PS     Z15, Z3
+	VFNMADD231PS  Z3, Z1, Z2
+	VMOVUPS       Z2, 384(SP)
+	ADDQ          $0x00000204, R12
+	VMOVUPS       448(SP), Z1
+	VMULPS.BCST   (SI), Z0, Z0
+	VCVTDQ2PS     Z8, Z2
+	VFMADD231PS   Z2, Z0, Z1
+	VMULPS.BCST   (SI), Z17, Z0
+	VCVTDQ2PS     Z16, Z2
+	VFNMADD231PS  Z2, Z0, Z1
+	VMOVUPS       Z1, 448(SP)
+	ADDQ          $0x00000204, SI
+	ADDQ          $0x00000940, AX
+	DECQ          R13
+	JMP           blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 320(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 384(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 448(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile1GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q4k16Tile1GFNI(SB), NOSPLIT, $64-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	MOVQ    nb+24(FP), SI
+
+blkloop:
+	TESTQ               SI, SI
+	JZ                  blkdone
+	VPMOVZXBW           64(AX), Z0
+	VXORPS              Z1, Z1, Z1
+	VPDPWSSD.BCST       372(BX), Z0, Z1
+	VPMOVZXBW           96(AX), Z2
+	VPDPWSSD.BCST       376(BX), Z2, Z1
+	VPMOVZXBW           128(AX), Z3
+	VPDPWSSD.BCST       380(BX), Z3, Z1
+	VPMOVZXBW           160(AX), Z4
+	VPDPWSSD.BCST       384(BX), Z4, Z1
+	VPANDD.BCST         klowword<>+0(SB), Z0, Z5
+	PREFETCHT0          2688(AX)
+	PREFETCHT0          2368(AX)
+	VMOVDQU64           320(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPBROADCASTD        324(BX), Z8
+	VPDPBUSD.BCST       4(BX), Z7, Z8
+	VPDPBUSD.BCST       8(BX), Z6, Z8
+	PREFETCHT0          2752(AX)
+	VMOVDQU64           384(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       12(BX), Z7, Z8
+	VPDPBUSD.BCST       16(BX), Z6, Z8
+	PREFETCHT0          2816(AX)
+	VMOVDQU64           448(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       20(BX), Z7, Z8
+	VPDPBUSD.BCST       24(BX), Z6, Z8
+	PREFETCHT0          2880(AX)
+	VMOVDQU64           512(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       28(BX), Z7, Z8
+	VPDPBUSD.BCST       32(BX), Z6, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPSRLD              $0x10, Z0, Z0
+	PREFETCHT0          2944(AX)
+	PREFETCHT0          2432(AX)
+	VMOVDQU64           576(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPBROADCASTD        328(BX), Z7
+	VPDPBUSD.BCST       36(BX), Z6, Z7
+	VPDPBUSD.BCST       40(BX), Z5, Z7
+	PREFETCHT0          3008(AX)
+	VMOVDQU64           640(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       44(BX), Z6, Z7
+	VPDPBUSD.BCST       48(BX), Z5, Z7
+	PREFETCHT0          3072(AX)
+	VMOVDQU64           704(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       52(BX), Z6, Z7
+	VPDPBUSD.BCST       56(BX), Z5, Z7
+	PREFETCHT0          3136(AX)
+	VMOVDQU64           768(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       60(BX), Z6, Z7
+	VPDPBUSD.BCST       64(BX), Z5, Z7
+	VPDPWSSD            Z0, Z7, Z1
+	VPANDD.BCST         klowword<>+0(SB), Z2, Z0
+	PREFETCHT0          3200(AX)
+	PREFETCHT0          2496(AX)
+	VMOVDQU64           832(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPBROADCASTD        332(BX), Z7
+	VPDPBUSD.BCST       68(BX), Z6, Z7
+	VPDPBUSD.BCST       72(BX), Z5, Z7
+	PREFETCHT0          3264(AX)
+	VMOVDQU64           896(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       76(BX), Z6, Z7
+	VPDPBUSD.BCST       80(BX), Z5, Z7
+	PREFETCHT0          3328(AX)
+	VMOVDQU64           960(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       84(BX), Z6, Z7
+	VPDPBUSD.BCST       88(BX), Z5, Z7
+	PREFETCHT0          3392(AX)
+	VMOVDQU64           1024(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       92(BX), Z6, Z7
+	VPDPBUSD.BCST       96(BX), Z5, Z7
+	VPDPWSSD            Z0, Z7, Z1
+	VPSRLD              $0x10, Z2, Z0
+	PREFETCHT0          3456(AX)
+	PREFETCHT0          2560(AX)
+	VMOVDQU64           1088(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPBROADCASTD        336(BX), Z6
+	VPDPBUSD.BCST       100(BX), Z5, Z6
+	VPDPBUSD.BCST       104(BX), Z2, Z6
+	PREFETCHT0          3520(AX)
+	VMOVDQU64           1152(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       108(BX), Z5, Z6
+	VPDPBUSD.BCST       112(BX), Z2, Z6
+	PREFETCHT0          3584(AX)
+	VMOVDQU64           1216(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       116(BX), Z5, Z6
+	VPDPBUSD.BCST       120(BX), Z2, Z6
+	PREFETCHT0          3648(AX)
+	VMOVDQU64           1280(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       124(BX), Z5, Z6
+	VPDPBUSD.BCST       128(BX), Z2, Z6
+	VPDPWSSD            Z0, Z6, Z1
+	VPANDD.BCST         klowword<>+0(SB), Z3, Z0
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          2624(AX)
+	VMOVDQU64           1344(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPBROADCASTD        340(BX), Z6
+	VPDPBUSD.BCST       132(BX), Z5, Z6
+	VPDPBUSD.BCST       136(BX), Z2, Z6
+	PREFETCHT0          3776(AX)
+	VMOVDQU64           1408(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       140(BX), Z5, Z6
+	VPDPBUSD.BCST       144(BX), Z2, Z6
+	PREFETCHT0          3840(AX)
+	VMOVDQU64           1472(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       148(BX), Z5, Z6
+	VPDPBUSD.BCST       152(BX), Z2, Z6
+	PREFETCHT0          3904(AX)
+	VMOVDQU64           1536(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       156(BX), Z5, Z6
+	VPDPBUSD.BCST       160(BX), Z2, Z6
+	VPDPWSSD            Z0, Z6, Z1
+	VPSRLD              $0x10, Z3, Z0
+	PREFETCHT0          3968(AX)
+	VMOVDQU64           1600(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPBROADCASTD        344(BX), Z5
+	VPDPBUSD.BCST       164(BX), Z3, Z5
+	VPDPBUSD.BCST       168(BX), Z2, Z5
+	PREFETCHT0          4032(AX)
+	VMOVDQU64           1664(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       172(BX), Z3, Z5
+	VPDPBUSD.BCST       176(BX), Z2, Z5
+	PREFETCHT0          4096(AX)
+	VMOVDQU64           1728(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       180(BX), Z3, Z5
+	VPDPBUSD.BCST       184(BX), Z2, Z5
+	PREFETCHT0          4160(AX)
+	VMOVDQU64           1792(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       188(BX), Z3, Z5
+	VPDPBUSD.BCST       192(BX), Z2, Z5
+	VPDPWSSD            Z0, Z5, Z1
+	VPANDD.BCST         klowword<>+0(SB), Z4, Z0
+	PREFETCHT0          4224(AX)
+	VMOVDQU64           1856(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPBROADCASTD        348(BX), Z5
+	VPDPBUSD.BCST       196(BX), Z3, Z5
+	VPDPBUSD.BCST       200(BX), Z2, Z5
+	PREFETCHT0          4288(AX)
+	VMOVDQU64           1920(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       204(BX), Z3, Z5
+	VPDPBUSD.BCST       208(BX), Z2, Z5
+	PREFETCHT0          4352(AX)
+	VMOVDQU64           1984(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       212(BX), Z3, Z5
+	VPDPBUSD.BCST       216(BX), Z2, Z5
+	PREFETCHT0          4416(AX)
+	VMOVDQU64           2048(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       220(BX), Z3, Z5
+	VPDPBUSD.BCST       224(BX), Z2, Z5
+	VPDPWSSD            Z0, Z5, Z1
+	VPSRLD              $0x10, Z4, Z0
+	PREFETCHT0          4480(AX)
+	VMOVDQU64           2112(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPBROADCASTD        352(BX), Z4
+	VPDPBUSD.BCST       228(BX), Z3, Z4
+	VPDPBUSD.BCST       232(BX), Z2, Z4
+	PREFETCHT0          4544(AX)
+	VMOVDQU64           2176(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       236(BX), Z3, Z4
+	VPDPBUSD.BCST       240(BX), Z2, Z4
+	PREFETCHT0          4608(AX)
+	VMOVDQU64           2240(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       244(BX), Z3, Z4
+	VPDPBUSD.BCST       248(BX), Z2, Z4
+	PREFETCHT0          4672(AX)
+	VMOVDQU64           2304(AX), Z2
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z2, Z2
+	VPDPBUSD.BCST       252(BX), Z3, Z4
+	VPDPBUSD.BCST       256(BX), Z2, Z4
+	VPDPWSSD            Z0, Z4, Z1
+	VPMOVZXBW           192(AX), Z0
+	VXORPS              Z2, Z2, Z2
+	VPDPWSSD.BCST       356(BX), Z0, Z2
+	VPMOVZXBW           224(AX), Z0
+	VPDPWSSD.BCST       360(BX), Z0, Z2
+	VPMOVZXBW           256(AX), Z0
+	VPDPWSSD.BCST       364(BX), Z0, Z2
+	VPMOVZXBW           288(AX), Z0
+	VPDPWSSD.BCST       368(BX), Z0, Z2
+	VCVTPH2PS           (AX), Z0
+	VCVTPH2PS           32(AX), Z3
+	VMOVUPS             (SP), Z4
+	VMULPS.BCST         (BX), Z0, Z0
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z0, Z4
+	VMULPS.BCST         (BX), Z3, Z0
+	VCVTDQ2PS           Z2, Z1
+	VFNMADD231PS        Z1, Z0, Z4
+	VMOVUPS             Z4, (SP)
+	ADDQ                $0x00000204, BX
+	ADDQ                $0x00000940, AX
+	DECQ                SI
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+DATA kgfshr4<>+0(SB)/4, $0x00000000
+DATA kgfshr4<>+4(SB)/4, $0x10204080
+GLOBL kgfshr4<>(SB), RODATA|NOPTR, $8
+
+// func q4k16Tile2GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q4k16Tile2GFNI(SB), NOSPLIT, $128-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), SI
+	MOVQ    nb+24(FP), DI
+
+blkloop:
+	TESTQ               DI, DI
+	JZ                  blkdone
+	VPMOVZXBW           64(AX), Z0
+	VXORPS              Z1, Z1, Z1
+	VPDPWSSD.BCST       372(BX), Z0, Z1
+	VXORPS              Z2, Z2, Z2
+	VPDPWSSD.BCST       372(SI), Z0, Z2
+	VPMOVZXBW           96(AX), Z3
+	VPDPWSSD.BCST       376(BX), Z3, Z1
+	VPDPWSSD.BCST       376(SI), Z3, Z2
+	VPMOVZXBW           128(AX), Z4
+	VPDPWSSD.BCST       380(BX), Z4, Z1
+	VPDPWSSD.BCST       380(SI), Z4, Z2
+	VPMOVZXBW           160(AX), Z5
+	VPDPWSSD.BCST       384(BX), Z5, Z1
+	VPDPWSSD.BCST       384(SI), Z5, Z2
+	VPANDD.BCST         klowword<>+0(SB), Z0, Z6
+	PREFETCHT0          2688(AX)
+	PREFETCHT0          2368(AX)
+	VMOVDQU64           320(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPBROADCASTD        324(BX), Z9
+	VPDPBUSD.BCST       4(BX), Z8, Z9
+	VPDPBUSD.BCST       8(BX), Z7, Z9
+	VPBROADCASTD        324(SI), Z10
+	VPDPBUSD.BCST       4(SI), Z8, Z10
+	VPDPBUSD.BCST       8(SI), Z7, Z10
+	PREFETCHT0          2752(AX)
+	VMOVDQU64           384(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       12(BX), Z8, Z9
+	VPDPBUSD.BCST       16(BX), Z7, Z9
+	VPDPBUSD.BCST       12(SI), Z8, Z10
+	VPDPBUSD.BCST       16(SI), Z7, Z10
+	PREFETCHT0          2816(AX)
+	VMOVDQU64           448(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       20(BX), Z8, Z9
+	VPDPBUSD.BCST       24(BX), Z7, Z9
+	VPDPBUSD.BCST       20(SI), Z8, Z10
+	VPDPBUSD.BCST       24(SI), Z7, Z10
+	PREFETCHT0          2880(AX)
+	VMOVDQU64           512(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       28(BX), Z8, Z9
+	VPDPBUSD.BCST       32(BX), Z7, Z9
+	VPDPBUSD.BCST       28(SI), Z8, Z10
+	VPDPBUSD.BCST       32(SI), Z7, Z10
+	VPDPWSSD            Z6, Z9, Z1
+	VPDPWSSD            Z6, Z10, Z2
+	VPSRLD              $0x10, Z0, Z0
+	PREFETCHT0          2944(AX)
+	PREFETCHT0          2432(AX)
+	VMOVDQU64           576(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPBROADCASTD        328(BX), Z8
+	VPDPBUSD.BCST       36(BX), Z7, Z8
+	VPDPBUSD.BCST       40(BX), Z6, Z8
+	VPBROADCASTD        328(SI), Z9
+	VPDPBUSD.BCST       36(SI), Z7, Z9
+	VPDPBUSD.BCST       40(SI), Z6, Z9
+	PREFETCHT0          3008(AX)
+	VMOVDQU64           640(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       44(BX), Z7, Z8
+	VPDPBUSD.BCST       48(BX), Z6, Z8
+	VPDPBUSD.BCST       44(SI), Z7, Z9
+	VPDPBUSD.BCST       48(SI), Z6, Z9
+	PREFETCHT0          3072(AX)
+	VMOVDQU64           704(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       52(BX), Z7, Z8
+	VPDPBUSD.BCST       56(BX), Z6, Z8
+	VPDPBUSD.BCST       52(SI), Z7, Z9
+	VPDPBUSD.BCST       56(SI), Z6, Z9
+	PREFETCHT0          3136(AX)
+	VMOVDQU64           768(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       60(BX), Z7, Z8
+	VPDPBUSD.BCST       64(BX), Z6, Z8
+	VPDPBUSD.BCST       60(SI), Z7, Z9
+	VPDPBUSD.BCST       64(SI), Z6, Z9
+	VPDPWSSD            Z0, Z8, Z1
+	VPDPWSSD            Z0, Z9, Z2
+	VPANDD.BCST         klowword<>+0(SB), Z3, Z0
+	PREFETCHT0          3200(AX)
+	PREFETCHT0          2496(AX)
+	VMOVDQU64           832(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPBROADCASTD        332(BX), Z8
+	VPDPBUSD.BCST       68(BX), Z7, Z8
+	VPDPBUSD.BCST       72(BX), Z6, Z8
+	VPBROADCASTD        332(SI), Z9
+	VPDPBUSD.BCST       68(SI), Z7, Z9
+	VPDPBUSD.BCST       72(SI), Z6, Z9
+	PREFETCHT0          3264(AX)
+	VMOVDQU64           896(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       76(BX), Z7, Z8
+	VPDPBUSD.BCST       80(BX), Z6, Z8
+	VPDPBUSD.BCST       76(SI), Z7, Z9
+	VPDPBUSD.BCST       80(SI), Z6, Z9
+	PREFETCHT0          3328(AX)
+	VMOVDQU64           960(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       84(BX), Z7, Z8
+	VPDPBUSD.BCST       88(BX), Z6, Z8
+	VPDPBUSD.BCST       84(SI), Z7, Z9
+	VPDPBUSD.BCST       88(SI), Z6, Z9
+	PREFETCHT0          3392(AX)
+	VMOVDQU64           1024(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       92(BX), Z7, Z8
+	VPDPBUSD.BCST       96(BX), Z6, Z8
+	VPDPBUSD.BCST       92(SI), Z7, Z9
+	VPDPBUSD.BCST       96(SI), Z6, Z9
+	VPDPWSSD            Z0, Z8, Z1
+	VPDPWSSD            Z0, Z9, Z2
+	VPSRLD              $0x10, Z3, Z0
+	PREFETCHT0          3456(AX)
+	PREFETCHT0          2560(AX)
+	VMOVDQU64           1088(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPBROADCASTD        336(BX), Z7
+	VPDPBUSD.BCST       100(BX), Z6, Z7
+	VPDPBUSD.BCST       104(BX), Z3, Z7
+	VPBROADCASTD        336(SI), Z8
+	VPDPBUSD.BCST       100(SI), Z6, Z8
+	VPDPBUSD.BCST       104(SI), Z3, Z8
+	PREFETCHT0          3520(AX)
+	VMOVDQU64           1152(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       108(BX), Z6, Z7
+	VPDPBUSD.BCST       112(BX), Z3, Z7
+	VPDPBUSD.BCST       108(SI), Z6, Z8
+	VPDPBUSD.BCST       112(SI), Z3, Z8
+	PREFETCHT0          3584(AX)
+	VMOVDQU64           1216(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       116(BX), Z6, Z7
+	VPDPBUSD.BCST       120(BX), Z3, Z7
+	VPDPBUSD.BCST       116(SI), Z6, Z8
+	VPDPBUSD.BCST       120(SI), Z3, Z8
+	PREFETCHT0          3648(AX)
+	VMOVDQU64           1280(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       124(BX), Z6, Z7
+	VPDPBUSD.BCST       128(BX), Z3, Z7
+	VPDPBUSD.BCST       124(SI), Z6, Z8
+	VPDPBUSD.BCST       128(SI), Z3, Z8
+	VPDPWSSD            Z0, Z7, Z1
+	VPDPWSSD            Z0, Z8, Z2
+	VPANDD.BCST         klowword<>+0(SB), Z4, Z0
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          2624(AX)
+	VMOVDQU64           1344(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPBROADCASTD        340(BX), Z7
+	VPDPBUSD.BCST       132(BX), Z6, Z7
+	VPDPBUSD.BCST       136(BX), Z3, Z7
+	VPBROADCASTD        340(SI), Z8
+	VPDPBUSD.BCST       132(SI), Z6, Z8
+	VPDPBUSD.BCST       136(SI), Z3, Z8
+	PREFETCHT0          3776(AX)
+	VMOVDQU64           1408(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       140(BX), Z6, Z7
+	VPDPBUSD.BCST       144(BX), Z3, Z7
+	VPDPBUSD.BCST       140(SI), Z6, Z8
+	VPDPBUSD.BCST       144(SI), Z3, Z8
+	PREFETCHT0          3840(AX)
+	VMOVDQU64           1472(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       148(BX), Z6, Z7
+	VPDPBUSD.BCST       152(BX), Z3, Z7
+	VPDPBUSD.BCST       148(SI), Z6, Z8
+	VPDPBUSD.BCST       152(SI), Z3, Z8
+	PREFETCHT0          3904(AX)
+	VMOVDQU64           1536(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       156(BX), Z6, Z7
+	VPDPBUSD.BCST       160(BX), Z3, Z7
+	VPDPBUSD.BCST       156(SI), Z6, Z8
+	VPDPBUSD.BCST       160(SI), Z3, Z8
+	VPDPWSSD            Z0, Z7, Z1
+	VPDPWSSD            Z0, Z8, Z2
+	VPSRLD              $0x10, Z4, Z0
+	PREFETCHT0          3968(AX)
+	VMOVDQU64           1600(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPBROADCASTD        344(BX), Z6
+	VPDPBUSD.BCST       164(BX), Z4, Z6
+	VPDPBUSD.BCST       168(BX), Z3, Z6
+	VPBROADCASTD        344(SI), Z7
+	VPDPBUSD.BCST       164(SI), Z4, Z7
+	VPDPBUSD.BCST       168(SI), Z3, Z7
+	PREFETCHT0          4032(AX)
+	VMOVDQU64           1664(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       172(BX), Z4, Z6
+	VPDPBUSD.BCST       176(BX), Z3, Z6
+	VPDPBUSD.BCST       172(SI), Z4, Z7
+	VPDPBUSD.BCST       176(SI), Z3, Z7
+	PREFETCHT0          4096(AX)
+	VMOVDQU64           1728(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       180(BX), Z4, Z6
+	VPDPBUSD.BCST       184(BX), Z3, Z6
+	VPDPBUSD.BCST       180(SI), Z4, Z7
+	VPDPBUSD.BCST       184(SI), Z3, Z7
+	PREFETCHT0          4160(AX)
+	VMOVDQU64           1792(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       188(BX), Z4, Z6
+	VPDPBUSD.BCST       192(BX), Z3, Z6
+	VPDPBUSD.BCST       188(SI), Z4, Z7
+	VPDPBUSD.BCST       192(SI), Z3, Z7
+	VPDPWSSD            Z0, Z6, Z1
+	VPDPWSSD            Z0, Z7, Z2
+	VPANDD.BCST         klowword<>+0(SB), Z5, Z0
+	PREFETCHT0          4224(AX)
+	VMOVDQU64           1856(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPBROADCASTD        348(BX), Z6
+	VPDPBUSD.BCST       196(BX), Z4, Z6
+	VPDPBUSD.BCST       200(BX), Z3, Z6
+	VPBROADCASTD        348(SI), Z7
+	VPDPBUSD.BCST       196(SI), Z4, Z7
+	VPDPBUSD.BCST       200(SI), Z3, Z7
+	PREFETCHT0          4288(AX)
+	VMOVDQU64           1920(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       204(BX), Z4, Z6
+	VPDPBUSD.BCST       208(BX), Z3, Z6
+	VPDPBUSD.BCST       204(SI), Z4, Z7
+	VPDPBUSD.BCST       208(SI), Z3, Z7
+	PREFETCHT0          4352(AX)
+	VMOVDQU64           1984(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       212(BX), Z4, Z6
+	VPDPBUSD.BCST       216(BX), Z3, Z6
+	VPDPBUSD.BCST       212(SI), Z4, Z7
+	VPDPBUSD.BCST       216(SI), Z3, Z7
+	PREFETCHT0          4416(AX)
+	VMOVDQU64           2048(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       220(BX), Z4, Z6
+	VPDPBUSD.BCST       224(BX), Z3, Z6
+	VPDPBUSD.BCST       220(SI), Z4, Z7
+	VPDPBUSD.BCST       224(SI), Z3, Z7
+	VPDPWSSD            Z0, Z6, Z1
+	VPDPWSSD            Z0, Z7, Z2
+	VPSRLD              $0x10, Z5, Z0
+	PREFETCHT0          4480(AX)
+	VMOVDQU64           2112(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPBROADCASTD        352(BX), Z5
+	VPDPBUSD.BCST       228(BX), Z4, Z5
+	VPDPBUSD.BCST       232(BX), Z3, Z5
+	VPBROADCASTD        352(SI), Z6
+	VPDPBUSD.BCST       228(SI), Z4, Z6
+	VPDPBUSD.BCST       232(SI), Z3, Z6
+	PREFETCHT0          4544(AX)
+	VMOVDQU64           2176(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       236(BX), Z4, Z5
+	VPDPBUSD.BCST       240(BX), Z3, Z5
+	VPDPBUSD.BCST       236(SI), Z4, Z6
+	VPDPBUSD.BCST       240(SI), Z3, Z6
+	PREFETCHT0          4608(AX)
+	VMOVDQU64           2240(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       244(BX), Z4, Z5
+	VPDPBUSD.BCST       248(BX), Z3, Z5
+	VPDPBUSD.BCST       244(SI), Z4, Z6
+	VPDPBUSD.BCST       248(SI), Z3, Z6
+	PREFETCHT0          4672(AX)
+	VMOVDQU64           2304(AX), Z3
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z3, Z3
+	VPDPBUSD.BCST       252(BX), Z4, Z5
+	VPDPBUSD.BCST       256(BX), Z3, Z5
+	VPDPBUSD.BCST       252(SI), Z4, Z6
+	VPDPBUSD.BCST       256(SI), Z3, Z6
+	VPDPWSSD            Z0, Z5, Z1
+	VPDPWSSD            Z0, Z6, Z2
+	VPMOVZXBW           192(AX), Z0
+	VXORPS              Z3, Z3, Z3
+	VPDPWSSD.BCST       356(BX), Z0, Z3
+	VXORPS              Z4, Z4, Z4
+	VPDPWSSD.BCST       356(SI), Z0, Z4
+	VPMOVZXBW           224(AX), Z0
+	VPDPWSSD.BCST       360(BX), Z0, Z3
+	VPDPWSSD.BCST       360(SI), Z0, Z4
+	VPMOVZXBW           256(AX), Z0
+	VPDPWSSD.BCST       364(BX), Z0, Z3
+	VPDPWSSD.BCST       364(SI), Z0, Z4
+	VPMOVZXBW           288(AX), Z0
+	VPDPWSSD.BCST       368(BX), Z0, Z3
+	VPDPWSSD.BCST       368(SI), Z0, Z4
+	VCVTPH2PS           (AX), Z0
+	VCVTPH2PS           32(AX), Z5
+	VMOVUPS             (SP), Z7
+	VMULPS.BCST         (BX), Z0, Z6
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z6, Z7
+	VMULPS.BCST         (BX), Z5, Z6
+	VCVTDQ2PS           Z3, Z1
+	VFNMADD231PS        Z1, Z6, Z7
+	VMOVUPS             Z7, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z1
+	VMULPS.BCST         (SI), Z0, Z0
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMULPS.BCST         (SI), Z5, Z0
+	VCVTDQ2PS           Z4, Z2
+	VFNMADD231PS        Z2, Z0, Z1
+	VMOVUPS             Z1, 64(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000940, AX
+	DECQ                DI
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile3GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q4k16Tile3GFNI(SB), NOSPLIT, $192-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), SI
+	MOVQ    nb+24(FP), R8
+
+blkloop:
+	TESTQ               R8, R8
+	JZ                  blkdone
+	VPMOVZXBW           64(AX), Z0
+	VXORPS              Z1, Z1, Z1
+	VPDPWSSD.BCST       372(BX), Z0, Z1
+	VXORPS              Z2, Z2, Z2
+	VPDPWSSD.BCST       372(DI), Z0, Z2
+	VXORPS              Z3, Z3, Z3
+	VPDPWSSD.BCST       372(SI), Z0, Z3
+	VPMOVZXBW           96(AX), Z4
+	VPDPWSSD.BCST       376(BX), Z4, Z1
+	VPDPWSSD.BCST       376(DI), Z4, Z2
+	VPDPWSSD.BCST       376(SI), Z4, Z3
+	VPMOVZXBW           128(AX), Z5
+	VPDPWSSD.BCST       380(BX), Z5, Z1
+	VPDPWSSD.BCST       380(DI), Z5, Z2
+	VPDPWSSD.BCST       380(SI), Z5, Z3
+	VPMOVZXBW           160(AX), Z6
+	VPDPWSSD.BCST       384(BX), Z6, Z1
+	VPDPWSSD.BCST       384(DI), Z6, Z2
+	VPDPWSSD.BCST       384(SI), Z6, Z3
+	VPANDD.BCST         klowword<>+0(SB), Z0, Z7
+	PREFETCHT0          2688(AX)
+	PREFETCHT0          2368(AX)
+	VMOVDQU64           320(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPBROADCASTD        324(BX), Z10
+	VPDPBUSD.BCST       4(BX), Z9, Z10
+	VPDPBUSD.BCST       8(BX), Z8, Z10
+	VPBROADCASTD        324(DI), Z11
+	VPDPBUSD.BCST       4(DI), Z9, Z11
+	VPDPBUSD.BCST       8(DI), Z8, Z11
+	VPBROADCASTD        324(SI), Z12
+	VPDPBUSD.BCST       4(SI), Z9, Z12
+	VPDPBUSD.BCST       8(SI), Z8, Z12
+	PREFETCHT0          2752(AX)
+	VMOVDQU64           384(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       12(BX), Z9, Z10
+	VPDPBUSD.BCST       16(BX), Z8, Z10
+	VPDPBUSD.BCST       12(DI), Z9, Z11
+	VPDPBUSD.BCST       16(DI), Z8, Z11
+	VPDPBUSD.BCST       12(SI), Z9, Z12
+	VPDPBUSD.BCST       16(SI), Z8, Z12
+	PREFETCHT0          2816(AX)
+	VMOVDQU64           448(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       20(BX), Z9, Z10
+	VPDPBUSD.BCST       24(BX), Z8, Z10
+	VPDPBUSD.BCST       20(DI), Z9, Z11
+	VPDPBUSD.BCST       24(DI), Z8, Z11
+	VPDPBUSD.BCST       20(SI), Z9, Z12
+	VPDPBUSD.BCST       24(SI), Z8, Z12
+	PREFETCHT0          2880(AX)
+	VMOVDQU64           512(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       28(BX), Z9, Z10
+	VPDPBUSD.BCST       32(BX), Z8, Z10
+	VPDPBUSD.BCST       28(DI), Z9, Z11
+	VPDPBUSD.BCST       32(DI), Z8, Z11
+	VPDPBUSD.BCST       28(SI), Z9, Z12
+	VPDPBUSD.BCST       32(SI), Z8, Z12
+	VPDPWSSD            Z7, Z10, Z1
+	VPDPWSSD            Z7, Z11, Z2
+	VPDPWSSD            Z7, Z12, Z3
+	VPSRLD              $0x10, Z0, Z0
+	PREFETCHT0          2944(AX)
+	PREFETCHT0          2432(AX)
+	VMOVDQU64           576(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPBROADCASTD        328(BX), Z9
+	VPDPBUSD.BCST       36(BX), Z8, Z9
+	VPDPBUSD.BCST       40(BX), Z7, Z9
+	VPBROADCASTD        328(DI), Z10
+	VPDPBUSD.BCST       36(DI), Z8, Z10
+	VPDPBUSD.BCST       40(DI), Z7, Z10
+	VPBROADCASTD        328(SI), Z11
+	VPDPBUSD.BCST       36(SI), Z8, Z11
+	VPDPBUSD.BCST       40(SI), Z7, Z11
+	PREFETCHT0          3008(AX)
+	VMOVDQU64           640(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       44(BX), Z8, Z9
+	VPDPBUSD.BCST       48(BX), Z7, Z9
+	VPDPBUSD.BCST       44(DI), Z8, Z10
+	VPDPBUSD.BCST       48(DI), Z7, Z10
+	VPDPBUSD.BCST       44(SI), Z8, Z11
+	VPDPBUSD.BCST       48(SI), Z7, Z11
+	PREFETCHT0          3072(AX)
+	VMOVDQU64           704(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       52(BX), Z8, Z9
+	VPDPBUSD.BCST       56(BX), Z7, Z9
+	VPDPBUSD.BCST       52(DI), Z8, Z10
+	VPDPBUSD.BCST       56(DI), Z7, Z10
+	VPDPBUSD.BCST       52(SI), Z8, Z11
+	VPDPBUSD.BCST       56(SI), Z7, Z11
+	PREFETCHT0          3136(AX)
+	VMOVDQU64           768(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       60(BX), Z8, Z9
+	VPDPBUSD.BCST       64(BX), Z7, Z9
+	VPDPBUSD.BCST       60(DI), Z8, Z10
+	VPDPBUSD.BCST       64(DI), Z7, Z10
+	VPDPBUSD.BCST       60(SI), Z8, Z11
+	VPDPBUSD.BCST       64(SI), Z7, Z11
+	VPDPWSSD            Z0, Z9, Z1
+	VPDPWSSD            Z0, Z10, Z2
+	VPDPWSSD            Z0, Z11, Z3
+	VPANDD.BCST         klowword<>+0(SB), Z4, Z0
+	PREFETCHT0          3200(AX)
+	PREFETCHT0          2496(AX)
+	VMOVDQU64           832(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPBROADCASTD        332(BX), Z9
+	VPDPBUSD.BCST       68(BX), Z8, Z9
+	VPDPBUSD.BCST       72(BX), Z7, Z9
+	VPBROADCASTD        332(DI), Z10
+	VPDPBUSD.BCST       68(DI), Z8, Z10
+	VPDPBUSD.BCST       72(DI), Z7, Z10
+	VPBROADCASTD        332(SI), Z11
+	VPDPBUSD.BCST       68(SI), Z8, Z11
+	VPDPBUSD.BCST       72(SI), Z7, Z11
+	PREFETCHT0          3264(AX)
+	VMOVDQU64           896(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       76(BX), Z8, Z9
+	VPDPBUSD.BCST       80(BX), Z7, Z9
+	VPDPBUSD.BCST       76(DI), Z8, Z10
+	VPDPBUSD.BCST       80(DI), Z7, Z10
+	VPDPBUSD.BCST       76(SI), Z8, Z11
+	VPDPBUSD.BCST       80(SI), Z7, Z11
+	PREFETCHT0          3328(AX)
+	VMOVDQU64           960(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       84(BX), Z8, Z9
+	VPDPBUSD.BCST       88(BX), Z7, Z9
+	VPDPBUSD.BCST       84(DI), Z8, Z10
+	VPDPBUSD.BCST       88(DI), Z7, Z10
+	VPDPBUSD.BCST       84(SI), Z8, Z11
+	VPDPBUSD.BCST       88(SI), Z7, Z11
+	PREFETCHT0          3392(AX)
+	VMOVDQU64           1024(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       92(BX), Z8, Z9
+	VPDPBUSD.BCST       96(BX), Z7, Z9
+	VPDPBUSD.BCST       92(DI), Z8, Z10
+	VPDPBUSD.BCST       96(DI), Z7, Z10
+	VPDPBUSD.BCST       92(SI), Z8, Z11
+	VPDPBUSD.BCST       96(SI), Z7, Z11
+	VPDPWSSD            Z0, Z9, Z1
+	VPDPWSSD            Z0, Z10, Z2
+	VPDPWSSD            Z0, Z11, Z3
+	VPSRLD              $0x10, Z4, Z0
+	PREFETCHT0          3456(AX)
+	PREFETCHT0          2560(AX)
+	VMOVDQU64           1088(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPBROADCASTD        336(BX), Z8
+	VPDPBUSD.BCST       100(BX), Z7, Z8
+	VPDPBUSD.BCST       104(BX), Z4, Z8
+	VPBROADCASTD        336(DI), Z9
+	VPDPBUSD.BCST       100(DI), Z7, Z9
+	VPDPBUSD.BCST       104(DI), Z4, Z9
+	VPBROADCASTD        336(SI), Z10
+	VPDPBUSD.BCST       100(SI), Z7, Z10
+	VPDPBUSD.BCST       104(SI), Z4, Z10
+	PREFETCHT0          3520(AX)
+	VMOVDQU64           1152(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       108(BX), Z7, Z8
+	VPDPBUSD.BCST       112(BX), Z4, Z8
+	VPDPBUSD.BCST       108(DI), Z7, Z9
+	VPDPBUSD.BCST       112(DI), Z4, Z9
+	VPDPBUSD.BCST       108(SI), Z7, Z10
+	VPDPBUSD.BCST       112(SI), Z4, Z10
+	PREFETCHT0          3584(AX)
+	VMOVDQU64           1216(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       116(BX), Z7, Z8
+	VPDPBUSD.BCST       120(BX), Z4, Z8
+	VPDPBUSD.BCST       116(DI), Z7, Z9
+	VPDPBUSD.BCST       120(DI), Z4, Z9
+	VPDPBUSD.BCST       116(SI), Z7, Z10
+	VPDPBUSD.BCST       120(SI), Z4, Z10
+	PREFETCHT0          3648(AX)
+	VMOVDQU64           1280(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       124(BX), Z7, Z8
+	VPDPBUSD.BCST       128(BX), Z4, Z8
+	VPDPBUSD.BCST       124(DI), Z7, Z9
+	VPDPBUSD.BCST       128(DI), Z4, Z9
+	VPDPBUSD.BCST       124(SI), Z7, Z10
+	VPDPBUSD.BCST       128(SI), Z4, Z10
+	VPDPWSSD            Z0, Z8, Z1
+	VPDPWSSD            Z0, Z9, Z2
+	VPDPWSSD            Z0, Z10, Z3
+	VPANDD.BCST         klowword<>+0(SB), Z5, Z0
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          2624(AX)
+	VMOVDQU64           1344(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPBROADCASTD        340(BX), Z8
+	VPDPBUSD.BCST       132(BX), Z7, Z8
+	VPDPBUSD.BCST       136(BX), Z4, Z8
+	VPBROADCASTD        340(DI), Z9
+	VPDPBUSD.BCST       132(DI), Z7, Z9
+	VPDPBUSD.BCST       136(DI), Z4, Z9
+	VPBROADCASTD        340(SI), Z10
+	VPDPBUSD.BCST       132(SI), Z7, Z10
+	VPDPBUSD.BCST       136(SI), Z4, Z10
+	PREFETCHT0          3776(AX)
+	VMOVDQU64           1408(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       140(BX), Z7, Z8
+	VPDPBUSD.BCST       144(BX), Z4, Z8
+	VPDPBUSD.BCST       140(DI), Z7, Z9
+	VPDPBUSD.BCST       144(DI), Z4, Z9
+	VPDPBUSD.BCST       140(SI), Z7, Z10
+	VPDPBUSD.BCST       144(SI), Z4, Z10
+	PREFETCHT0          3840(AX)
+	VMOVDQU64           1472(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       148(BX), Z7, Z8
+	VPDPBUSD.BCST       152(BX), Z4, Z8
+	VPDPBUSD.BCST       148(DI), Z7, Z9
+	VPDPBUSD.BCST       152(DI), Z4, Z9
+	VPDPBUSD.BCST       148(SI), Z7, Z10
+	VPDPBUSD.BCST       152(SI), Z4, Z10
+	PREFETCHT0          3904(AX)
+	VMOVDQU64           1536(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       156(BX), Z7, Z8
+	VPDPBUSD.BCST       160(BX), Z4, Z8
+	VPDPBUSD.BCST       156(DI), Z7, Z9
+	VPDPBUSD.BCST       160(DI), Z4, Z9
+	VPDPBUSD.BCST       156(SI), Z7, Z10
+	VPDPBUSD.BCST       160(SI), Z4, Z10
+	VPDPWSSD            Z0, Z8, Z1
+	VPDPWSSD            Z0, Z9, Z2
+	VPDPWSSD            Z0, Z10, Z3
+	VPSRLD              $0x10, Z5, Z0
+	PREFETCHT0          3968(AX)
+	VMOVDQU64           1600(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPBROADCASTD        344(BX), Z7
+	VPDPBUSD.BCST       164(BX), Z5, Z7
+	VPDPBUSD.BCST       168(BX), Z4, Z7
+	VPBROADCASTD        344(DI), Z8
+	VPDPBUSD.BCST       164(DI), Z5, Z8
+	VPDPBUSD.BCST       168(DI), Z4, Z8
+	VPBROADCASTD        344(SI), Z9
+	VPDPBUSD.BCST       164(SI), Z5, Z9
+	VPDPBUSD.BCST       168(SI), Z4, Z9
+	PREFETCHT0          4032(AX)
+	VMOVDQU64           1664(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       172(BX), Z5, Z7
+	VPDPBUSD.BCST       176(BX), Z4, Z7
+	VPDPBUSD.BCST       172(DI), Z5, Z8
+	VPDPBUSD.BCST       176(DI), Z4, Z8
+	VPDPBUSD.BCST       172(SI), Z5, Z9
+	VPDPBUSD.BCST       176(SI), Z4, Z9
+	PREFETCHT0          4096(AX)
+	VMOVDQU64           1728(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       180(BX), Z5, Z7
+	VPDPBUSD.BCST       184(BX), Z4, Z7
+	VPDPBUSD.BCST       180(DI), Z5, Z8
+	VPDPBUSD.BCST       184(DI), Z4, Z8
+	VPDPBUSD.BCST       180(SI), Z5, Z9
+	VPDPBUSD.BCST       184(SI), Z4, Z9
+	PREFETCHT0          4160(AX)
+	VMOVDQU64           1792(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       188(BX), Z5, Z7
+	VPDPBUSD.BCST       192(BX), Z4, Z7
+	VPDPBUSD.BCST       188(DI), Z5, Z8
+	VPDPBUSD.BCST       192(DI), Z4, Z8
+	VPDPBUSD.BCST       188(SI), Z5, Z9
+	VPDPBUSD.BCST       192(SI), Z4, Z9
+	VPDPWSSD            Z0, Z7, Z1
+	VPDPWSSD            Z0, Z8, Z2
+	VPDPWSSD            Z0, Z9, Z3
+	VPANDD.BCST         klowword<>+0(SB), Z6, Z0
+	PREFETCHT0          4224(AX)
+	VMOVDQU64           1856(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPBROADCASTD        348(BX), Z7
+	VPDPBUSD.BCST       196(BX), Z5, Z7
+	VPDPBUSD.BCST       200(BX), Z4, Z7
+	VPBROADCASTD        348(DI), Z8
+	VPDPBUSD.BCST       196(DI), Z5, Z8
+	VPDPBUSD.BCST       200(DI), Z4, Z8
+	VPBROADCASTD        348(SI), Z9
+	VPDPBUSD.BCST       196(SI), Z5, Z9
+	VPDPBUSD.BCST       200(SI), Z4, Z9
+	PREFETCHT0          4288(AX)
+	VMOVDQU64           1920(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       204(BX), Z5, Z7
+	VPDPBUSD.BCST       208(BX), Z4, Z7
+	VPDPBUSD.BCST       204(DI), Z5, Z8
+	VPDPBUSD.BCST       208(DI), Z4, Z8
+	VPDPBUSD.BCST       204(SI), Z5, Z9
+	VPDPBUSD.BCST       208(SI), Z4, Z9
+	PREFETCHT0          4352(AX)
+	VMOVDQU64           1984(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       212(BX), Z5, Z7
+	VPDPBUSD.BCST       216(BX), Z4, Z7
+	VPDPBUSD.BCST       212(DI), Z5, Z8
+	VPDPBUSD.BCST       216(DI), Z4, Z8
+	VPDPBUSD.BCST       212(SI), Z5, Z9
+	VPDPBUSD.BCST       216(SI), Z4, Z9
+	PREFETCHT0          4416(AX)
+	VMOVDQU64           2048(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       220(BX), Z5, Z7
+	VPDPBUSD.BCST       224(BX), Z4, Z7
+	VPDPBUSD.BCST       220(DI), Z5, Z8
+	VPDPBUSD.BCST       224(DI), Z4, Z8
+	VPDPBUSD.BCST       220(SI), Z5, Z9
+	VPDPBUSD.BCST       224(SI), Z4, Z9
+	VPDPWSSD            Z0, Z7, Z1
+	VPDPWSSD            Z0, Z8, Z2
+	VPDPWSSD            Z0, Z9, Z3
+	VPSRLD              $0x10, Z6, Z0
+	PREFETCHT0          4480(AX)
+	VMOVDQU64           2112(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPBROADCASTD        352(BX), Z6
+	VPDPBUSD.BCST       228(BX), Z5, Z6
+	VPDPBUSD.BCST       232(BX), Z4, Z6
+	VPBROADCASTD        352(DI), Z7
+	VPDPBUSD.BCST       228(DI), Z5, Z7
+	VPDPBUSD.BCST       232(DI), Z4, Z7
+	VPBROADCASTD        352(SI), Z8
+	VPDPBUSD.BCST       228(SI), Z5, Z8
+	VPDPBUSD.BCST       232(SI), Z4, Z8
+	PREFETCHT0          4544(AX)
+	VMOVDQU64           2176(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       236(BX), Z5, Z6
+	VPDPBUSD.BCST       240(BX), Z4, Z6
+	VPDPBUSD.BCST       236(DI), Z5, Z7
+	VPDPBUSD.BCST       240(DI), Z4, Z7
+	VPDPBUSD.BCST       236(SI), Z5, Z8
+	VPDPBUSD.BCST       240(SI), Z4, Z8
+	PREFETCHT0          4608(AX)
+	VMOVDQU64           2240(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       244(BX), Z5, Z6
+	VPDPBUSD.BCST       248(BX), Z4, Z6
+	VPDPBUSD.BCST       244(DI), Z5, Z7
+	VPDPBUSD.BCST       248(DI), Z4, Z7
+	VPDPBUSD.BCST       244(SI), Z5, Z8
+	VPDPBUSD.BCST       248(SI), Z4, Z8
+	PREFETCHT0          4672(AX)
+	VMOVDQU64           2304(AX), Z4
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z4, Z4
+	VPDPBUSD.BCST       252(BX), Z5, Z6
+	VPDPBUSD.BCST       256(BX), Z4, Z6
+	VPDPBUSD.BCST       252(DI), Z5, Z7
+	VPDPBUSD.BCST       256(DI), Z4, Z7
+	VPDPBUSD.BCST       252(SI), Z5, Z8
+	VPDPBUSD.BCST       256(SI), Z4, Z8
+	VPDPWSSD            Z0, Z6, Z1
+	VPDPWSSD            Z0, Z7, Z2
+	VPDPWSSD            Z0, Z8, Z3
+	VPMOVZXBW           192(AX), Z0
+	VXORPS              Z4, Z4, Z4
+	VPDPWSSD.BCST       356(BX), Z0, Z4
+	VXORPS              Z5, Z5, Z5
+	VPDPWSSD.BCST       356(DI), Z0, Z5
+	VXORPS              Z6, Z6, Z6
+	VPDPWSSD.BCST       356(SI), Z0, Z6
+	VPMOVZXBW           224(AX), Z0
+	VPDPWSSD.BCST       360(BX), Z0, Z4
+	VPDPWSSD.BCST       360(DI), Z0, Z5
+	VPDPWSSD.BCST       360(SI), Z0, Z6
+	VPMOVZXBW           256(AX), Z0
+	VPDPWSSD.BCST       364(BX), Z0, Z4
+	VPDPWSSD.BCST       364(DI), Z0, Z5
+	VPDPWSSD.BCST       364(SI), Z0, Z6
+	VPMOVZXBW           288(AX), Z0
+	VPDPWSSD.BCST       368(BX), Z0, Z4
+	VPDPWSSD.BCST       368(DI), Z0, Z5
+	VPDPWSSD.BCST       368(SI), Z0, Z6
+	VCVTPH2PS           (AX), Z0
+	VCVTPH2PS           32(AX), Z7
+	VMOVUPS             (SP), Z9
+	VMULPS.BCST         (BX), Z0, Z8
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z8, Z9
+	VMULPS.BCST         (BX), Z7, Z8
+	VCVTDQ2PS           Z4, Z1
+	VFNMADD231PS        Z1, Z8, Z9
+	VMOVUPS             Z9, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z4
+	VMULPS.BCST         (DI), Z0, Z1
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z1, Z4
+	VMULPS.BCST         (DI), Z7, Z1
+	VCVTDQ2PS           Z5, Z2
+	VFNMADD231PS        Z2, Z1, Z4
+	VMOVUPS             Z4, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z1
+	VMULPS.BCST         (SI), Z0, Z0
+	VCVTDQ2PS           Z3, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMULPS.BCST         (SI), Z7, Z0
+	VCVTDQ2PS           Z6, Z2
+	VFNMADD231PS        Z2, Z0, Z1
+	VMOVUPS             Z1, 128(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000940, AX
+	DECQ                R8
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile4GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q4k16Tile4GFNI(SB), NOSPLIT, $256-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), SI
+	MOVQ    nb+24(FP), R9
+
+blkloop:
+	TESTQ               R9, R9
+	JZ                  blkdone
+	VPMOVZXBW           64(AX), Z0
+	VXORPS              Z1, Z1, Z1
+	VPDPWSSD.BCST       372(BX), Z0, Z1
+	VXORPS              Z2, Z2, Z2
+	VPDPWSSD.BCST       372(DI), Z0, Z2
+	VXORPS              Z3, Z3, Z3
+	VPDPWSSD.BCST       372(R8), Z0, Z3
+	VXORPS              Z4, Z4, Z4
+	VPDPWSSD.BCST       372(SI), Z0, Z4
+	VPMOVZXBW           96(AX), Z5
+	VPDPWSSD.BCST       376(BX), Z5, Z1
+	VPDPWSSD.BCST       376(DI), Z5, Z2
+	VPDPWSSD.BCST       376(R8), Z5, Z3
+	VPDPWSSD.BCST       376(SI), Z5, Z4
+	VPMOVZXBW           128(AX), Z6
+	VPDPWSSD.BCST       380(BX), Z6, Z1
+	VPDPWSSD.BCST       380(DI), Z6, Z2
+	VPDPWSSD.BCST       380(R8), Z6, Z3
+	VPDPWSSD.BCST       380(SI), Z6, Z4
+	VPMOVZXBW           160(AX), Z7
+	VPDPWSSD.BCST       384(BX), Z7, Z1
+	VPDPWSSD.BCST       384(DI), Z7, Z2
+	VPDPWSSD.BCST       384(R8), Z7, Z3
+	VPDPWSSD.BCST       384(SI), Z7, Z4
+	VPANDD.BCST         klowword<>+0(SB), Z0, Z8
+	PREFETCHT0          2688(AX)
+	PREFETCHT0          2368(AX)
+	VMOVDQU64           320(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPBROADCASTD        324(BX), Z11
+	VPDPBUSD.BCST       4(BX), Z10, Z11
+	VPDPBUSD.BCST       8(BX), Z9, Z11
+	VPBROADCASTD        324(DI), Z12
+	VPDPBUSD.BCST       4(DI), Z10, Z12
+	VPDPBUSD.BCST       8(DI), Z9, Z12
+	VPBROADCASTD        324(R8), Z13
+	VPDPBUSD.BCST       4(R8), Z10, Z13
+	VPDPBUSD.BCST       8(R8), Z9, Z13
+	VPBROADCASTD        324(SI), Z14
+	VPDPBUSD.BCST       4(SI), Z10, Z14
+	VPDPBUSD.BCST       8(SI), Z9, Z14
+	PREFETCHT0          2752(AX)
+	VMOVDQU64           384(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       12(BX), Z10, Z11
+	VPDPBUSD.BCST       16(BX), Z9, Z11
+	VPDPBUSD.BCST       12(DI), Z10, Z12
+	VPDPBUSD.BCST       16(DI), Z9, Z12
+	VPDPBUSD.BCST       12(R8), Z10, Z13
+	VPDPBUSD.BCST       16(R8), Z9, Z13
+	VPDPBUSD.BCST       12(SI), Z10, Z14
+	VPDPBUSD.BCST       16(SI), Z9, Z14
+	PREFETCHT0          2816(AX)
+	VMOVDQU64           448(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       20(BX), Z10, Z11
+	VPDPBUSD.BCST       24(BX), Z9, Z11
+	VPDPBUSD.BCST       20(DI), Z10, Z12
+	VPDPBUSD.BCST       24(DI), Z9, Z12
+	VPDPBUSD.BCST       20(R8), Z10, Z13
+	VPDPBUSD.BCST       24(R8), Z9, Z13
+	VPDPBUSD.BCST       20(SI), Z10, Z14
+	VPDPBUSD.BCST       24(SI), Z9, Z14
+	PREFETCHT0          2880(AX)
+	VMOVDQU64           512(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       28(BX), Z10, Z11
+	VPDPBUSD.BCST       32(BX), Z9, Z11
+	VPDPBUSD.BCST       28(DI), Z10, Z12
+	VPDPBUSD.BCST       32(DI), Z9, Z12
+	VPDPBUSD.BCST       28(R8), Z10, Z13
+	VPDPBUSD.BCST       32(R8), Z9, Z13
+	VPDPBUSD.BCST       28(SI), Z10, Z14
+	VPDPBUSD.BCST       32(SI), Z9, Z14
+	VPDPWSSD            Z8, Z11, Z1
+	VPDPWSSD            Z8, Z12, Z2
+	VPDPWSSD            Z8, Z13, Z3
+	VPDPWSSD            Z8, Z14, Z4
+	VPSRLD              $0x10, Z0, Z0
+	PREFETCHT0          2944(AX)
+	PREFETCHT0          2432(AX)
+	VMOVDQU64           576(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPBROADCASTD        328(BX), Z10
+	VPDPBUSD.BCST       36(BX), Z9, Z10
+	VPDPBUSD.BCST       40(BX), Z8, Z10
+	VPBROADCASTD        328(DI), Z11
+	VPDPBUSD.BCST       36(DI), Z9, Z11
+	VPDPBUSD.BCST       40(DI), Z8, Z11
+	VPBROADCASTD        328(R8), Z12
+	VPDPBUSD.BCST       36(R8), Z9, Z12
+	VPDPBUSD.BCST       40(R8), Z8, Z12
+	VPBROADCASTD        328(SI), Z13
+	VPDPBUSD.BCST       36(SI), Z9, Z13
+	VPDPBUSD.BCST       40(SI), Z8, Z13
+	PREFETCHT0          3008(AX)
+	VMOVDQU64           640(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       44(BX), Z9, Z10
+	VPDPBUSD.BCST       48(BX), Z8, Z10
+	VPDPBUSD.BCST       44(DI), Z9, Z11
+	VPDPBUSD.BCST       48(DI), Z8, Z11
+	VPDPBUSD.BCST       44(R8), Z9, Z12
+	VPDPBUSD.BCST       48(R8), Z8, Z12
+	VPDPBUSD.BCST       44(SI), Z9, Z13
+	VPDPBUSD.BCST       48(SI), Z8, Z13
+	PREFETCHT0          3072(AX)
+	VMOVDQU64           704(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       52(BX), Z9, Z10
+	VPDPBUSD.BCST       56(BX), Z8, Z10
+	VPDPBUSD.BCST       52(DI), Z9, Z11
+	VPDPBUSD.BCST       56(DI), Z8, Z11
+	VPDPBUSD.BCST       52(R8), Z9, Z12
+	VPDPBUSD.BCST       56(R8), Z8, Z12
+	VPDPBUSD.BCST       52(SI), Z9, Z13
+	VPDPBUSD.BCST       56(SI), Z8, Z13
+	PREFETCHT0          3136(AX)
+	VMOVDQU64           768(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       60(BX), Z9, Z10
+	VPDPBUSD.BCST       64(BX), Z8, Z10
+	VPDPBUSD.BCST       60(DI), Z9, Z11
+	VPDPBUSD.BCST       64(DI), Z8, Z11
+	VPDPBUSD.BCST       60(R8), Z9, Z12
+	VPDPBUSD.BCST       64(R8), Z8, Z12
+	VPDPBUSD.BCST       60(SI), Z9, Z13
+	VPDPBUSD.BCST       64(SI), Z8, Z13
+	VPDPWSSD            Z0, Z10, Z1
+	VPDPWSSD            Z0, Z11, Z2
+	VPDPWSSD            Z0, Z12, Z3
+	VPDPWSSD            Z0, Z13, Z4
+	VPANDD.BCST         klowword<>+0(SB), Z5, Z0
+	PREFETCHT0          3200(AX)
+	PREFETCHT0          2496(AX)
+	VMOVDQU64           832(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPBROADCASTD        332(BX), Z10
+	VPDPBUSD.BCST       68(BX), Z9, Z10
+	VPDPBUSD.BCST       72(BX), Z8, Z10
+	VPBROADCASTD        332(DI), Z11
+	VPDPBUSD.BCST       68(DI), Z9, Z11
+	VPDPBUSD.BCST       72(DI), Z8, Z11
+	VPBROADCASTD        332(R8), Z12
+	VPDPBUSD.BCST       68(R8), Z9, Z12
+	VPDPBUSD.BCST       72(R8), Z8, Z12
+	VPBROADCASTD        332(SI), Z13
+	VPDPBUSD.BCST       68(SI), Z9, Z13
+	VPDPBUSD.BCST       72(SI), Z8, Z13
+	PREFETCHT0          3264(AX)
+	VMOVDQU64           896(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       76(BX), Z9, Z10
+	VPDPBUSD.BCST       80(BX), Z8, Z10
+	VPDPBUSD.BCST       76(DI), Z9, Z11
+	VPDPBUSD.BCST       80(DI), Z8, Z11
+	VPDPBUSD.BCST       76(R8), Z9, Z12
+	VPDPBUSD.BCST       80(R8), Z8, Z12
+	VPDPBUSD.BCST       76(SI), Z9, Z13
+	VPDPBUSD.BCST       80(SI), Z8, Z13
+	PREFETCHT0          3328(AX)
+	VMOVDQU64           960(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       84(BX), Z9, Z10
+	VPDPBUSD.BCST       88(BX), Z8, Z10
+	VPDPBUSD.BCST       84(DI), Z9, Z11
+	VPDPBUSD.BCST       88(DI), Z8, Z11
+	VPDPBUSD.BCST       84(R8), Z9, Z12
+	VPDPBUSD.BCST       88(R8), Z8, Z12
+	VPDPBUSD.BCST       84(SI), Z9, Z13
+	VPDPBUSD.BCST       88(SI), Z8, Z13
+	PREFETCHT0          3392(AX)
+	VMOVDQU64           1024(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       92(BX), Z9, Z10
+	VPDPBUSD.BCST       96(BX), Z8, Z10
+	VPDPBUSD.BCST       92(DI), Z9, Z11
+	VPDPBUSD.BCST       96(DI), Z8, Z11
+	VPDPBUSD.BCST       92(R8), Z9, Z12
+	VPDPBUSD.BCST       96(R8), Z8, Z12
+	VPDPBUSD.BCST       92(SI), Z9, Z13
+	VPDPBUSD.BCST       96(SI), Z8, Z13
+	VPDPWSSD            Z0, Z10, Z1
+	VPDPWSSD            Z0, Z11, Z2
+	VPDPWSSD            Z0, Z12, Z3
+	VPDPWSSD            Z0, Z13, Z4
+	VPSRLD              $0x10, Z5, Z0
+	PREFETCHT0          3456(AX)
+	PREFETCHT0          2560(AX)
+	VMOVDQU64           1088(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPBROADCASTD        336(BX), Z9
+	VPDPBUSD.BCST       100(BX), Z8, Z9
+	VPDPBUSD.BCST       104(BX), Z5, Z9
+	VPBROADCASTD        336(DI), Z10
+	VPDPBUSD.BCST       100(DI), Z8, Z10
+	VPDPBUSD.BCST       104(DI), Z5, Z10
+	VPBROADCASTD        336(R8), Z11
+	VPDPBUSD.BCST       100(R8), Z8, Z11
+	VPDPBUSD.BCST       104(R8), Z5, Z11
+	VPBROADCASTD        336(SI), Z12
+	VPDPBUSD.BCST       100(SI), Z8, Z12
+	VPDPBUSD.BCST       104(SI), Z5, Z12
+	PREFETCHT0          3520(AX)
+	VMOVDQU64           1152(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       108(BX), Z8, Z9
+	VPDPBUSD.BCST       112(BX), Z5, Z9
+	VPDPBUSD.BCST       108(DI), Z8, Z10
+	VPDPBUSD.BCST       112(DI), Z5, Z10
+	VPDPBUSD.BCST       108(R8), Z8, Z11
+	VPDPBUSD.BCST       112(R8), Z5, Z11
+	VPDPBUSD.BCST       108(SI), Z8, Z12
+	VPDPBUSD.BCST       112(SI), Z5, Z12
+	PREFETCHT0          3584(AX)
+	VMOVDQU64           1216(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       116(BX), Z8, Z9
+	VPDPBUSD.BCST       120(BX), Z5, Z9
+	VPDPBUSD.BCST       116(DI), Z8, Z10
+	VPDPBUSD.BCST       120(DI), Z5, Z10
+	VPDPBUSD.BCST       116(R8), Z8, Z11
+	VPDPBUSD.BCST       120(R8), Z5, Z11
+	VPDPBUSD.BCST       116(SI), Z8, Z12
+	VPDPBUSD.BCST       120(SI), Z5, Z12
+	PREFETCHT0          3648(AX)
+	VMOVDQU64           1280(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       124(BX), Z8, Z9
+	VPDPBUSD.BCST       128(BX), Z5, Z9
+	VPDPBUSD.BCST       124(DI), Z8, Z10
+	VPDPBUSD.BCST       128(DI), Z5, Z10
+	VPDPBUSD.BCST       124(R8), Z8, Z11
+	VPDPBUSD.BCST       128(R8), Z5, Z11
+	VPDPBUSD.BCST       124(SI), Z8, Z12
+	VPDPBUSD.BCST       128(SI), Z5, Z12
+	VPDPWSSD            Z0, Z9, Z1
+	VPDPWSSD            Z0, Z10, Z2
+	VPDPWSSD            Z0, Z11, Z3
+	VPDPWSSD            Z0, Z12, Z4
+	VPANDD.BCST         klowword<>+0(SB), Z6, Z0
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          2624(AX)
+	VMOVDQU64           1344(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPBROADCASTD        340(BX), Z9
+	VPDPBUSD.BCST       132(BX), Z8, Z9
+	VPDPBUSD.BCST       136(BX), Z5, Z9
+	VPBROADCASTD        340(DI), Z10
+	VPDPBUSD.BCST       132(DI), Z8, Z10
+	VPDPBUSD.BCST       136(DI), Z5, Z10
+	VPBROADCASTD        340(R8), Z11
+	VPDPBUSD.BCST       132(R8), Z8, Z11
+	VPDPBUSD.BCST       136(R8), Z5, Z11
+	VPBROADCASTD        340(SI), Z12
+	VPDPBUSD.BCST       132(SI), Z8, Z12
+	VPDPBUSD.BCST       136(SI), Z5, Z12
+	PREFETCHT0          3776(AX)
+	VMOVDQU64           1408(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       140(BX), Z8, Z9
+	VPDPBUSD.BCST       144(BX), Z5, Z9
+	VPDPBUSD.BCST       140(DI), Z8, Z10
+	VPDPBUSD.BCST       144(DI), Z5, Z10
+	VPDPBUSD.BCST       140(R8), Z8, Z11
+	VPDPBUSD.BCST       144(R8), Z5, Z11
+	VPDPBUSD.BCST       140(SI), Z8, Z12
+	VPDPBUSD.BCST       144(SI), Z5, Z12
+	PREFETCHT0          3840(AX)
+	VMOVDQU64           1472(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       148(BX), Z8, Z9
+	VPDPBUSD.BCST       152(BX), Z5, Z9
+	VPDPBUSD.BCST       148(DI), Z8, Z10
+	VPDPBUSD.BCST       152(DI), Z5, Z10
+	VPDPBUSD.BCST       148(R8), Z8, Z11
+	VPDPBUSD.BCST       152(R8), Z5, Z11
+	VPDPBUSD.BCST       148(SI), Z8, Z12
+	VPDPBUSD.BCST       152(SI), Z5, Z12
+	PREFETCHT0          3904(AX)
+	VMOVDQU64           1536(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       156(BX), Z8, Z9
+	VPDPBUSD.BCST       160(BX), Z5, Z9
+	VPDPBUSD.BCST       156(DI), Z8, Z10
+	VPDPBUSD.BCST       160(DI), Z5, Z10
+	VPDPBUSD.BCST       156(R8), Z8, Z11
+	VPDPBUSD.BCST       160(R8), Z5, Z11
+	VPDPBUSD.BCST       156(SI), Z8, Z12
+	VPDPBUSD.BCST       160(SI), Z5, Z12
+	VPDPWSSD            Z0, Z9, Z1
+	VPDPWSSD            Z0, Z10, Z2
+	VPDPWSSD            Z0, Z11, Z3
+	VPDPWSSD            Z0, Z12, Z4
+	VPSRLD              $0x10, Z6, Z0
+	PREFETCHT0          3968(AX)
+	VMOVDQU64           1600(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPBROADCASTD        344(BX), Z8
+	VPDPBUSD.BCST       164(BX), Z6, Z8
+	VPDPBUSD.BCST       168(BX), Z5, Z8
+	VPBROADCASTD        344(DI), Z9
+	VPDPBUSD.BCST       164(DI), Z6, Z9
+	VPDPBUSD.BCST       168(DI), Z5, Z9
+	VPBROADCASTD        344(R8), Z10
+	VPDPBUSD.BCST       164(R8), Z6, Z10
+	VPDPBUSD.BCST       168(R8), Z5, Z10
+	VPBROADCASTD        344(SI), Z11
+	VPDPBUSD.BCST       164(SI), Z6, Z11
+	VPDPBUSD.BCST       168(SI), Z5, Z11
+	PREFETCHT0          4032(AX)
+	VMOVDQU64           1664(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       172(BX), Z6, Z8
+	VPDPBUSD.BCST       176(BX), Z5, Z8
+	VPDPBUSD.BCST       172(DI), Z6, Z9
+	VPDPBUSD.BCST       176(DI), Z5, Z9
+	VPDPBUSD.BCST       172(R8), Z6, Z10
+	VPDPBUSD.BCST       176(R8), Z5, Z10
+	VPDPBUSD.BCST       172(SI), Z6, Z11
+	VPDPBUSD.BCST       176(SI), Z5, Z11
+	PREFETCHT0          4096(AX)
+	VMOVDQU64           1728(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       180(BX), Z6, Z8
+	VPDPBUSD.BCST       184(BX), Z5, Z8
+	VPDPBUSD.BCST       180(DI), Z6, Z9
+	VPDPBUSD.BCST       184(DI), Z5, Z9
+	VPDPBUSD.BCST       180(R8), Z6, Z10
+	VPDPBUSD.BCST       184(R8), Z5, Z10
+	VPDPBUSD.BCST       180(SI), Z6, Z11
+	VPDPBUSD.BCST       184(SI), Z5, Z11
+	PREFETCHT0          4160(AX)
+	VMOVDQU64           1792(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       188(BX), Z6, Z8
+	VPDPBUSD.BCST       192(BX), Z5, Z8
+	VPDPBUSD.BCST       188(DI), Z6, Z9
+	VPDPBUSD.BCST       192(DI), Z5, Z9
+	VPDPBUSD.BCST       188(R8), Z6, Z10
+	VPDPBUSD.BCST       192(R8), Z5, Z10
+	VPDPBUSD.BCST       188(SI), Z6, Z11
+	VPDPBUSD.BCST       192(SI), Z5, Z11
+	VPDPWSSD            Z0, Z8, Z1
+	VPDPWSSD            Z0, Z9, Z2
+	VPDPWSSD            Z0, Z10, Z3
+	VPDPWSSD            Z0, Z11, Z4
+	VPANDD.BCST         klowword<>+0(SB), Z7, Z0
+	PREFETCHT0          4224(AX)
+	VMOVDQU64           1856(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPBROADCASTD        348(BX), Z8
+	VPDPBUSD.BCST       196(BX), Z6, Z8
+	VPDPBUSD.BCST       200(BX), Z5, Z8
+	VPBROADCASTD        348(DI), Z9
+	VPDPBUSD.BCST       196(DI), Z6, Z9
+	VPDPBUSD.BCST       200(DI), Z5, Z9
+	VPBROADCASTD        348(R8), Z10
+	VPDPBUSD.BCST       196(R8), Z6, Z10
+	VPDPBUSD.BCST       200(R8), Z5, Z10
+	VPBROADCASTD        348(SI), Z11
+	VPDPBUSD.BCST       196(SI), Z6, Z11
+	VPDPBUSD.BCST       200(SI), Z5, Z11
+	PREFETCHT0          4288(AX)
+	VMOVDQU64           1920(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       204(BX), Z6, Z8
+	VPDPBUSD.BCST       208(BX), Z5, Z8
+	VPDPBUSD.BCST       204(DI), Z6, Z9
+	VPDPBUSD.BCST       208(DI), Z5, Z9
+	VPDPBUSD.BCST       204(R8), Z6, Z10
+	VPDPBUSD.BCST       208(R8), Z5, Z10
+	VPDPBUSD.BCST       204(SI), Z6, Z11
+	VPDPBUSD.BCST       208(SI), Z5, Z11
+	PREFETCHT0          4352(AX)
+	VMOVDQU64           1984(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       212(BX), Z6, Z8
+	VPDPBUSD.BCST       216(BX), Z5, Z8
+	VPDPBUSD.BCST       212(DI), Z6, Z9
+	VPDPBUSD.BCST       216(DI), Z5, Z9
+	VPDPBUSD.BCST       212(R8), Z6, Z10
+	VPDPBUSD.BCST       216(R8), Z5, Z10
+	VPDPBUSD.BCST       212(SI), Z6, Z11
+	VPDPBUSD.BCST       216(SI), Z5, Z11
+	PREFETCHT0          4416(AX)
+	VMOVDQU64           2048(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       220(BX), Z6, Z8
+	VPDPBUSD.BCST       224(BX), Z5, Z8
+	VPDPBUSD.BCST       220(DI), Z6, Z9
+	VPDPBUSD.BCST       224(DI), Z5, Z9
+	VPDPBUSD.BCST       220(R8), Z6, Z10
+	VPDPBUSD.BCST       224(R8), Z5, Z10
+	VPDPBUSD.BCST       220(SI), Z6, Z11
+	VPDPBUSD.BCST       224(SI), Z5, Z11
+	VPDPWSSD            Z0, Z8, Z1
+	VPDPWSSD            Z0, Z9, Z2
+	VPDPWSSD            Z0, Z10, Z3
+	VPDPWSSD            Z0, Z11, Z4
+	VPSRLD              $0x10, Z7, Z0
+	PREFETCHT0          4480(AX)
+	VMOVDQU64           2112(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPBROADCASTD        352(BX), Z7
+	VPDPBUSD.BCST       228(BX), Z6, Z7
+	VPDPBUSD.BCST       232(BX), Z5, Z7
+	VPBROADCASTD        352(DI), Z8
+	VPDPBUSD.BCST       228(DI), Z6, Z8
+	VPDPBUSD.BCST       232(DI), Z5, Z8
+	VPBROADCASTD        352(R8), Z9
+	VPDPBUSD.BCST       228(R8), Z6, Z9
+	VPDPBUSD.BCST       232(R8), Z5, Z9
+	VPBROADCASTD        352(SI), Z10
+	VPDPBUSD.BCST       228(SI), Z6, Z10
+	VPDPBUSD.BCST       232(SI), Z5, Z10
+	PREFETCHT0          4544(AX)
+	VMOVDQU64           2176(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       236(BX), Z6, Z7
+	VPDPBUSD.BCST       240(BX), Z5, Z7
+	VPDPBUSD.BCST       236(DI), Z6, Z8
+	VPDPBUSD.BCST       240(DI), Z5, Z8
+	VPDPBUSD.BCST       236(R8), Z6, Z9
+	VPDPBUSD.BCST       240(R8), Z5, Z9
+	VPDPBUSD.BCST       236(SI), Z6, Z10
+	VPDPBUSD.BCST       240(SI), Z5, Z10
+	PREFETCHT0          4608(AX)
+	VMOVDQU64           2240(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       244(BX), Z6, Z7
+	VPDPBUSD.BCST       248(BX), Z5, Z7
+	VPDPBUSD.BCST       244(DI), Z6, Z8
+	VPDPBUSD.BCST       248(DI), Z5, Z8
+	VPDPBUSD.BCST       244(R8), Z6, Z9
+	VPDPBUSD.BCST       248(R8), Z5, Z9
+	VPDPBUSD.BCST       244(SI), Z6, Z10
+	VPDPBUSD.BCST       248(SI), Z5, Z10
+	PREFETCHT0          4672(AX)
+	VMOVDQU64           2304(AX), Z5
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z5, Z5
+	VPDPBUSD.BCST       252(BX), Z6, Z7
+	VPDPBUSD.BCST       256(BX), Z5, Z7
+	VPDPBUSD.BCST       252(DI), Z6, Z8
+	VPDPBUSD.BCST       256(DI), Z5, Z8
+	VPDPBUSD.BCST       252(R8), Z6, Z9
+	VPDPBUSD.BCST       256(R8), Z5, Z9
+	VPDPBUSD.BCST       252(SI), Z6, Z10
+	VPDPBUSD.BCST       256(SI), Z5, Z10
+	VPDPWSSD            Z0, Z7, Z1
+	VPDPWSSD            Z0, Z8, Z2
+	VPDPWSSD            Z0, Z9, Z3
+	VPDPWSSD            Z0, Z10, Z4
+	VPMOVZXBW           192(AX), Z0
+	VXORPS              Z5, Z5, Z5
+	VPDPWSSD.BCST       356(BX), Z0, Z5
+	VXORPS              Z6, Z6, Z6
+	VPDPWSSD.BCST       356(DI), Z0, Z6
+	VXORPS              Z7, Z7, Z7
+	VPDPWSSD.BCST       356(R8), Z0, Z7
+	VXORPS              Z8, Z8, Z8
+	VPDPWSSD.BCST       356(SI), Z0, Z8
+	VPMOVZXBW           224(AX), Z0
+	VPDPWSSD.BCST       360(BX), Z0, Z5
+	VPDPWSSD.BCST       360(DI), Z0, Z6
+	VPDPWSSD.BCST       360(R8), Z0, Z7
+	VPDPWSSD.BCST       360(SI), Z0, Z8
+	VPMOVZXBW           256(AX), Z0
+	VPDPWSSD.BCST       364(BX), Z0, Z5
+	VPDPWSSD.BCST       364(DI), Z0, Z6
+	VPDPWSSD.BCST       364(R8), Z0, Z7
+	VPDPWSSD.BCST       364(SI), Z0, Z8
+	VPMOVZXBW           288(AX), Z0
+	VPDPWSSD.BCST       368(BX), Z0, Z5
+	VPDPWSSD.BCST       368(DI), Z0, Z6
+	VPDPWSSD.BCST       368(R8), Z0, Z7
+	VPDPWSSD.BCST       368(SI), Z0, Z8
+	VCVTPH2PS           (AX), Z0
+	VCVTPH2PS           32(AX), Z9
+	VMOVUPS             (SP), Z11
+	VMULPS.BCST         (BX), Z0, Z10
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z10, Z11
+	VMULPS.BCST         (BX), Z9, Z10
+	VCVTDQ2PS           Z5, Z1
+	VFNMADD231PS        Z1, Z10, Z11
+	VMOVUPS             Z11, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z5
+	VMULPS.BCST         (DI), Z0, Z1
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z1, Z5
+	VMULPS.BCST         (DI), Z9, Z1
+	VCVTDQ2PS           Z6, Z2
+	VFNMADD231PS        Z2, Z1, Z5
+	VMOVUPS             Z5, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z2
+	VMULPS.BCST         (R8), Z0, Z1
+	VCVTDQ2PS           Z3, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R8), Z9, Z1
+	VCVTDQ2PS           Z7, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 128(SP)
+	ADDQ                $0x00000204, R8
+	VMOVUPS             192(SP), Z1
+	VMULPS.BCST         (SI), Z0, Z0
+	VCVTDQ2PS           Z4, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMULPS.BCST         (SI), Z9, Z0
+	VCVTDQ2PS           Z8, Z2
+	VFNMADD231PS        Z2, Z0, Z1
+	VMOVUPS             Z1, 192(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000940, AX
+	DECQ                R9
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile5GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q4k16Tile5GFNI(SB), NOSPLIT, $320-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), SI
+	MOVQ    nb+24(FP), R10
+
+blkloop:
+	TESTQ               R10, R10
+	JZ                  blkdone
+	VPMOVZXBW           64(AX), Z0
+	VXORPS              Z1, Z1, Z1
+	VPDPWSSD.BCST       372(BX), Z0, Z1
+	VXORPS              Z2, Z2, Z2
+	VPDPWSSD.BCST       372(DI), Z0, Z2
+	VXORPS              Z3, Z3, Z3
+	VPDPWSSD.BCST       372(R8), Z0, Z3
+	VXORPS              Z4, Z4, Z4
+	VPDPWSSD.BCST       372(R9), Z0, Z4
+	VXORPS              Z5, Z5, Z5
+	VPDPWSSD.BCST       372(SI), Z0, Z5
+	VPMOVZXBW           96(AX), Z6
+	VPDPWSSD.BCST       376(BX), Z6, Z1
+	VPDPWSSD.BCST       376(DI), Z6, Z2
+	VPDPWSSD.BCST       376(R8), Z6, Z3
+	VPDPWSSD.BCST       376(R9), Z6, Z4
+	VPDPWSSD.BCST       376(SI), Z6, Z5
+	VPMOVZXBW           128(AX), Z7
+	VPDPWSSD.BCST       380(BX), Z7, Z1
+	VPDPWSSD.BCST       380(DI), Z7, Z2
+	VPDPWSSD.BCST       380(R8), Z7, Z3
+	VPDPWSSD.BCST       380(R9), Z7, Z4
+	VPDPWSSD.BCST       380(SI), Z7, Z5
+	VPMOVZXBW           160(AX), Z8
+	VPDPWSSD.BCST       384(BX), Z8, Z1
+	VPDPWSSD.BCST       384(DI), Z8, Z2
+	VPDPWSSD.BCST       384(R8), Z8, Z3
+	VPDPWSSD.BCST       384(R9), Z8, Z4
+	VPDPWSSD.BCST       384(SI), Z8, Z5
+	VPANDD.BCST         klowword<>+0(SB), Z0, Z9
+	PREFETCHT0          2688(AX)
+	PREFETCHT0          2368(AX)
+	VMOVDQU64           320(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPBROADCASTD        324(BX), Z12
+	VPDPBUSD.BCST       4(BX), Z11, Z12
+	VPDPBUSD.BCST       8(BX), Z10, Z12
+	VPBROADCASTD        324(DI), Z13
+	VPDPBUSD.BCST       4(DI), Z11, Z13
+	VPDPBUSD.BCST       8(DI), Z10, Z13
+	VPBROADCASTD        324(R8), Z14
+	VPDPBUSD.BCST       4(R8), Z11, Z14
+	VPDPBUSD.BCST       8(R8), Z10, Z14
+	VPBROADCASTD        324(R9), Z15
+	VPDPBUSD.BCST       4(R9), Z11, Z15
+	VPDPBUSD.BCST       8(R9), Z10, Z15
+	VPBROADCASTD        324(SI), Z16
+	VPDPBUSD.BCST       4(SI), Z11, Z16
+	VPDPBUSD.BCST       8(SI), Z10, Z16
+	PREFETCHT0          2752(AX)
+	VMOVDQU64           384(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST       12(BX), Z11, Z12
+	VPDPBUSD.BCST       16(BX), Z10, Z12
+	VPDPBUSD.BCST       12(DI), Z11, Z13
+	VPDPBUSD.BCST       16(DI), Z10, Z13
+	VPDPBUSD.BCST       12(R8), Z11, Z14
+	VPDPBUSD.BCST       16(R8), Z10, Z14
+	VPDPBUSD.BCST       12(R9), Z11, Z15
+	VPDPBUSD.BCST       16(R9), Z10, Z15
+	VPDPBUSD.BCST       12(SI), Z11, Z16
+	VPDPBUSD.BCST       16(SI), Z10, Z16
+	PREFETCHT0          2816(AX)
+	VMOVDQU64           448(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST       20(BX), Z11, Z12
+	VPDPBUSD.BCST       24(BX), Z10, Z12
+	VPDPBUSD.BCST       20(DI), Z11, Z13
+	VPDPBUSD.BCST       24(DI), Z10, Z13
+	VPDPBUSD.BCST       20(R8), Z11, Z14
+	VPDPBUSD.BCST       24(R8), Z10, Z14
+	VPDPBUSD.BCST       20(R9), Z11, Z15
+	VPDPBUSD.BCST       24(R9), Z10, Z15
+	VPDPBUSD.BCST       20(SI), Z11, Z16
+	VPDPBUSD.BCST       24(SI), Z10, Z16
+	PREFETCHT0          2880(AX)
+	VMOVDQU64           512(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST       28(BX), Z11, Z12
+	VPDPBUSD.BCST       32(BX), Z10, Z12
+	VPDPBUSD.BCST       28(DI), Z11, Z13
+	VPDPBUSD.BCST       32(DI), Z10, Z13
+	VPDPBUSD.BCST       28(R8), Z11, Z14
+	VPDPBUSD.BCST       32(R8), Z10, Z14
+	VPDPBUSD.BCST       28(R9), Z11, Z15
+	VPDPBUSD.BCST       32(R9), Z10, Z15
+	VPDPBUSD.BCST       28(SI), Z11, Z16
+	VPDPBUSD.BCST       32(SI), Z10, Z16
+	VPDPWSSD            Z9, Z12, Z1
+	VPDPWSSD            Z9, Z13, Z2
+	VPDPWSSD            Z9, Z14, Z3
+	VPDPWSSD            Z9, Z15, Z4
+	VPDPWSSD            Z9, Z16, Z5
+	VPSRLD              $0x10, Z0, Z0
+	PREFETCHT0          2944(AX)
+	PREFETCHT0          2432(AX)
+	VMOVDQU64           576(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPBROADCASTD        328(BX), Z11
+	VPDPBUSD.BCST       36(BX), Z10, Z11
+	VPDPBUSD.BCST       40(BX), Z9, Z11
+	VPBROADCASTD        328(DI), Z12
+	VPDPBUSD.BCST       36(DI), Z10, Z12
+	VPDPBUSD.BCST       40(DI), Z9, Z12
+	VPBROADCASTD        328(R8), Z13
+	VPDPBUSD.BCST       36(R8), Z10, Z13
+	VPDPBUSD.BCST       40(R8), Z9, Z13
+	VPBROADCASTD        328(R9), Z14
+	VPDPBUSD.BCST       36(R9), Z10, Z14
+	VPDPBUSD.BCST       40(R9), Z9, Z14
+	VPBROADCASTD        328(SI), Z15
+	VPDPBUSD.BCST       36(SI), Z10, Z15
+	VPDPBUSD.BCST       40(SI), Z9, Z15
+	PREFETCHT0          3008(AX)
+	VMOVDQU64           640(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       44(BX), Z10, Z11
+	VPDPBUSD.BCST       48(BX), Z9, Z11
+	VPDPBUSD.BCST       44(DI), Z10, Z12
+	VPDPBUSD.BCST       48(DI), Z9, Z12
+	VPDPBUSD.BCST       44(R8), Z10, Z13
+	VPDPBUSD.BCST       48(R8), Z9, Z13
+	VPDPBUSD.BCST       44(R9), Z10, Z14
+	VPDPBUSD.BCST       48(R9), Z9, Z14
+	VPDPBUSD.BCST       44(SI), Z10, Z15
+	VPDPBUSD.BCST       48(SI), Z9, Z15
+	PREFETCHT0          3072(AX)
+	VMOVDQU64           704(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       52(BX), Z10, Z11
+	VPDPBUSD.BCST       56(BX), Z9, Z11
+	VPDPBUSD.BCST       52(DI), Z10, Z12
+	VPDPBUSD.BCST       56(DI), Z9, Z12
+	VPDPBUSD.BCST       52(R8), Z10, Z13
+	VPDPBUSD.BCST       56(R8), Z9, Z13
+	VPDPBUSD.BCST       52(R9), Z10, Z14
+	VPDPBUSD.BCST       56(R9), Z9, Z14
+	VPDPBUSD.BCST       52(SI), Z10, Z15
+	VPDPBUSD.BCST       56(SI), Z9, Z15
+	PREFETCHT0          3136(AX)
+	VMOVDQU64           768(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       60(BX), Z10, Z11
+	VPDPBUSD.BCST       64(BX), Z9, Z11
+	VPDPBUSD.BCST       60(DI), Z10, Z12
+	VPDPBUSD.BCST       64(DI), Z9, Z12
+	VPDPBUSD.BCST       60(R8), Z10, Z13
+	VPDPBUSD.BCST       64(R8), Z9, Z13
+	VPDPBUSD.BCST       60(R9), Z10, Z14
+	VPDPBUSD.BCST       64(R9), Z9, Z14
+	VPDPBUSD.BCST       60(SI), Z10, Z15
+	VPDPBUSD.BCST       64(SI), Z9, Z15
+	VPDPWSSD            Z0, Z11, Z1
+	VPDPWSSD            Z0, Z12, Z2
+	VPDPWSSD            Z0, Z13, Z3
+	VPDPWSSD            Z0, Z14, Z4
+	VPDPWSSD            Z0, Z15, Z5
+	VPANDD.BCST         klowword<>+0(SB), Z6, Z0
+	PREFETCHT0          3200(AX)
+	PREFETCHT0          2496(AX)
+	VMOVDQU64           832(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPBROADCASTD        332(BX), Z11
+	VPDPBUSD.BCST       68(BX), Z10, Z11
+	VPDPBUSD.BCST       72(BX), Z9, Z11
+	VPBROADCASTD        332(DI), Z12
+	VPDPBUSD.BCST       68(DI), Z10, Z12
+	VPDPBUSD.BCST       72(DI), Z9, Z12
+	VPBROADCASTD        332(R8), Z13
+	VPDPBUSD.BCST       68(R8), Z10, Z13
+	VPDPBUSD.BCST       72(R8), Z9, Z13
+	VPBROADCASTD        332(R9), Z14
+	VPDPBUSD.BCST       68(R9), Z10, Z14
+	VPDPBUSD.BCST       72(R9), Z9, Z14
+	VPBROADCASTD        332(SI), Z15
+	VPDPBUSD.BCST       68(SI), Z10, Z15
+	VPDPBUSD.BCST       72(SI), Z9, Z15
+	PREFETCHT0          3264(AX)
+	VMOVDQU64           896(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       76(BX), Z10, Z11
+	VPDPBUSD.BCST       80(BX), Z9, Z11
+	VPDPBUSD.BCST       76(DI), Z10, Z12
+	VPDPBUSD.BCST       80(DI), Z9, Z12
+	VPDPBUSD.BCST       76(R8), Z10, Z13
+	VPDPBUSD.BCST       80(R8), Z9, Z13
+	VPDPBUSD.BCST       76(R9), Z10, Z14
+	VPDPBUSD.BCST       80(R9), Z9, Z14
+	VPDPBUSD.BCST       76(SI), Z10, Z15
+	VPDPBUSD.BCST       80(SI), Z9, Z15
+	PREFETCHT0          3328(AX)
+	VMOVDQU64           960(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       84(BX), Z10, Z11
+	VPDPBUSD.BCST       88(BX), Z9, Z11
+	VPDPBUSD.BCST       84(DI), Z10, Z12
+	VPDPBUSD.BCST       88(DI), Z9, Z12
+	VPDPBUSD.BCST       84(R8), Z10, Z13
+	VPDPBUSD.BCST       88(R8), Z9, Z13
+	VPDPBUSD.BCST       84(R9), Z10, Z14
+	VPDPBUSD.BCST       88(R9), Z9, Z14
+	VPDPBUSD.BCST       84(SI), Z10, Z15
+	VPDPBUSD.BCST       88(SI), Z9, Z15
+	PREFETCHT0          3392(AX)
+	VMOVDQU64           1024(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       92(BX), Z10, Z11
+	VPDPBUSD.BCST       96(BX), Z9, Z11
+	VPDPBUSD.BCST       92(DI), Z10, Z12
+	VPDPBUSD.BCST       96(DI), Z9, Z12
+	VPDPBUSD.BCST       92(R8), Z10, Z13
+	VPDPBUSD.BCST       96(R8), Z9, Z13
+	VPDPBUSD.BCST       92(R9), Z10, Z14
+	VPDPBUSD.BCST       96(R9), Z9, Z14
+	VPDPBUSD.BCST       92(SI), Z10, Z15
+	VPDPBUSD.BCST       96(SI), Z9, Z15
+	VPDPWSSD            Z0, Z11, Z1
+	VPDPWSSD            Z0, Z12, Z2
+	VPDPWSSD            Z0, Z13, Z3
+	VPDPWSSD            Z0, Z14, Z4
+	VPDPWSSD            Z0, Z15, Z5
+	VPSRLD              $0x10, Z6, Z0
+	PREFETCHT0          3456(AX)
+	PREFETCHT0          2560(AX)
+	VMOVDQU64           1088(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPBROADCASTD        336(BX), Z10
+	VPDPBUSD.BCST       100(BX), Z9, Z10
+	VPDPBUSD.BCST       104(BX), Z6, Z10
+	VPBROADCASTD        336(DI), Z11
+	VPDPBUSD.BCST       100(DI), Z9, Z11
+	VPDPBUSD.BCST       104(DI), Z6, Z11
+	VPBROADCASTD        336(R8), Z12
+	VPDPBUSD.BCST       100(R8), Z9, Z12
+	VPDPBUSD.BCST       104(R8), Z6, Z12
+	VPBROADCASTD        336(R9), Z13
+	VPDPBUSD.BCST       100(R9), Z9, Z13
+	VPDPBUSD.BCST       104(R9), Z6, Z13
+	VPBROADCASTD        336(SI), Z14
+	VPDPBUSD.BCST       100(SI), Z9, Z14
+	VPDPBUSD.BCST       104(SI), Z6, Z14
+	PREFETCHT0          3520(AX)
+	VMOVDQU64           1152(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       108(BX), Z9, Z10
+	VPDPBUSD.BCST       112(BX), Z6, Z10
+	VPDPBUSD.BCST       108(DI), Z9, Z11
+	VPDPBUSD.BCST       112(DI), Z6, Z11
+	VPDPBUSD.BCST       108(R8), Z9, Z12
+	VPDPBUSD.BCST       112(R8), Z6, Z12
+	VPDPBUSD.BCST       108(R9), Z9, Z13
+	VPDPBUSD.BCST       112(R9), Z6, Z13
+	VPDPBUSD.BCST       108(SI), Z9, Z14
+	VPDPBUSD.BCST       112(SI), Z6, Z14
+	PREFETCHT0          3584(AX)
+	VMOVDQU64           1216(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       116(BX), Z9, Z10
+	VPDPBUSD.BCST       120(BX), Z6, Z10
+	VPDPBUSD.BCST       116(DI), Z9, Z11
+	VPDPBUSD.BCST       120(DI), Z6, Z11
+	VPDPBUSD.BCST       116(R8), Z9, Z12
+	VPDPBUSD.BCST       120(R8), Z6, Z12
+	VPDPBUSD.BCST       116(R9), Z9, Z13
+	VPDPBUSD.BCST       120(R9), Z6, Z13
+	VPDPBUSD.BCST       116(SI), Z9, Z14
+	VPDPBUSD.BCST       120(SI), Z6, Z14
+	PREFETCHT0          3648(AX)
+	VMOVDQU64           1280(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       124(BX), Z9, Z10
+	VPDPBUSD.BCST       128(BX), Z6, Z10
+	VPDPBUSD.BCST       124(DI), Z9, Z11
+	VPDPBUSD.BCST       128(DI), Z6, Z11
+	VPDPBUSD.BCST       124(R8), Z9, Z12
+	VPDPBUSD.BCST       128(R8), Z6, Z12
+	VPDPBUSD.BCST       124(R9), Z9, Z13
+	VPDPBUSD.BCST       128(R9), Z6, Z13
+	VPDPBUSD.BCST       124(SI), Z9, Z14
+	VPDPBUSD.BCST       128(SI), Z6, Z14
+	VPDPWSSD            Z0, Z10, Z1
+	VPDPWSSD            Z0, Z11, Z2
+	VPDPWSSD            Z0, Z12, Z3
+	VPDPWSSD            Z0, Z13, Z4
+	VPDPWSSD            Z0, Z14, Z5
+	VPANDD.BCST         klowword<>+0(SB), Z7, Z0
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          2624(AX)
+	VMOVDQU64           1344(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPBROADCASTD        340(BX), Z10
+	VPDPBUSD.BCST       132(BX), Z9, Z10
+	VPDPBUSD.BCST       136(BX), Z6, Z10
+	VPBROADCASTD        340(DI), Z11
+	VPDPBUSD.BCST       132(DI), Z9, Z11
+	VPDPBUSD.BCST       136(DI), Z6, Z11
+	VPBROADCASTD        340(R8), Z12
+	VPDPBUSD.BCST       132(R8), Z9, Z12
+	VPDPBUSD.BCST       136(R8), Z6, Z12
+	VPBROADCASTD        340(R9), Z13
+	VPDPBUSD.BCST       132(R9), Z9, Z13
+	VPDPBUSD.BCST       136(R9), Z6, Z13
+	VPBROADCASTD        340(SI), Z14
+	VPDPBUSD.BCST       132(SI), Z9, Z14
+	VPDPBUSD.BCST       136(SI), Z6, Z14
+	PREFETCHT0          3776(AX)
+	VMOVDQU64           1408(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       140(BX), Z9, Z10
+	VPDPBUSD.BCST       144(BX), Z6, Z10
+	VPDPBUSD.BCST       140(DI), Z9, Z11
+	VPDPBUSD.BCST       144(DI), Z6, Z11
+	VPDPBUSD.BCST       140(R8), Z9, Z12
+	VPDPBUSD.BCST       144(R8), Z6, Z12
+	VPDPBUSD.BCST       140(R9), Z9, Z13
+	VPDPBUSD.BCST       144(R9), Z6, Z13
+	VPDPBUSD.BCST       140(SI), Z9, Z14
+	VPDPBUSD.BCST       144(SI), Z6, Z14
+	PREFETCHT0          3840(AX)
+	VMOVDQU64           1472(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       148(BX), Z9, Z10
+	VPDPBUSD.BCST       152(BX), Z6, Z10
+	VPDPBUSD.BCST       148(DI), Z9, Z11
+	VPDPBUSD.BCST       152(DI), Z6, Z11
+	VPDPBUSD.BCST       148(R8), Z9, Z12
+	VPDPBUSD.BCST       152(R8), Z6, Z12
+	VPDPBUSD.BCST       148(R9), Z9, Z13
+	VPDPBUSD.BCST       152(R9), Z6, Z13
+	VPDPBUSD.BCST       148(SI), Z9, Z14
+	VPDPBUSD.BCST       152(SI), Z6, Z14
+	PREFETCHT0          3904(AX)
+	VMOVDQU64           1536(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       156(BX), Z9, Z10
+	VPDPBUSD.BCST       160(BX), Z6, Z10
+	VPDPBUSD.BCST       156(DI), Z9, Z11
+	VPDPBUSD.BCST       160(DI), Z6, Z11
+	VPDPBUSD.BCST       156(R8), Z9, Z12
+	VPDPBUSD.BCST       160(R8), Z6, Z12
+	VPDPBUSD.BCST       156(R9), Z9, Z13
+	VPDPBUSD.BCST       160(R9), Z6, Z13
+	VPDPBUSD.BCST       156(SI), Z9, Z14
+	VPDPBUSD.BCST       160(SI), Z6, Z14
+	VPDPWSSD            Z0, Z10, Z1
+	VPDPWSSD            Z0, Z11, Z2
+	VPDPWSSD            Z0, Z12, Z3
+	VPDPWSSD            Z0, Z13, Z4
+	VPDPWSSD            Z0, Z14, Z5
+	VPSRLD              $0x10, Z7, Z0
+	PREFETCHT0          3968(AX)
+	VMOVDQU64           1600(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPBROADCASTD        344(BX), Z9
+	VPDPBUSD.BCST       164(BX), Z7, Z9
+	VPDPBUSD.BCST       168(BX), Z6, Z9
+	VPBROADCASTD        344(DI), Z10
+	VPDPBUSD.BCST       164(DI), Z7, Z10
+	VPDPBUSD.BCST       168(DI), Z6, Z10
+	VPBROADCASTD        344(R8), Z11
+	VPDPBUSD.BCST       164(R8), Z7, Z11
+	VPDPBUSD.BCST       168(R8), Z6, Z11
+	VPBROADCASTD        344(R9), Z12
+	VPDPBUSD.BCST       164(R9), Z7, Z12
+	VPDPBUSD.BCST       168(R9), Z6, Z12
+	VPBROADCASTD        344(SI), Z13
+	VPDPBUSD.BCST       164(SI), Z7, Z13
+	VPDPBUSD.BCST       168(SI), Z6, Z13
+	PREFETCHT0          4032(AX)
+	VMOVDQU64           1664(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       172(BX), Z7, Z9
+	VPDPBUSD.BCST       176(BX), Z6, Z9
+	VPDPBUSD.BCST       172(DI), Z7, Z10
+	VPDPBUSD.BCST       176(DI), Z6, Z10
+	VPDPBUSD.BCST       172(R8), Z7, Z11
+	VPDPBUSD.BCST       176(R8), Z6, Z11
+	VPDPBUSD.BCST       172(R9), Z7, Z12
+	VPDPBUSD.BCST       176(R9), Z6, Z12
+	VPDPBUSD.BCST       172(SI), Z7, Z13
+	VPDPBUSD.BCST       176(SI), Z6, Z13
+	PREFETCHT0          4096(AX)
+	VMOVDQU64           1728(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       180(BX), Z7, Z9
+	VPDPBUSD.BCST       184(BX), Z6, Z9
+	VPDPBUSD.BCST       180(DI), Z7, Z10
+	VPDPBUSD.BCST       184(DI), Z6, Z10
+	VPDPBUSD.BCST       180(R8), Z7, Z11
+	VPDPBUSD.BCST       184(R8), Z6, Z11
+	VPDPBUSD.BCST       180(R9), Z7, Z12
+	VPDPBUSD.BCST       184(R9), Z6, Z12
+	VPDPBUSD.BCST       180(SI), Z7, Z13
+	VPDPBUSD.BCST       184(SI), Z6, Z13
+	PREFETCHT0          4160(AX)
+	VMOVDQU64           1792(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       188(BX), Z7, Z9
+	VPDPBUSD.BCST       192(BX), Z6, Z9
+	VPDPBUSD.BCST       188(DI), Z7, Z10
+	VPDPBUSD.BCST       192(DI), Z6, Z10
+	VPDPBUSD.BCST       188(R8), Z7, Z11
+	VPDPBUSD.BCST       192(R8), Z6, Z11
+	VPDPBUSD.BCST       188(R9), Z7, Z12
+	VPDPBUSD.BCST       192(R9), Z6, Z12
+	VPDPBUSD.BCST       188(SI), Z7, Z13
+	VPDPBUSD.BCST       192(SI), Z6, Z13
+	VPDPWSSD            Z0, Z9, Z1
+	VPDPWSSD            Z0, Z10, Z2
+	VPDPWSSD            Z0, Z11, Z3
+	VPDPWSSD            Z0, Z12, Z4
+	VPDPWSSD            Z0, Z13, Z5
+	VPANDD.BCST         klowword<>+0(SB), Z8, Z0
+	PREFETCHT0          4224(AX)
+	VMOVDQU64           1856(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPBROADCASTD        348(BX), Z9
+	VPDPBUSD.BCST       196(BX), Z7, Z9
+	VPDPBUSD.BCST       200(BX), Z6, Z9
+	VPBROADCASTD        348(DI), Z10
+	VPDPBUSD.BCST       196(DI), Z7, Z10
+	VPDPBUSD.BCST       200(DI), Z6, Z10
+	VPBROADCASTD        348(R8), Z11
+	VPDPBUSD.BCST       196(R8), Z7, Z11
+	VPDPBUSD.BCST       200(R8), Z6, Z11
+	VPBROADCASTD        348(R9), Z12
+	VPDPBUSD.BCST       196(R9), Z7, Z12
+	VPDPBUSD.BCST       200(R9), Z6, Z12
+	VPBROADCASTD        348(SI), Z13
+	VPDPBUSD.BCST       196(SI), Z7, Z13
+	VPDPBUSD.BCST       200(SI), Z6, Z13
+	PREFETCHT0          4288(AX)
+	VMOVDQU64           1920(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       204(BX), Z7, Z9
+	VPDPBUSD.BCST       208(BX), Z6, Z9
+	VPDPBUSD.BCST       204(DI), Z7, Z10
+	VPDPBUSD.BCST       208(DI), Z6, Z10
+	VPDPBUSD.BCST       204(R8), Z7, Z11
+	VPDPBUSD.BCST       208(R8), Z6, Z11
+	VPDPBUSD.BCST       204(R9), Z7, Z12
+	VPDPBUSD.BCST       208(R9), Z6, Z12
+	VPDPBUSD.BCST       204(SI), Z7, Z13
+	VPDPBUSD.BCST       208(SI), Z6, Z13
+	PREFETCHT0          4352(AX)
+	VMOVDQU64           1984(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       212(BX), Z7, Z9
+	VPDPBUSD.BCST       216(BX), Z6, Z9
+	VPDPBUSD.BCST       212(DI), Z7, Z10
+	VPDPBUSD.BCST       216(DI), Z6, Z10
+	VPDPBUSD.BCST       212(R8), Z7, Z11
+	VPDPBUSD.BCST       216(R8), Z6, Z11
+	VPDPBUSD.BCST       212(R9), Z7, Z12
+	VPDPBUSD.BCST       216(R9), Z6, Z12
+	VPDPBUSD.BCST       212(SI), Z7, Z13
+	VPDPBUSD.BCST       216(SI), Z6, Z13
+	PREFETCHT0          4416(AX)
+	VMOVDQU64           2048(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       220(BX), Z7, Z9
+	VPDPBUSD.BCST       224(BX), Z6, Z9
+	VPDPBUSD.BCST       220(DI), Z7, Z10
+	VPDPBUSD.BCST       224(DI), Z6, Z10
+	VPDPBUSD.BCST       220(R8), Z7, Z11
+	VPDPBUSD.BCST       224(R8), Z6, Z11
+	VPDPBUSD.BCST       220(R9), Z7, Z12
+	VPDPBUSD.BCST       224(R9), Z6, Z12
+	VPDPBUSD.BCST       220(SI), Z7, Z13
+	VPDPBUSD.BCST       224(SI), Z6, Z13
+	VPDPWSSD            Z0, Z9, Z1
+	VPDPWSSD            Z0, Z10, Z2
+	VPDPWSSD            Z0, Z11, Z3
+	VPDPWSSD            Z0, Z12, Z4
+	VPDPWSSD            Z0, Z13, Z5
+	VPSRLD              $0x10, Z8, Z0
+	PREFETCHT0          4480(AX)
+	VMOVDQU64           2112(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPBROADCASTD        352(BX), Z8
+	VPDPBUSD.BCST       228(BX), Z7, Z8
+	VPDPBUSD.BCST       232(BX), Z6, Z8
+	VPBROADCASTD        352(DI), Z9
+	VPDPBUSD.BCST       228(DI), Z7, Z9
+	VPDPBUSD.BCST       232(DI), Z6, Z9
+	VPBROADCASTD        352(R8), Z10
+	VPDPBUSD.BCST       228(R8), Z7, Z10
+	VPDPBUSD.BCST       232(R8), Z6, Z10
+	VPBROADCASTD        352(R9), Z11
+	VPDPBUSD.BCST       228(R9), Z7, Z11
+	VPDPBUSD.BCST       232(R9), Z6, Z11
+	VPBROADCASTD        352(SI), Z12
+	VPDPBUSD.BCST       228(SI), Z7, Z12
+	VPDPBUSD.BCST       232(SI), Z6, Z12
+	PREFETCHT0          4544(AX)
+	VMOVDQU64           2176(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       236(BX), Z7, Z8
+	VPDPBUSD.BCST       240(BX), Z6, Z8
+	VPDPBUSD.BCST       236(DI), Z7, Z9
+	VPDPBUSD.BCST       240(DI), Z6, Z9
+	VPDPBUSD.BCST       236(R8), Z7, Z10
+	VPDPBUSD.BCST       240(R8), Z6, Z10
+	VPDPBUSD.BCST       236(R9), Z7, Z11
+	VPDPBUSD.BCST       240(R9), Z6, Z11
+	VPDPBUSD.BCST       236(SI), Z7, Z12
+	VPDPBUSD.BCST       240(SI), Z6, Z12
+	PREFETCHT0          4608(AX)
+	VMOVDQU64           2240(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       244(BX), Z7, Z8
+	VPDPBUSD.BCST       248(BX), Z6, Z8
+	VPDPBUSD.BCST       244(DI), Z7, Z9
+	VPDPBUSD.BCST       248(DI), Z6, Z9
+	VPDPBUSD.BCST       244(R8), Z7, Z10
+	VPDPBUSD.BCST       248(R8), Z6, Z10
+	VPDPBUSD.BCST       244(R9), Z7, Z11
+	VPDPBUSD.BCST       248(R9), Z6, Z11
+	VPDPBUSD.BCST       244(SI), Z7, Z12
+	VPDPBUSD.BCST       248(SI), Z6, Z12
+	PREFETCHT0          4672(AX)
+	VMOVDQU64           2304(AX), Z6
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z6, Z6
+	VPDPBUSD.BCST       252(BX), Z7, Z8
+	VPDPBUSD.BCST       256(BX), Z6, Z8
+	VPDPBUSD.BCST       252(DI), Z7, Z9
+	VPDPBUSD.BCST       256(DI), Z6, Z9
+	VPDPBUSD.BCST       252(R8), Z7, Z10
+	VPDPBUSD.BCST       256(R8), Z6, Z10
+	VPDPBUSD.BCST       252(R9), Z7, Z11
+	VPDPBUSD.BCST       256(R9), Z6, Z11
+	VPDPBUSD.BCST       252(SI), Z7, Z12
+	VPDPBUSD.BCST       256(SI), Z6, Z12
+	VPDPWSSD            Z0, Z8, Z1
+	VPDPWSSD            Z0, Z9, Z2
+	VPDPWSSD            Z0, Z10, Z3
+	VPDPWSSD            Z0, Z11, Z4
+	VPDPWSSD            Z0, Z12, Z5
+	VPMOVZXBW           192(AX), Z0
+	VXORPS              Z6, Z6, Z6
+	VPDPWSSD.BCST       356(BX), Z0, Z6
+	VXORPS              Z7, Z7, Z7
+	VPDPWSSD.BCST       356(DI), Z0, Z7
+	VXORPS              Z8, Z8, Z8
+	VPDPWSSD.BCST       356(R8), Z0, Z8
+	VXORPS              Z9, Z9, Z9
+	VPDPWSSD.BCST       356(R9), Z0, Z9
+	VXORPS              Z10, Z10, Z10
+	VPDPWSSD.BCST       356(SI), Z0, Z10
+	VPMOVZXBW           224(AX), Z0
+	VPDPWSSD.BCST       360(BX), Z0, Z6
+	VPDPWSSD.BCST       360(DI), Z0, Z7
+	VPDPWSSD.BCST       360(R8), Z0, Z8
+	VPDPWSSD.BCST       360(R9), Z0, Z9
+	VPDPWSSD.BCST       360(SI), Z0, Z10
+	VPMOVZXBW           256(AX), Z0
+	VPDPWSSD.BCST       364(BX), Z0, Z6
+	VPDPWSSD.BCST       364(DI), Z0, Z7
+	VPDPWSSD.BCST       364(R8), Z0, Z8
+	VPDPWSSD.BCST       364(R9), Z0, Z9
+	VPDPWSSD.BCST       364(SI), Z0, Z10
+	VPMOVZXBW           288(AX), Z0
+	VPDPWSSD.BCST       368(BX), Z0, Z6
+	VPDPWSSD.BCST       368(DI), Z0, Z7
+	VPDPWSSD.BCST       368(R8), Z0, Z8
+	VPDPWSSD.BCST       368(R9), Z0, Z9
+	VPDPWSSD.BCST       368(SI), Z0, Z10
+	VCVTPH2PS           (AX), Z0
+	VCVTPH2PS           32(AX), Z11
+	VMOVUPS             (SP), Z13
+	VMULPS.BCST         (BX), Z0, Z12
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z12, Z13
+	VMULPS.BCST         (BX), Z11, Z12
+	VCVTDQ2PS           Z6, Z1
+	VFNMADD231PS        Z1, Z12, Z13
+	VMOVUPS             Z13, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z6
+	VMULPS.BCST         (DI), Z0, Z1
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z1, Z6
+	VMULPS.BCST         (DI), Z11, Z1
+	VCVTDQ2PS           Z7, Z2
+	VFNMADD231PS        Z2, Z1, Z6
+	VMOVUPS             Z6, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z2
+	VMULPS.BCST         (R8), Z0, Z1
+	VCVTDQ2PS           Z3, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R8), Z11, Z1
+	VCVTDQ2PS           Z8, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 128(SP)
+	ADDQ                $0x00000204, R8
+	VMOVUPS             192(SP), Z2
+	VMULPS.BCST         (R9), Z0, Z1
+	VCVTDQ2PS           Z4, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R9), Z11, Z1
+	VCVTDQ2PS           Z9, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 192(SP)
+	ADDQ                $0x00000204, R9
+	VMOVUPS             256(SP), Z1
+	VMULPS.BCST         (SI), Z0, Z0
+	VCVTDQ2PS           Z5, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMULPS.BCST         (SI), Z11, Z0
+	VCVTDQ2PS           Z10, Z2
+	VFNMADD231PS        Z2, Z0, Z1
+	VMOVUPS             Z1, 256(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000940, AX
+	DECQ                R10
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile6GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q4k16Tile6GFNI(SB), NOSPLIT, $384-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), R10
+	LEAQ    (R10)(SI*1), SI
+	MOVQ    nb+24(FP), R11
+
+blkloop:
+	TESTQ               R11, R11
+	JZ                  blkdone
+	VPMOVZXBW           64(AX), Z0
+	VXORPS              Z1, Z1, Z1
+	VPDPWSSD.BCST       372(BX), Z0, Z1
+	VXORPS              Z2, Z2, Z2
+	VPDPWSSD.BCST       372(DI), Z0, Z2
+	VXORPS              Z3, Z3, Z3
+	VPDPWSSD.BCST       372(R8), Z0, Z3
+	VXORPS              Z4, Z4, Z4
+	VPDPWSSD.BCST       372(R9), Z0, Z4
+	VXORPS              Z5, Z5, Z5
+	VPDPWSSD.BCST       372(R10), Z0, Z5
+	VXORPS              Z6, Z6, Z6
+	VPDPWSSD.BCST       372(SI), Z0, Z6
+	VPMOVZXBW           96(AX), Z7
+	VPDPWSSD.BCST       376(BX), Z7, Z1
+	VPDPWSSD.BCST       376(DI), Z7, Z2
+	VPDPWSSD.BCST       376(R8), Z7, Z3
+	VPDPWSSD.BCST       376(R9), Z7, Z4
+	VPDPWSSD.BCST       376(R10), Z7, Z5
+	VPDPWSSD.BCST       376(SI), Z7, Z6
+	VPMOVZXBW           128(AX), Z8
+	VPDPWSSD.BCST       380(BX), Z8, Z1
+	VPDPWSSD.BCST       380(DI), Z8, Z2
+	VPDPWSSD.BCST       380(R8), Z8, Z3
+	VPDPWSSD.BCST       380(R9), Z8, Z4
+	VPDPWSSD.BCST       380(R10), Z8, Z5
+	VPDPWSSD.BCST       380(SI), Z8, Z6
+	VPMOVZXBW           160(AX), Z9
+	VPDPWSSD.BCST       384(BX), Z9, Z1
+	VPDPWSSD.BCST       384(DI), Z9, Z2
+	VPDPWSSD.BCST       384(R8), Z9, Z3
+	VPDPWSSD.BCST       384(R9), Z9, Z4
+	VPDPWSSD.BCST       384(R10), Z9, Z5
+	VPDPWSSD.BCST       384(SI), Z9, Z6
+	VPANDD.BCST         klowword<>+0(SB), Z0, Z10
+	PREFETCHT0          2688(AX)
+	PREFETCHT0          2368(AX)
+	VMOVDQU64           320(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPBROADCASTD        324(BX), Z13
+	VPDPBUSD.BCST       4(BX), Z12, Z13
+	VPDPBUSD.BCST       8(BX), Z11, Z13
+	VPBROADCASTD        324(DI), Z14
+	VPDPBUSD.BCST       4(DI), Z12, Z14
+	VPDPBUSD.BCST       8(DI), Z11, Z14
+	VPBROADCASTD        324(R8), Z15
+	VPDPBUSD.BCST       4(R8), Z12, Z15
+	VPDPBUSD.BCST       8(R8), Z11, Z15
+	VPBROADCASTD        324(R9), Z16
+	VPDPBUSD.BCST       4(R9), Z12, Z16
+	VPDPBUSD.BCST       8(R9), Z11, Z16
+	VPBROADCASTD        324(R10), Z17
+	VPDPBUSD.BCST       4(R10), Z12, Z17
+	VPDPBUSD.BCST       8(R10), Z11, Z17
+	VPBROADCASTD        324(SI), Z18
+	VPDPBUSD.BCST       4(SI), Z12, Z18
+	VPDPBUSD.BCST       8(SI), Z11, Z18
+	PREFETCHT0          2752(AX)
+	VMOVDQU64           384(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST       12(BX), Z12, Z13
+	VPDPBUSD.BCST       16(BX), Z11, Z13
+	VPDPBUSD.BCST       12(DI), Z12, Z14
+	VPDPBUSD.BCST       16(DI), Z11, Z14
+	VPDPBUSD.BCST       12(R8), Z12, Z15
+	VPDPBUSD.BCST       16(R8), Z11, Z15
+	VPDPBUSD.BCST       12(R9), Z12, Z16
+	VPDPBUSD.BCST       16(R9), Z11, Z16
+	VPDPBUSD.BCST       12(R10), Z12, Z17
+	VPDPBUSD.BCST       16(R10), Z11, Z17
+	VPDPBUSD.BCST       12(SI), Z12, Z18
+	VPDPBUSD.BCST       16(SI), Z11, Z18
+	PREFETCHT0          2816(AX)
+	VMOVDQU64           448(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST       20(BX), Z12, Z13
+	VPDPBUSD.BCST       24(BX), Z11, Z13
+	VPDPBUSD.BCST       20(DI), Z12, Z14
+	VPDPBUSD.BCST       24(DI), Z11, Z14
+	VPDPBUSD.BCST       20(R8), Z12, Z15
+	VPDPBUSD.BCST       24(R8), Z11, Z15
+	VPDPBUSD.BCST       20(R9), Z12, Z16
+	VPDPBUSD.BCST       24(R9), Z11, Z16
+	VPDPBUSD.BCST       20(R10), Z12, Z17
+	VPDPBUSD.BCST       24(R10), Z11, Z17
+	VPDPBUSD.BCST       20(SI), Z12, Z18
+	VPDPBUSD.BCST       24(SI), Z11, Z18
+	PREFETCHT0          2880(AX)
+	VMOVDQU64           512(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST       28(BX), Z12, Z13
+	VPDPBUSD.BCST       32(BX), Z11, Z13
+	VPDPBUSD.BCST       28(DI), Z12, Z14
+	VPDPBUSD.BCST       32(DI), Z11, Z14
+	VPDPBUSD.BCST       28(R8), Z12, Z15
+	VPDPBUSD.BCST       32(R8), Z11, Z15
+	VPDPBUSD.BCST       28(R9), Z12, Z16
+	VPDPBUSD.BCST       32(R9), Z11, Z16
+	VPDPBUSD.BCST       28(R10), Z12, Z17
+	VPDPBUSD.BCST       32(R10), Z11, Z17
+	VPDPBUSD.BCST       28(SI), Z12, Z18
+	VPDPBUSD.BCST       32(SI), Z11, Z18
+	VPDPWSSD            Z10, Z13, Z1
+	VPDPWSSD            Z10, Z14, Z2
+	VPDPWSSD            Z10, Z15, Z3
+	VPDPWSSD            Z10, Z16, Z4
+	VPDPWSSD            Z10, Z17, Z5
+	VPDPWSSD            Z10, Z18, Z6
+	VPSRLD              $0x10, Z0, Z0
+	PREFETCHT0          2944(AX)
+	PREFETCHT0          2432(AX)
+	VMOVDQU64           576(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPBROADCASTD        328(BX), Z12
+	VPDPBUSD.BCST       36(BX), Z11, Z12
+	VPDPBUSD.BCST       40(BX), Z10, Z12
+	VPBROADCASTD        328(DI), Z13
+	VPDPBUSD.BCST       36(DI), Z11, Z13
+	VPDPBUSD.BCST       40(DI), Z10, Z13
+	VPBROADCASTD        328(R8), Z14
+	VPDPBUSD.BCST       36(R8), Z11, Z14
+	VPDPBUSD.BCST       40(R8), Z10, Z14
+	VPBROADCASTD        328(R9), Z15
+	VPDPBUSD.BCST       36(R9), Z11, Z15
+	VPDPBUSD.BCST       40(R9), Z10, Z15
+	VPBROADCASTD        328(R10), Z16
+	VPDPBUSD.BCST       36(R10), Z11, Z16
+	VPDPBUSD.BCST       40(R10), Z10, Z16
+	VPBROADCASTD        328(SI), Z17
+	VPDPBUSD.BCST       36(SI), Z11, Z17
+	VPDPBUSD.BCST       40(SI), Z10, Z17
+	PREFETCHT0          3008(AX)
+	VMOVDQU64           640(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST       44(BX), Z11, Z12
+	VPDPBUSD.BCST       48(BX), Z10, Z12
+	VPDPBUSD.BCST       44(DI), Z11, Z13
+	VPDPBUSD.BCST       48(DI), Z10, Z13
+	VPDPBUSD.BCST       44(R8), Z11, Z14
+	VPDPBUSD.BCST       48(R8), Z10, Z14
+	VPDPBUSD.BCST       44(R9), Z11, Z15
+	VPDPBUSD.BCST       48(R9), Z10, Z15
+	VPDPBUSD.BCST       44(R10), Z11, Z16
+	VPDPBUSD.BCST       48(R10), Z10, Z16
+	VPDPBUSD.BCST       44(SI), Z11, Z17
+	VPDPBUSD.BCST       48(SI), Z10, Z17
+	PREFETCHT0          3072(AX)
+	VMOVDQU64           704(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST       52(BX), Z11, Z12
+	VPDPBUSD.BCST       56(BX), Z10, Z12
+	VPDPBUSD.BCST       52(DI), Z11, Z13
+	VPDPBUSD.BCST       56(DI), Z10, Z13
+	VPDPBUSD.BCST       52(R8), Z11, Z14
+	VPDPBUSD.BCST       56(R8), Z10, Z14
+	VPDPBUSD.BCST       52(R9), Z11, Z15
+	VPDPBUSD.BCST       56(R9), Z10, Z15
+	VPDPBUSD.BCST       52(R10), Z11, Z16
+	VPDPBUSD.BCST       56(R10), Z10, Z16
+	VPDPBUSD.BCST       52(SI), Z11, Z17
+	VPDPBUSD.BCST       56(SI), Z10, Z17
+	PREFETCHT0          3136(AX)
+	VMOVDQU64           768(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST       60(BX), Z11, Z12
+	VPDPBUSD.BCST       64(BX), Z10, Z12
+	VPDPBUSD.BCST       60(DI), Z11, Z13
+	VPDPBUSD.BCST       64(DI), Z10, Z13
+	VPDPBUSD.BCST       60(R8), Z11, Z14
+	VPDPBUSD.BCST       64(R8), Z10, Z14
+	VPDPBUSD.BCST       60(R9), Z11, Z15
+	VPDPBUSD.BCST       64(R9), Z10, Z15
+	VPDPBUSD.BCST       60(R10), Z11, Z16
+	VPDPBUSD.BCST       64(R10), Z10, Z16
+	VPDPBUSD.BCST       60(SI), Z11, Z17
+	VPDPBUSD.BCST       64(SI), Z10, Z17
+	VPDPWSSD            Z0, Z12, Z1
+	VPDPWSSD            Z0, Z13, Z2
+	VPDPWSSD            Z0, Z14, Z3
+	VPDPWSSD            Z0, Z15, Z4
+	VPDPWSSD            Z0, Z16, Z5
+	VPDPWSSD            Z0, Z17, Z6
+	VPANDD.BCST         klowword<>+0(SB), Z7, Z0
+	PREFETCHT0          3200(AX)
+	PREFETCHT0          2496(AX)
+	VMOVDQU64           832(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPBROADCASTD        332(BX), Z12
+	VPDPBUSD.BCST       68(BX), Z11, Z12
+	VPDPBUSD.BCST       72(BX), Z10, Z12
+	VPBROADCASTD        332(DI), Z13
+	VPDPBUSD.BCST       68(DI), Z11, Z13
+	VPDPBUSD.BCST       72(DI), Z10, Z13
+	VPBROADCASTD        332(R8), Z14
+	VPDPBUSD.BCST       68(R8), Z11, Z14
+	VPDPBUSD.BCST       72(R8), Z10, Z14
+	VPBROADCASTD        332(R9), Z15
+	VPDPBUSD.BCST       68(R9), Z11, Z15
+	VPDPBUSD.BCST       72(R9), Z10, Z15
+	VPBROADCASTD        332(R10), Z16
+	VPDPBUSD.BCST       68(R10), Z11, Z16
+	VPDPBUSD.BCST       72(R10), Z10, Z16
+	VPBROADCASTD        332(SI), Z17
+	VPDPBUSD.BCST       68(SI), Z11, Z17
+	VPDPBUSD.BCST       72(SI), Z10, Z17
+	PREFETCHT0          3264(AX)
+	VMOVDQU64           896(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST       76(BX), Z11, Z12
+	VPDPBUSD.BCST       80(BX), Z10, Z12
+	VPDPBUSD.BCST       76(DI), Z11, Z13
+	VPDPBUSD.BCST       80(DI), Z10, Z13
+	VPDPBUSD.BCST       76(R8), Z11, Z14
+	VPDPBUSD.BCST       80(R8), Z10, Z14
+	VPDPBUSD.BCST       76(R9), Z11, Z15
+	VPDPBUSD.BCST       80(R9), Z10, Z15
+	VPDPBUSD.BCST       76(R10), Z11, Z16
+	VPDPBUSD.BCST       80(R10), Z10, Z16
+	VPDPBUSD.BCST       76(SI), Z11, Z17
+	VPDPBUSD.BCST       80(SI), Z10, Z17
+	PREFETCHT0          3328(AX)
+	VMOVDQU64           960(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST       84(BX), Z11, Z12
+	VPDPBUSD.BCST       88(BX), Z10, Z12
+	VPDPBUSD.BCST       84(DI), Z11, Z13
+	VPDPBUSD.BCST       88(DI), Z10, Z13
+	VPDPBUSD.BCST       84(R8), Z11, Z14
+	VPDPBUSD.BCST       88(R8), Z10, Z14
+	VPDPBUSD.BCST       84(R9), Z11, Z15
+	VPDPBUSD.BCST       88(R9), Z10, Z15
+	VPDPBUSD.BCST       84(R10), Z11, Z16
+	VPDPBUSD.BCST       88(R10), Z10, Z16
+	VPDPBUSD.BCST       84(SI), Z11, Z17
+	VPDPBUSD.BCST       88(SI), Z10, Z17
+	PREFETCHT0          3392(AX)
+	VMOVDQU64           1024(AX), Z10
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z10, Z10
+	VPDPBUSD.BCST       92(BX), Z11, Z12
+	VPDPBUSD.BCST       96(BX), Z10, Z12
+	VPDPBUSD.BCST       92(DI), Z11, Z13
+	VPDPBUSD.BCST       96(DI), Z10, Z13
+	VPDPBUSD.BCST       92(R8), Z11, Z14
+	VPDPBUSD.BCST       96(R8), Z10, Z14
+	VPDPBUSD.BCST       92(R9), Z11, Z15
+	VPDPBUSD.BCST       96(R9), Z10, Z15
+	VPDPBUSD.BCST       92(R10), Z11, Z16
+	VPDPBUSD.BCST       96(R10), Z10, Z16
+	VPDPBUSD.BCST       92(SI), Z11, Z17
+	VPDPBUSD.BCST       96(SI), Z10, Z17
+	VPDPWSSD            Z0, Z12, Z1
+	VPDPWSSD            Z0, Z13, Z2
+	VPDPWSSD            Z0, Z14, Z3
+	VPDPWSSD            Z0, Z15, Z4
+	VPDPWSSD            Z0, Z16, Z5
+	VPDPWSSD            Z0, Z17, Z6
+	VPSRLD              $0x10, Z7, Z0
+	PREFETCHT0          3456(AX)
+	PREFETCHT0          2560(AX)
+	VMOVDQU64           1088(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPBROADCASTD        336(BX), Z11
+	VPDPBUSD.BCST       100(BX), Z10, Z11
+	VPDPBUSD.BCST       104(BX), Z7, Z11
+	VPBROADCASTD        336(DI), Z12
+	VPDPBUSD.BCST       100(DI), Z10, Z12
+	VPDPBUSD.BCST       104(DI), Z7, Z12
+	VPBROADCASTD        336(R8), Z13
+	VPDPBUSD.BCST       100(R8), Z10, Z13
+	VPDPBUSD.BCST       104(R8), Z7, Z13
+	VPBROADCASTD        336(R9), Z14
+	VPDPBUSD.BCST       100(R9), Z10, Z14
+	VPDPBUSD.BCST       104(R9), Z7, Z14
+	VPBROADCASTD        336(R10), Z15
+	VPDPBUSD.BCST       100(R10), Z10, Z15
+	VPDPBUSD.BCST       104(R10), Z7, Z15
+	VPBROADCASTD        336(SI), Z16
+	VPDPBUSD.BCST       100(SI), Z10, Z16
+	VPDPBUSD.BCST       104(SI), Z7, Z16
+	PREFETCHT0          3520(AX)
+	VMOVDQU64           1152(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       108(BX), Z10, Z11
+	VPDPBUSD.BCST       112(BX), Z7, Z11
+	VPDPBUSD.BCST       108(DI), Z10, Z12
+	VPDPBUSD.BCST       112(DI), Z7, Z12
+	VPDPBUSD.BCST       108(R8), Z10, Z13
+	VPDPBUSD.BCST       112(R8), Z7, Z13
+	VPDPBUSD.BCST       108(R9), Z10, Z14
+	VPDPBUSD.BCST       112(R9), Z7, Z14
+	VPDPBUSD.BCST       108(R10), Z10, Z15
+	VPDPBUSD.BCST       112(R10), Z7, Z15
+	VPDPBUSD.BCST       108(SI), Z10, Z16
+	VPDPBUSD.BCST       112(SI), Z7, Z16
+	PREFETCHT0          3584(AX)
+	VMOVDQU64           1216(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       116(BX), Z10, Z11
+	VPDPBUSD.BCST       120(BX), Z7, Z11
+	VPDPBUSD.BCST       116(DI), Z10, Z12
+	VPDPBUSD.BCST       120(DI), Z7, Z12
+	VPDPBUSD.BCST       116(R8), Z10, Z13
+	VPDPBUSD.BCST       120(R8), Z7, Z13
+	VPDPBUSD.BCST       116(R9), Z10, Z14
+	VPDPBUSD.BCST       120(R9), Z7, Z14
+	VPDPBUSD.BCST       116(R10), Z10, Z15
+	VPDPBUSD.BCST       120(R10), Z7, Z15
+	VPDPBUSD.BCST       116(SI), Z10, Z16
+	VPDPBUSD.BCST       120(SI), Z7, Z16
+	PREFETCHT0          3648(AX)
+	VMOVDQU64           1280(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       124(BX), Z10, Z11
+	VPDPBUSD.BCST       128(BX), Z7, Z11
+	VPDPBUSD.BCST       124(DI), Z10, Z12
+	VPDPBUSD.BCST       128(DI), Z7, Z12
+	VPDPBUSD.BCST       124(R8), Z10, Z13
+	VPDPBUSD.BCST       128(R8), Z7, Z13
+	VPDPBUSD.BCST       124(R9), Z10, Z14
+	VPDPBUSD.BCST       128(R9), Z7, Z14
+	VPDPBUSD.BCST       124(R10), Z10, Z15
+	VPDPBUSD.BCST       128(R10), Z7, Z15
+	VPDPBUSD.BCST       124(SI), Z10, Z16
+	VPDPBUSD.BCST       128(SI), Z7, Z16
+	VPDPWSSD            Z0, Z11, Z1
+	VPDPWSSD            Z0, Z12, Z2
+	VPDPWSSD            Z0, Z13, Z3
+	VPDPWSSD            Z0, Z14, Z4
+	VPDPWSSD            Z0, Z15, Z5
+	VPDPWSSD            Z0, Z16, Z6
+	VPANDD.BCST         klowword<>+0(SB), Z8, Z0
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          2624(AX)
+	VMOVDQU64           1344(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPBROADCASTD        340(BX), Z11
+	VPDPBUSD.BCST       132(BX), Z10, Z11
+	VPDPBUSD.BCST       136(BX), Z7, Z11
+	VPBROADCASTD        340(DI), Z12
+	VPDPBUSD.BCST       132(DI), Z10, Z12
+	VPDPBUSD.BCST       136(DI), Z7, Z12
+	VPBROADCASTD        340(R8), Z13
+	VPDPBUSD.BCST       132(R8), Z10, Z13
+	VPDPBUSD.BCST       136(R8), Z7, Z13
+	VPBROADCASTD        340(R9), Z14
+	VPDPBUSD.BCST       132(R9), Z10, Z14
+	VPDPBUSD.BCST       136(R9), Z7, Z14
+	VPBROADCASTD        340(R10), Z15
+	VPDPBUSD.BCST       132(R10), Z10, Z15
+	VPDPBUSD.BCST       136(R10), Z7, Z15
+	VPBROADCASTD        340(SI), Z16
+	VPDPBUSD.BCST       132(SI), Z10, Z16
+	VPDPBUSD.BCST       136(SI), Z7, Z16
+	PREFETCHT0          3776(AX)
+	VMOVDQU64           1408(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       140(BX), Z10, Z11
+	VPDPBUSD.BCST       144(BX), Z7, Z11
+	VPDPBUSD.BCST       140(DI), Z10, Z12
+	VPDPBUSD.BCST       144(DI), Z7, Z12
+	VPDPBUSD.BCST       140(R8), Z10, Z13
+	VPDPBUSD.BCST       144(R8), Z7, Z13
+	VPDPBUSD.BCST       140(R9), Z10, Z14
+	VPDPBUSD.BCST       144(R9), Z7, Z14
+	VPDPBUSD.BCST       140(R10), Z10, Z15
+	VPDPBUSD.BCST       144(R10), Z7, Z15
+	VPDPBUSD.BCST       140(SI), Z10, Z16
+	VPDPBUSD.BCST       144(SI), Z7, Z16
+	PREFETCHT0          3840(AX)
+	VMOVDQU64           1472(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       148(BX), Z10, Z11
+	VPDPBUSD.BCST       152(BX), Z7, Z11
+	VPDPBUSD.BCST       148(DI), Z10, Z12
+	VPDPBUSD.BCST       152(DI), Z7, Z12
+	VPDPBUSD.BCST       148(R8), Z10, Z13
+	VPDPBUSD.BCST       152(R8), Z7, Z13
+	VPDPBUSD.BCST       148(R9), Z10, Z14
+	VPDPBUSD.BCST       152(R9), Z7, Z14
+	VPDPBUSD.BCST       148(R10), Z10, Z15
+	VPDPBUSD.BCST       152(R10), Z7, Z15
+	VPDPBUSD.BCST       148(SI), Z10, Z16
+	VPDPBUSD.BCST       152(SI), Z7, Z16
+	PREFETCHT0          3904(AX)
+	VMOVDQU64           1536(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       156(BX), Z10, Z11
+	VPDPBUSD.BCST       160(BX), Z7, Z11
+	VPDPBUSD.BCST       156(DI), Z10, Z12
+	VPDPBUSD.BCST       160(DI), Z7, Z12
+	VPDPBUSD.BCST       156(R8), Z10, Z13
+	VPDPBUSD.BCST       160(R8), Z7, Z13
+	VPDPBUSD.BCST       156(R9), Z10, Z14
+	VPDPBUSD.BCST       160(R9), Z7, Z14
+	VPDPBUSD.BCST       156(R10), Z10, Z15
+	VPDPBUSD.BCST       160(R10), Z7, Z15
+	VPDPBUSD.BCST       156(SI), Z10, Z16
+	VPDPBUSD.BCST       160(SI), Z7, Z16
+	VPDPWSSD            Z0, Z11, Z1
+	VPDPWSSD            Z0, Z12, Z2
+	VPDPWSSD            Z0, Z13, Z3
+	VPDPWSSD            Z0, Z14, Z4
+	VPDPWSSD            Z0, Z15, Z5
+	VPDPWSSD            Z0, Z16, Z6
+	VPSRLD              $0x10, Z8, Z0
+	PREFETCHT0          3968(AX)
+	VMOVDQU64           1600(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPBROADCASTD        344(BX), Z10
+	VPDPBUSD.BCST       164(BX), Z8, Z10
+	VPDPBUSD.BCST       168(BX), Z7, Z10
+	VPBROADCASTD        344(DI), Z11
+	VPDPBUSD.BCST       164(DI), Z8, Z11
+	VPDPBUSD.BCST       168(DI), Z7, Z11
+	VPBROADCASTD        344(R8), Z12
+	VPDPBUSD.BCST       164(R8), Z8, Z12
+	VPDPBUSD.BCST       168(R8), Z7, Z12
+	VPBROADCASTD        344(R9), Z13
+	VPDPBUSD.BCST       164(R9), Z8, Z13
+	VPDPBUSD.BCST       168(R9), Z7, Z13
+	VPBROADCASTD        344(R10), Z14
+	VPDPBUSD.BCST       164(R10), Z8, Z14
+	VPDPBUSD.BCST       168(R10), Z7, Z14
+	VPBROADCASTD        344(SI), Z15
+	VPDPBUSD.BCST       164(SI), Z8, Z15
+	VPDPBUSD.BCST       168(SI), Z7, Z15
+	PREFETCHT0          4032(AX)
+	VMOVDQU64           1664(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       172(BX), Z8, Z10
+	VPDPBUSD.BCST       176(BX), Z7, Z10
+	VPDPBUSD.BCST       172(DI), Z8, Z11
+	VPDPBUSD.BCST       176(DI), Z7, Z11
+	VPDPBUSD.BCST       172(R8), Z8, Z12
+	VPDPBUSD.BCST       176(R8), Z7, Z12
+	VPDPBUSD.BCST       172(R9), Z8, Z13
+	VPDPBUSD.BCST       176(R9), Z7, Z13
+	VPDPBUSD.BCST       172(R10), Z8, Z14
+	VPDPBUSD.BCST       176(R10), Z7, Z14
+	VPDPBUSD.BCST       172(SI), Z8, Z15
+	VPDPBUSD.BCST       176(SI), Z7, Z15
+	PREFETCHT0          4096(AX)
+	VMOVDQU64           1728(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       180(BX), Z8, Z10
+	VPDPBUSD.BCST       184(BX), Z7, Z10
+	VPDPBUSD.BCST       180(DI), Z8, Z11
+	VPDPBUSD.BCST       184(DI), Z7, Z11
+	VPDPBUSD.BCST       180(R8), Z8, Z12
+	VPDPBUSD.BCST       184(R8), Z7, Z12
+	VPDPBUSD.BCST       180(R9), Z8, Z13
+	VPDPBUSD.BCST       184(R9), Z7, Z13
+	VPDPBUSD.BCST       180(R10), Z8, Z14
+	VPDPBUSD.BCST       184(R10), Z7, Z14
+	VPDPBUSD.BCST       180(SI), Z8, Z15
+	VPDPBUSD.BCST       184(SI), Z7, Z15
+	PREFETCHT0          4160(AX)
+	VMOVDQU64           1792(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       188(BX), Z8, Z10
+	VPDPBUSD.BCST       192(BX), Z7, Z10
+	VPDPBUSD.BCST       188(DI), Z8, Z11
+	VPDPBUSD.BCST       192(DI), Z7, Z11
+	VPDPBUSD.BCST       188(R8), Z8, Z12
+	VPDPBUSD.BCST       192(R8), Z7, Z12
+	VPDPBUSD.BCST       188(R9), Z8, Z13
+	VPDPBUSD.BCST       192(R9), Z7, Z13
+	VPDPBUSD.BCST       188(R10), Z8, Z14
+	VPDPBUSD.BCST       192(R10), Z7, Z14
+	VPDPBUSD.BCST       188(SI), Z8, Z15
+	VPDPBUSD.BCST       192(SI), Z7, Z15
+	VPDPWSSD            Z0, Z10, Z1
+	VPDPWSSD            Z0, Z11, Z2
+	VPDPWSSD            Z0, Z12, Z3
+	VPDPWSSD            Z0, Z13, Z4
+	VPDPWSSD            Z0, Z14, Z5
+	VPDPWSSD            Z0, Z15, Z6
+	VPANDD.BCST         klowword<>+0(SB), Z9, Z0
+	PREFETCHT0          4224(AX)
+	VMOVDQU64           1856(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPBROADCASTD        348(BX), Z10
+	VPDPBUSD.BCST       196(BX), Z8, Z10
+	VPDPBUSD.BCST       200(BX), Z7, Z10
+	VPBROADCASTD        348(DI), Z11
+	VPDPBUSD.BCST       196(DI), Z8, Z11
+	VPDPBUSD.BCST       200(DI), Z7, Z11
+	VPBROADCASTD        348(R8), Z12
+	VPDPBUSD.BCST       196(R8), Z8, Z12
+	VPDPBUSD.BCST       200(R8), Z7, Z12
+	VPBROADCASTD        348(R9), Z13
+	VPDPBUSD.BCST       196(R9), Z8, Z13
+	VPDPBUSD.BCST       200(R9), Z7, Z13
+	VPBROADCASTD        348(R10), Z14
+	VPDPBUSD.BCST       196(R10), Z8, Z14
+	VPDPBUSD.BCST       200(R10), Z7, Z14
+	VPBROADCASTD        348(SI), Z15
+	VPDPBUSD.BCST       196(SI), Z8, Z15
+	VPDPBUSD.BCST       200(SI), Z7, Z15
+	PREFETCHT0          4288(AX)
+	VMOVDQU64           1920(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       204(BX), Z8, Z10
+	VPDPBUSD.BCST       208(BX), Z7, Z10
+	VPDPBUSD.BCST       204(DI), Z8, Z11
+	VPDPBUSD.BCST       208(DI), Z7, Z11
+	VPDPBUSD.BCST       204(R8), Z8, Z12
+	VPDPBUSD.BCST       208(R8), Z7, Z12
+	VPDPBUSD.BCST       204(R9), Z8, Z13
+	VPDPBUSD.BCST       208(R9), Z7, Z13
+	VPDPBUSD.BCST       204(R10), Z8, Z14
+	VPDPBUSD.BCST       208(R10), Z7, Z14
+	VPDPBUSD.BCST       204(SI), Z8, Z15
+	VPDPBUSD.BCST       208(SI), Z7, Z15
+	PREFETCHT0          4352(AX)
+	VMOVDQU64           1984(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       212(BX), Z8, Z10
+	VPDPBUSD.BCST       216(BX), Z7, Z10
+	VPDPBUSD.BCST       212(DI), Z8, Z11
+	VPDPBUSD.BCST       216(DI), Z7, Z11
+	VPDPBUSD.BCST       212(R8), Z8, Z12
+	VPDPBUSD.BCST       216(R8), Z7, Z12
+	VPDPBUSD.BCST       212(R9), Z8, Z13
+	VPDPBUSD.BCST       216(R9), Z7, Z13
+	VPDPBUSD.BCST       212(R10), Z8, Z14
+	VPDPBUSD.BCST       216(R10), Z7, Z14
+	VPDPBUSD.BCST       212(SI), Z8, Z15
+	VPDPBUSD.BCST       216(SI), Z7, Z15
+	PREFETCHT0          4416(AX)
+	VMOVDQU64           2048(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       220(BX), Z8, Z10
+	VPDPBUSD.BCST       224(BX), Z7, Z10
+	VPDPBUSD.BCST       220(DI), Z8, Z11
+	VPDPBUSD.BCST       224(DI), Z7, Z11
+	VPDPBUSD.BCST       220(R8), Z8, Z12
+	VPDPBUSD.BCST       224(R8), Z7, Z12
+	VPDPBUSD.BCST       220(R9), Z8, Z13
+	VPDPBUSD.BCST       224(R9), Z7, Z13
+	VPDPBUSD.BCST       220(R10), Z8, Z14
+	VPDPBUSD.BCST       224(R10), Z7, Z14
+	VPDPBUSD.BCST       220(SI), Z8, Z15
+	VPDPBUSD.BCST       224(SI), Z7, Z15
+	VPDPWSSD            Z0, Z10, Z1
+	VPDPWSSD            Z0, Z11, Z2
+	VPDPWSSD            Z0, Z12, Z3
+	VPDPWSSD            Z0, Z13, Z4
+	VPDPWSSD            Z0, Z14, Z5
+	VPDPWSSD            Z0, Z15, Z6
+	VPSRLD              $0x10, Z9, Z0
+	PREFETCHT0          4480(AX)
+	VMOVDQU64           2112(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPBROADCASTD        352(BX), Z9
+	VPDPBUSD.BCST       228(BX), Z8, Z9
+	VPDPBUSD.BCST       232(BX), Z7, Z9
+	VPBROADCASTD        352(DI), Z10
+	VPDPBUSD.BCST       228(DI), Z8, Z10
+	VPDPBUSD.BCST       232(DI), Z7, Z10
+	VPBROADCASTD        352(R8), Z11
+	VPDPBUSD.BCST       228(R8), Z8, Z11
+	VPDPBUSD.BCST       232(R8), Z7, Z11
+	VPBROADCASTD        352(R9), Z12
+	VPDPBUSD.BCST       228(R9), Z8, Z12
+	VPDPBUSD.BCST       232(R9), Z7, Z12
+	VPBROADCASTD        352(R10), Z13
+	VPDPBUSD.BCST       228(R10), Z8, Z13
+	VPDPBUSD.BCST       232(R10), Z7, Z13
+	VPBROADCASTD        352(SI), Z14
+	VPDPBUSD.BCST       228(SI), Z8, Z14
+	VPDPBUSD.BCST       232(SI), Z7, Z14
+	PREFETCHT0          4544(AX)
+	VMOVDQU64           2176(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       236(BX), Z8, Z9
+	VPDPBUSD.BCST       240(BX), Z7, Z9
+	VPDPBUSD.BCST       236(DI), Z8, Z10
+	VPDPBUSD.BCST       240(DI), Z7, Z10
+	VPDPBUSD.BCST       236(R8), Z8, Z11
+	VPDPBUSD.BCST       240(R8), Z7, Z11
+	VPDPBUSD.BCST       236(R9), Z8, Z12
+	VPDPBUSD.BCST       240(R9), Z7, Z12
+	VPDPBUSD.BCST       236(R10), Z8, Z13
+	VPDPBUSD.BCST       240(R10), Z7, Z13
+	VPDPBUSD.BCST       236(SI), Z8, Z14
+	VPDPBUSD.BCST       240(SI), Z7, Z14
+	PREFETCHT0          4608(AX)
+	VMOVDQU64           2240(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       244(BX), Z8, Z9
+	VPDPBUSD.BCST       248(BX), Z7, Z9
+	VPDPBUSD.BCST       244(DI), Z8, Z10
+	VPDPBUSD.BCST       248(DI), Z7, Z10
+	VPDPBUSD.BCST       244(R8), Z8, Z11
+	VPDPBUSD.BCST       248(R8), Z7, Z11
+	VPDPBUSD.BCST       244(R9), Z8, Z12
+	VPDPBUSD.BCST       248(R9), Z7, Z12
+	VPDPBUSD.BCST       244(R10), Z8, Z13
+	VPDPBUSD.BCST       248(R10), Z7, Z13
+	VPDPBUSD.BCST       244(SI), Z8, Z14
+	VPDPBUSD.BCST       248(SI), Z7, Z14
+	PREFETCHT0          4672(AX)
+	VMOVDQU64           2304(AX), Z7
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z7, Z7
+	VPDPBUSD.BCST       252(BX), Z8, Z9
+	VPDPBUSD.BCST       256(BX), Z7, Z9
+	VPDPBUSD.BCST       252(DI), Z8, Z10
+	VPDPBUSD.BCST       256(DI), Z7, Z10
+	VPDPBUSD.BCST       252(R8), Z8, Z11
+	VPDPBUSD.BCST       256(R8), Z7, Z11
+	VPDPBUSD.BCST       252(R9), Z8, Z12
+	VPDPBUSD.BCST       256(R9), Z7, Z12
+	VPDPBUSD.BCST       252(R10), Z8, Z13
+	VPDPBUSD.BCST       256(R10), Z7, Z13
+	VPDPBUSD.BCST       252(SI), Z8, Z14
+	VPDPBUSD.BCST       256(SI), Z7, Z14
+	VPDPWSSD            Z0, Z9, Z1
+	VPDPWSSD            Z0, Z10, Z2
+	VPDPWSSD            Z0, Z11, Z3
+	VPDPWSSD            Z0, Z12, Z4
+	VPDPWSSD            Z0, Z13, Z5
+	VPDPWSSD            Z0, Z14, Z6
+	VPMOVZXBW           192(AX), Z0
+	VXORPS              Z7, Z7, Z7
+	VPDPWSSD.BCST       356(BX), Z0, Z7
+	VXORPS              Z8, Z8, Z8
+	VPDPWSSD.BCST       356(DI), Z0, Z8
+	VXORPS              Z9, Z9, Z9
+	VPDPWSSD.BCST       356(R8), Z0, Z9
+	VXORPS              Z10, Z10, Z10
+	VPDPWSSD.BCST       356(R9), Z0, Z10
+	VXORPS              Z11, Z11, Z11
+	VPDPWSSD.BCST       356(R10), Z0, Z11
+	VXORPS              Z12, Z12, Z12
+	VPDPWSSD.BCST       356(SI), Z0, Z12
+	VPMOVZXBW           224(AX), Z0
+	VPDPWSSD.BCST       360(BX), Z0, Z7
+	VPDPWSSD.BCST       360(DI), Z0, Z8
+	VPDPWSSD.BCST       360(R8), Z0, Z9
+	VPDPWSSD.BCST       360(R9), Z0, Z10
+	VPDPWSSD.BCST       360(R10), Z0, Z11
+	VPDPWSSD.BCST       360(SI), Z0, Z12
+	VPMOVZXBW           256(AX), Z0
+	VPDPWSSD.BCST       364(BX), Z0, Z7
+	VPDPWSSD.BCST       364(DI), Z0, Z8
+	VPDPWSSD.BCST       364(R8), Z0, Z9
+	VPDPWSSD.BCST       364(R9), Z0, Z10
+	VPDPWSSD.BCST       364(R10), Z0, Z11
+	VPDPWSSD.BCST       364(SI), Z0, Z12
+	VPMOVZXBW           288(AX), Z0
+	VPDPWSSD.BCST       368(BX), Z0, Z7
+	VPDPWSSD.BCST       368(DI), Z0, Z8
+	VPDPWSSD.BCST       368(R8), Z0, Z9
+	VPDPWSSD.BCST       368(R9), Z0, Z10
+	VPDPWSSD.BCST       368(R10), Z0, Z11
+	VPDPWSSD.BCST       368(SI), Z0, Z12
+	VCVTPH2PS           (AX), Z0
+	VCVTPH2PS           32(AX), Z13
+	VMOVUPS             (SP), Z15
+	VMULPS.BCST         (BX), Z0, Z14
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z14, Z15
+	VMULPS.BCST         (BX), Z13, Z14
+	VCVTDQ2PS           Z7, Z1
+	VFNMADD231PS        Z1, Z14, Z15
+	VMOVUPS             Z15, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z7
+	VMULPS.BCST         (DI), Z0, Z1
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z1, Z7
+	VMULPS.BCST         (DI), Z13, Z1
+	VCVTDQ2PS           Z8, Z2
+	VFNMADD231PS        Z2, Z1, Z7
+	VMOVUPS             Z7, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z2
+	VMULPS.BCST         (R8), Z0, Z1
+	VCVTDQ2PS           Z3, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R8), Z13, Z1
+	VCVTDQ2PS           Z9, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 128(SP)
+	ADDQ                $0x00000204, R8
+	VMOVUPS             192(SP), Z2
+	VMULPS.BCST         (R9), Z0, Z1
+	VCVTDQ2PS           Z4, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R9), Z13, Z1
+	VCVTDQ2PS           Z10, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 192(SP)
+	ADDQ                $0x00000204, R9
+	VMOVUPS             256(SP), Z2
+	VMULPS.BCST         (R10), Z0, Z1
+	VCVTDQ2PS           Z5, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R10), Z13, Z1
+	VCVTDQ2PS           Z11, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 256(SP)
+	ADDQ                $0x00000204, R10
+	VMOVUPS             320(SP), Z1
+	VMULPS.BCST         (SI), Z0, Z0
+	VCVTDQ2PS           Z6, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMULPS.BCST         (SI), Z13, Z0
+	VCVTDQ2PS           Z12, Z2
+	VFNMADD231PS        Z2, Z0, Z1
+	VMOVUPS             Z1, 320(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000940, AX
+	DECQ                R11
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 320(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q4k16Tile7GFNI(SB), NOSPLIT, $448-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	VMOVUPS Z0, 384(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), R10
+	LEAQ    (R10)(SI*1), R11
+	LEAQ    (R11)(SI*1), SI
+	MOVQ    nb+24(FP), R12
+
+blkloop:
+	TESTQ               R12, R12
+	JZ                  blkdone
+	VPMOVZXBW           64(AX), Z0
+	VXORPS              Z1, Z1, Z1
+	VPDPWSSD.BCST       372(BX), Z0, Z1
+	VXORPS              Z2, Z2, Z2
+	VPDPWSSD.BCST       372(DI), Z0, Z2
+	VXORPS              Z3, Z3, Z3
+	VPDPWSSD.BCST       372(R8), Z0, Z3
+	VXORPS              Z4, Z4, Z4
+	VPDPWSSD.BCST       372(R9), Z0, Z4
+	VXORPS              Z5, Z5, Z5
+	VPDPWSSD.BCST       372(R10), Z0, Z5
+	VXORPS              Z6, Z6, Z6
+	VPDPWSSD.BCST       372(R11), Z0, Z6
+	VXORPS              Z7, Z7, Z7
+	VPDPWSSD.BCST       372(SI), Z0, Z7
+	VPMOVZXBW           96(AX), Z8
+	VPDPWSSD.BCST       376(BX), Z8, Z1
+	VPDPWSSD.BCST       376(DI), Z8, Z2
+	VPDPWSSD.BCST       376(R8), Z8, Z3
+	VPDPWSSD.BCST       376(R9), Z8, Z4
+	VPDPWSSD.BCST       376(R10), Z8, Z5
+	VPDPWSSD.BCST       376(R11), Z8, Z6
+	VPDPWSSD.BCST       376(SI), Z8, Z7
+	VPMOVZXBW           128(AX), Z9
+	VPDPWSSD.BCST       380(BX), Z9, Z1
+	VPDPWSSD.BCST       380(DI), Z9, Z2
+	VPDPWSSD.BCST       380(R8), Z9, Z3
+	VPDPWSSD.BCST       380(R9), Z9, Z4
+	VPDPWSSD.BCST       380(R10), Z9, Z5
+	VPDPWSSD.BCST       380(R11), Z9, Z6
+	VPDPWSSD.BCST       380(SI), Z9, Z7
+	VPMOVZXBW           160(AX), Z10
+	VPDPWSSD.BCST       384(BX), Z10, Z1
+	VPDPWSSD.BCST       384(DI), Z10, Z2
+	VPDPWSSD.BCST       384(R8), Z10, Z3
+	VPDPWSSD.BCST       384(R9), Z10, Z4
+	VPDPWSSD.BCST       384(R10), Z10, Z5
+	VPDPWSSD.BCST       384(R11), Z10, Z6
+	VPDPWSSD.BCST       384(SI), Z10, Z7
+	VPANDD.BCST         klowword<>+0(SB), Z0, Z11
+	PREFETCHT0          2688(AX)
+	PREFETCHT0          2368(AX)
+	VMOVDQU64           320(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPBROADCASTD        324(BX), Z14
+	VPDPBUSD.BCST       4(BX), Z13, Z14
+	VPDPBUSD.BCST       8(BX), Z12, Z14
+	VPBROADCASTD        324(DI), Z15
+	VPDPBUSD.BCST       4(DI), Z13, Z15
+	VPDPBUSD.BCST       8(DI), Z12, Z15
+	VPBROADCASTD        324(R8), Z16
+	VPDPBUSD.BCST       4(R8), Z13, Z16
+	VPDPBUSD.BCST       8(R8), Z12, Z16
+	VPBROADCASTD        324(R9), Z17
+	VPDPBUSD.BCST       4(R9), Z13, Z17
+	VPDPBUSD.BCST       8(R9), Z12, Z17
+	VPBROADCASTD        324(R10), Z18
+	VPDPBUSD.BCST       4(R10), Z13, Z18
+	VPDPBUSD.BCST       8(R10), Z12, Z18
+	VPBROADCASTD        324(R11), Z19
+	VPDPBUSD.BCST       4(R11), Z13, Z19
+	VPDPBUSD.BCST       8(R11), Z12, Z19
+	VPBROADCASTD        324(SI), Z20
+	VPDPBUSD.BCST       4(SI), Z13, Z20
+	VPDPBUSD.BCST       8(SI), Z12, Z20
+	PREFETCHT0          2752(AX)
+	VMOVDQU64           384(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST       12(BX), Z13, Z14
+	VPDPBUSD.BCST       16(BX), Z12, Z14
+	VPDPBUSD.BCST       12(DI), Z13, Z15
+	VPDPBUSD.BCST       16(DI), Z12, Z15
+	VPDPBUSD.BCST       12(R8), Z13, Z16
+	VPDPBUSD.BCST       16(R8), Z12, Z16
+	VPDPBUSD.BCST       12(R9), Z13, Z17
+	VPDPBUSD.BCST       16(R9), Z12, Z17
+	VPDPBUSD.BCST       12(R10), Z13, Z18
+	VPDPBUSD.BCST       16(R10), Z12, Z18
+	VPDPBUSD.BCST       12(R11), Z13, Z19
+	VPDPBUSD.BCST       16(R11), Z12, Z19
+	VPDPBUSD.BCST       12(SI), Z13, Z20
+	VPDPBUSD.BCST       16(SI), Z12, Z20
+	PREFETCHT0          2816(AX)
+	VMOVDQU64           448(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST       20(BX), Z13, Z14
+	VPDPBUSD.BCST       24(BX), Z12, Z14
+	VPDPBUSD.BCST       20(DI), Z13, Z15
+	VPDPBUSD.BCST       24(DI), Z12, Z15
+	VPDPBUSD.BCST       20(R8), Z13, Z16
+	VPDPBUSD.BCST       24(R8), Z12, Z16
+	VPDPBUSD.BCST       20(R9), Z13, Z17
+	VPDPBUSD.BCST       24(R9), Z12, Z17
+	VPDPBUSD.BCST       20(R10), Z13, Z18
+	VPDPBUSD.BCST       24(R10), Z12, Z18
+	VPDPBUSD.BCST       20(R11), Z13, Z19
+	VPDPBUSD.BCST       24(R11), Z12, Z19
+	VPDPBUSD.BCST       20(SI), Z13, Z20
+	VPDPBUSD.BCST       24(SI), Z12, Z20
+	PREFETCHT0          2880(AX)
+	VMOVDQU64           512(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST       28(BX), Z13, Z14
+	VPDPBUSD.BCST       32(BX), Z12, Z14
+	VPDPBUSD.BCST       28(DI), Z13, Z15
+	VPDPBUSD.BCST       32(DI), Z12, Z15
+	VPDPBUSD.BCST       28(R8), Z13, Z16
+	VPDPBUSD.BCST       32(R8), Z12, Z16
+	VPDPBUSD.BCST       28(R9), Z13, Z17
+	VPDPBUSD.BCST       32(R9), Z12, Z17
+	VPDPBUSD.BCST       28(R10), Z13, Z18
+	VPDPBUSD.BCST       32(R10), Z12, Z18
+	VPDPBUSD.BCST       28(R11), Z13, Z19
+	VPDPBUSD.BCST       32(R11), Z12, Z19
+	VPDPBUSD.BCST       28(SI), Z13, Z20
+	VPDPBUSD.BCST       32(SI), Z12, Z20
+	VPDPWSSD            Z11, Z14, Z1
+	VPDPWSSD            Z11, Z15, Z2
+	VPDPWSSD            Z11, Z16, Z3
+	VPDPWSSD            Z11, Z17, Z4
+	VPDPWSSD            Z11, Z18, Z5
+	VPDPWSSD            Z11, Z19, Z6
+	VPDPWSSD            Z11, Z20, Z7
+	VPSRLD              $0x10, Z0, Z0
+	PREFETCHT0          2944(AX)
+	PREFETCHT0          2432(AX)
+	VMOVDQU64           576(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPBROADCASTD        328(BX), Z13
+	VPDPBUSD.BCST       36(BX), Z12, Z13
+	VPDPBUSD.BCST       40(BX), Z11, Z13
+	VPBROADCASTD        328(DI), Z14
+	VPDPBUSD.BCST       36(DI), Z12, Z14
+	VPDPBUSD.BCST       40(DI), Z11, Z14
+	VPBROADCASTD        328(R8), Z15
+	VPDPBUSD.BCST       36(R8), Z12, Z15
+	VPDPBUSD.BCST       40(R8), Z11, Z15
+	VPBROADCASTD        328(R9), Z16
+	VPDPBUSD.BCST       36(R9), Z12, Z16
+	VPDPBUSD.BCST       40(R9), Z11, Z16
+	VPBROADCASTD        328(R10), Z17
+	VPDPBUSD.BCST       36(R10), Z12, Z17
+	VPDPBUSD.BCST       40(R10), Z11, Z17
+	VPBROADCASTD        328(R11), Z18
+	VPDPBUSD.BCST       36(R11), Z12, Z18
+	VPDPBUSD.BCST       40(R11), Z11, Z18
+	VPBROADCASTD        328(SI), Z19
+	VPDPBUSD.BCST       36(SI), Z12, Z19
+	VPDPBUSD.BCST       40(SI), Z11, Z19
+	PREFETCHT0          3008(AX)
+	VMOVDQU64           640(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST       44(BX), Z12, Z13
+	VPDPBUSD.BCST       48(BX), Z11, Z13
+	VPDPBUSD.BCST       44(DI), Z12, Z14
+	VPDPBUSD.BCST       48(DI), Z11, Z14
+	VPDPBUSD.BCST       44(R8), Z12, Z15
+	VPDPBUSD.BCST       48(R8), Z11, Z15
+	VPDPBUSD.BCST       44(R9), Z12, Z16
+	VPDPBUSD.BCST       48(R9), Z11, Z16
+	VPDPBUSD.BCST       44(R10), Z12, Z17
+	VPDPBUSD.BCST       48(R10), Z11, Z17
+	VPDPBUSD.BCST       44(R11), Z12, Z18
+	VPDPBUSD.BCST       48(R11), Z11, Z18
+	VPDPBUSD.BCST       44(SI), Z12, Z19
+	VPDPBUSD.BCST       48(SI), Z11, Z19
+	PREFETCHT0          3072(AX)
+	VMOVDQU64           704(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST       52(BX), Z12, Z13
+	VPDPBUSD.BCST       56(BX), Z11, Z13
+	VPDPBUSD.BCST       52(DI), Z12, Z14
+	VPDPBUSD.BCST       56(DI), Z11, Z14
+	VPDPBUSD.BCST       52(R8), Z12, Z15
+	VPDPBUSD.BCST       56(R8), Z11, Z15
+	VPDPBUSD.BCST       52(R9), Z12, Z16
+	VPDPBUSD.BCST       56(R9), Z11, Z16
+	VPDPBUSD.BCST       52(R10), Z12, Z17
+	VPDPBUSD.BCST       56(R10), Z11, Z17
+	VPDPBUSD.BCST       52(R11), Z12, Z18
+	VPDPBUSD.BCST       56(R11), Z11, Z18
+	VPDPBUSD.BCST       52(SI), Z12, Z19
+	VPDPBUSD.BCST       56(SI), Z11, Z19
+	PREFETCHT0          3136(AX)
+	VMOVDQU64           768(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST       60(BX), Z12, Z13
+	VPDPBUSD.BCST       64(BX), Z11, Z13
+	VPDPBUSD.BCST       60(DI), Z12, Z14
+	VPDPBUSD.BCST       64(DI), Z11, Z14
+	VPDPBUSD.BCST       60(R8), Z12, Z15
+	VPDPBUSD.BCST       64(R8), Z11, Z15
+	VPDPBUSD.BCST       60(R9), Z12, Z16
+	VPDPBUSD.BCST       64(R9), Z11, Z16
+	VPDPBUSD.BCST       60(R10), Z12, Z17
+	VPDPBUSD.BCST       64(R10), Z11, Z17
+	VPDPBUSD.BCST       60(R11), Z12, Z18
+	VPDPBUSD.BCST       64(R11), Z11, Z18
+	VPDPBUSD.BCST       60(SI), Z12, Z19
+	VPDPBUSD.BCST       64(SI), Z11, Z19
+	VPDPWSSD            Z0, Z13, Z1
+	VPDPWSSD            Z0, Z14, Z2
+	VPDPWSSD            Z0, Z15, Z3
+	VPDPWSSD            Z0, Z16, Z4
+	VPDPWSSD            Z0, Z17, Z5
+	VPDPWSSD            Z0, Z18, Z6
+	VPDPWSSD            Z0, Z19, Z7
+	VPANDD.BCST         klowword<>+0(SB), Z8, Z0
+	PREFETCHT0          3200(AX)
+	PREFETCHT0          2496(AX)
+	VMOVDQU64           832(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPBROADCASTD        332(BX), Z13
+	VPDPBUSD.BCST       68(BX), Z12, Z13
+	VPDPBUSD.BCST       72(BX), Z11, Z13
+	VPBROADCASTD        332(DI), Z14
+	VPDPBUSD.BCST       68(DI), Z12, Z14
+	VPDPBUSD.BCST       72(DI), Z11, Z14
+	VPBROADCASTD        332(R8), Z15
+	VPDPBUSD.BCST       68(R8), Z12, Z15
+	VPDPBUSD.BCST       72(R8), Z11, Z15
+	VPBROADCASTD        332(R9), Z16
+	VPDPBUSD.BCST       68(R9), Z12, Z16
+	VPDPBUSD.BCST       72(R9), Z11, Z16
+	VPBROADCASTD        332(R10), Z17
+	VPDPBUSD.BCST       68(R10), Z12, Z17
+	VPDPBUSD.BCST       72(R10), Z11, Z17
+	VPBROADCASTD        332(R11), Z18
+	VPDPBUSD.BCST       68(R11), Z12, Z18
+	VPDPBUSD.BCST       72(R11), Z11, Z18
+	VPBROADCASTD        332(SI), Z19
+	VPDPBUSD.BCST       68(SI), Z12, Z19
+	VPDPBUSD.BCST       72(SI), Z11, Z19
+	PREFETCHT0          3264(AX)
+	VMOVDQU64           896(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST       76(BX), Z12, Z13
+	VPDPBUSD.BCST       80(BX), Z11, Z13
+	VPDPBUSD.BCST       76(DI), Z12, Z14
+	VPDPBUSD.BCST       80(DI), Z11, Z14
+	VPDPBUSD.BCST       76(R8), Z12, Z15
+	VPDPBUSD.BCST       80(R8), Z11, Z15
+	VPDPBUSD.BCST       76(R9), Z12, Z16
+	VPDPBUSD.BCST       80(R9), Z11, Z16
+	VPDPBUSD.BCST       76(R10), Z12, Z17
+	VPDPBUSD.BCST       80(R10), Z11, Z17
+	VPDPBUSD.BCST       76(R11), Z12, Z18
+	VPDPBUSD.BCST       80(R11), Z11, Z18
+	VPDPBUSD.BCST       76(SI), Z12, Z19
+	VPDPBUSD.BCST       80(SI), Z11, Z19
+	PREFETCHT0          3328(AX)
+	VMOVDQU64           960(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST       84(BX), Z12, Z13
+	VPDPBUSD.BCST       88(BX), Z11, Z13
+	VPDPBUSD.BCST       84(DI), Z12, Z14
+	VPDPBUSD.BCST       88(DI), Z11, Z14
+	VPDPBUSD.BCST       84(R8), Z12, Z15
+	VPDPBUSD.BCST       88(R8), Z11, Z15
+	VPDPBUSD.BCST       84(R9), Z12, Z16
+	VPDPBUSD.BCST       88(R9), Z11, Z16
+	VPDPBUSD.BCST       84(R10), Z12, Z17
+	VPDPBUSD.BCST       88(R10), Z11, Z17
+	VPDPBUSD.BCST       84(R11), Z12, Z18
+	VPDPBUSD.BCST       88(R11), Z11, Z18
+	VPDPBUSD.BCST       84(SI), Z12, Z19
+	VPDPBUSD.BCST       88(SI), Z11, Z19
+	PREFETCHT0          3392(AX)
+	VMOVDQU64           1024(AX), Z11
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z11, Z11
+	VPDPBUSD.BCST       92(BX), Z12, Z13
+	VPDPBUSD.BCST       96(BX), Z11, Z13
+	VPDPBUSD.BCST       92(DI), Z12, Z14
+	VPDPBUSD.BCST       96(DI), Z11, Z14
+	VPDPBUSD.BCST       92(R8), Z12, Z15
+	VPDPBUSD.BCST       96(R8), Z11, Z15
+	VPDPBUSD.BCST       92(R9), Z12, Z16
+	VPDPBUSD.BCST       96(R9), Z11, Z16
+	VPDPBUSD.BCST       92(R10), Z12, Z17
+	VPDPBUSD.BCST       96(R10), Z11, Z17
+	VPDPBUSD.BCST       92(R11), Z12, Z18
+	VPDPBUSD.BCST       96(R11), Z11, Z18
+	VPDPBUSD.BCST       92(SI), Z12, Z19
+	VPDPBUSD.BCST       96(SI), Z11, Z19
+	VPDPWSSD            Z0, Z13, Z1
+	VPDPWSSD            Z0, Z14, Z2
+	VPDPWSSD            Z0, Z15, Z3
+	VPDPWSSD            Z0, Z16, Z4
+	VPDPWSSD            Z0, Z17, Z5
+	VPDPWSSD            Z0, Z18, Z6
+	VPDPWSSD            Z0, Z19, Z7
+	VPSRLD              $0x10, Z8, Z0
+	PREFETCHT0          3456(AX)
+	PREFETCHT0          2560(AX)
+	VMOVDQU64           1088(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPBROADCASTD        336(BX), Z12
+	VPDPBUSD.BCST       100(BX), Z11, Z12
+	VPDPBUSD.BCST       104(BX), Z8, Z12
+	VPBROADCASTD        336(DI), Z13
+	VPDPBUSD.BCST       100(DI), Z11, Z13
+	VPDPBUSD.BCST       104(DI), Z8, Z13
+	VPBROADCASTD        336(R8), Z14
+	VPDPBUSD.BCST       100(R8), Z11, Z14
+	VPDPBUSD.BCST       104(R8), Z8, Z14
+	VPBROADCASTD        336(R9), Z15
+	VPDPBUSD.BCST       100(R9), Z11, Z15
+	VPDPBUSD.BCST       104(R9), Z8, Z15
+	VPBROADCASTD        336(R10), Z16
+	VPDPBUSD.BCST       100(R10), Z11, Z16
+	VPDPBUSD.BCST       104(R10), Z8, Z16
+	VPBROADCASTD        336(R11), Z17
+	VPDPBUSD.BCST       100(R11), Z11, Z17
+	VPDPBUSD.BCST       104(R11), Z8, Z17
+	VPBROADCASTD        336(SI), Z18
+	VPDPBUSD.BCST       100(SI), Z11, Z18
+	VPDPBUSD.BCST       104(SI), Z8, Z18
+	PREFETCHT0          3520(AX)
+	VMOVDQU64           1152(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       108(BX), Z11, Z12
+	VPDPBUSD.BCST       112(BX), Z8, Z12
+	VPDPBUSD.BCST       108(DI), Z11, Z13
+	VPDPBUSD.BCST       112(DI), Z8, Z13
+	VPDPBUSD.BCST       108(R8), Z11, Z14
+	VPDPBUSD.BCST       112(R8), Z8, Z14
+	VPDPBUSD.BCST       108(R9), Z11, Z15
+	VPDPBUSD.BCST       112(R9), Z8, Z15
+	VPDPBUSD.BCST       108(R10), Z11, Z16
+	VPDPBUSD.BCST       112(R10), Z8, Z16
+	VPDPBUSD.BCST       108(R11), Z11, Z17
+	VPDPBUSD.BCST       112(R11), Z8, Z17
+	VPDPBUSD.BCST       108(SI), Z11, Z18
+	VPDPBUSD.BCST       112(SI), Z8, Z18
+	PREFETCHT0          3584(AX)
+	VMOVDQU64           1216(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       116(BX), Z11, Z12
+	VPDPBUSD.BCST       120(BX), Z8, Z12
+	VPDPBUSD.BCST       116(DI), Z11, Z13
+	VPDPBUSD.BCST       120(DI), Z8, Z13
+	VPDPBUSD.BCST       116(R8), Z11, Z14
+	VPDPBUSD.BCST       120(R8), Z8, Z14
+	VPDPBUSD.BCST       116(R9), Z11, Z15
+	VPDPBUSD.BCST       120(R9), Z8, Z15
+	VPDPBUSD.BCST       116(R10), Z11, Z16
+	VPDPBUSD.BCST       120(R10), Z8, Z16
+	VPDPBUSD.BCST       116(R11), Z11, Z17
+	VPDPBUSD.BCST       120(R11), Z8, Z17
+	VPDPBUSD.BCST       116(SI), Z11, Z18
+	VPDPBUSD.BCST       120(SI), Z8, Z18
+	PREFETCHT0          3648(AX)
+	VMOVDQU64           1280(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       124(BX), Z11, Z12
+	VPDPBUSD.BCST       128(BX), Z8, Z12
+	VPDPBUSD.BCST       124(DI), Z11, Z13
+	VPDPBUSD.BCST       128(DI), Z8, Z13
+	VPDPBUSD.BCST       124(R8), Z11, Z14
+	VPDPBUSD.BCST       128(R8), Z8, Z14
+	VPDPBUSD.BCST       124(R9), Z11, Z15
+	VPDPBUSD.BCST       128(R9), Z8, Z15
+	VPDPBUSD.BCST       124(R10), Z11, Z16
+	VPDPBUSD.BCST       128(R10), Z8, Z16
+	VPDPBUSD.BCST       124(R11), Z11, Z17
+	VPDPBUSD.BCST       128(R11), Z8, Z17
+	VPDPBUSD.BCST       124(SI), Z11, Z18
+	VPDPBUSD.BCST       128(SI), Z8, Z18
+	VPDPWSSD            Z0, Z12, Z1
+	VPDPWSSD            Z0, Z13, Z2
+	VPDPWSSD            Z0, Z14, Z3
+	VPDPWSSD            Z0, Z15, Z4
+	VPDPWSSD            Z0, Z16, Z5
+	VPDPWSSD            Z0, Z17, Z6
+	VPDPWSSD            Z0, Z18, Z7
+	VPANDD.BCST         klowword<>+0(SB), Z9, Z0
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          2624(AX)
+	VMOVDQU64           1344(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPBROADCASTD        340(BX), Z12
+	VPDPBUSD.BCST       132(BX), Z11, Z12
+	VPDPBUSD.BCST       136(BX), Z8, Z12
+	VPBROADCASTD        340(DI), Z13
+	VPDPBUSD.BCST       132(DI), Z11, Z13
+	VPDPBUSD.BCST       136(DI), Z8, Z13
+	VPBROADCASTD        340(R8), Z14
+	VPDPBUSD.BCST       132(R8), Z11, Z14
+	VPDPBUSD.BCST       136(R8), Z8, Z14
+	VPBROADCASTD        340(R9), Z15
+	VPDPBUSD.BCST       132(R9), Z11, Z15
+	VPDPBUSD.BCST       136(R9), Z8, Z15
+	VPBROADCASTD        340(R10), Z16
+	VPDPBUSD.BCST       132(R10), Z11, Z16
+	VPDPBUSD.BCST       136(R10), Z8, Z16
+	VPBROADCASTD        340(R11), Z17
+	VPDPBUSD.BCST       132(R11), Z11, Z17
+	VPDPBUSD.BCST       136(R11), Z8, Z17
+	VPBROADCASTD        340(SI), Z18
+	VPDPBUSD.BCST       132(SI), Z11, Z18
+	VPDPBUSD.BCST       136(SI), Z8, Z18
+	PREFETCHT0          3776(AX)
+	VMOVDQU64           1408(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       140(BX), Z11, Z12
+	VPDPBUSD.BCST       144(BX), Z8, Z12
+	VPDPBUSD.BCST       140(DI), Z11, Z13
+	VPDPBUSD.BCST       144(DI), Z8, Z13
+	VPDPBUSD.BCST       140(R8), Z11, Z14
+	VPDPBUSD.BCST       144(R8), Z8, Z14
+	VPDPBUSD.BCST       140(R9), Z11, Z15
+	VPDPBUSD.BCST       144(R9), Z8, Z15
+	VPDPBUSD.BCST       140(R10), Z11, Z16
+	VPDPBUSD.BCST       144(R10), Z8, Z16
+	VPDPBUSD.BCST       140(R11), Z11, Z17
+	VPDPBUSD.BCST       144(R11), Z8, Z17
+	VPDPBUSD.BCST       140(SI), Z11, Z18
+	VPDPBUSD.BCST       144(SI), Z8, Z18
+	PREFETCHT0          3840(AX)
+	VMOVDQU64           1472(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       148(BX), Z11, Z12
+	VPDPBUSD.BCST       152(BX), Z8, Z12
+	VPDPBUSD.BCST       148(DI), Z11, Z13
+	VPDPBUSD.BCST       152(DI), Z8, Z13
+	VPDPBUSD.BCST       148(R8), Z11, Z14
+	VPDPBUSD.BCST       152(R8), Z8, Z14
+	VPDPBUSD.BCST       148(R9), Z11, Z15
+	VPDPBUSD.BCST       152(R9), Z8, Z15
+	VPDPBUSD.BCST       148(R10), Z11, Z16
+	VPDPBUSD.BCST       152(R10), Z8, Z16
+	VPDPBUSD.BCST       148(R11), Z11, Z17
+	VPDPBUSD.BCST       152(R11), Z8, Z17
+	VPDPBUSD.BCST       148(SI), Z11, Z18
+	VPDPBUSD.BCST       152(SI), Z8, Z18
+	PREFETCHT0          3904(AX)
+	VMOVDQU64           1536(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       156(BX), Z11, Z12
+	VPDPBUSD.BCST       160(BX), Z8, Z12
+	VPDPBUSD.BCST       156(DI), Z11, Z13
+	VPDPBUSD.BCST       160(DI), Z8, Z13
+	VPDPBUSD.BCST       156(R8), Z11, Z14
+	VPDPBUSD.BCST       160(R8), Z8, Z14
+	VPDPBUSD.BCST       156(R9), Z11, Z15
+	VPDPBUSD.BCST       160(R9), Z8, Z15
+	VPDPBUSD.BCST       156(R10), Z11, Z16
+	VPDPBUSD.BCST       160(R10), Z8, Z16
+	VPDPBUSD.BCST       156(R11), Z11, Z17
+	VPDPBUSD.BCST       160(R11), Z8, Z17
+	VPDPBUSD.BCST       156(SI), Z11, Z18
+	VPDPBUSD.BCST       160(SI), Z8, Z18
+	VPDPWSSD            Z0, Z12, Z1
+	VPDPWSSD            Z0, Z13, Z2
+	VPDPWSSD            Z0, Z14, Z3
+	VPDPWSSD            Z0, Z15, Z4
+	VPDPWSSD            Z0, Z16, Z5
+	VPDPWSSD            Z0, Z17, Z6
+	VPDPWSSD            Z0, Z18, Z7
+	VPSRLD              $0x10, Z9, Z0
+	PREFETCHT0          3968(AX)
+	VMOVDQU64           1600(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPBROADCASTD        344(BX), Z11
+	VPDPBUSD.BCST       164(BX), Z9, Z11
+	VPDPBUSD.BCST       168(BX), Z8, Z11
+	VPBROADCASTD        344(DI), Z12
+	VPDPBUSD.BCST       164(DI), Z9, Z12
+	VPDPBUSD.BCST       168(DI), Z8, Z12
+	VPBROADCASTD        344(R8), Z13
+	VPDPBUSD.BCST       164(R8), Z9, Z13
+	VPDPBUSD.BCST       168(R8), Z8, Z13
+	VPBROADCASTD        344(R9), Z14
+	VPDPBUSD.BCST       164(R9), Z9, Z14
+	VPDPBUSD.BCST       168(R9), Z8, Z14
+	VPBROADCASTD        344(R10), Z15
+	VPDPBUSD.BCST       164(R10), Z9, Z15
+	VPDPBUSD.BCST       168(R10), Z8, Z15
+	VPBROADCASTD        344(R11), Z16
+	VPDPBUSD.BCST       164(R11), Z9, Z16
+	VPDPBUSD.BCST       168(R11), Z8, Z16
+	VPBROADCASTD        344(SI), Z17
+	VPDPBUSD.BCST       164(SI), Z9, Z17
+	VPDPBUSD.BCST       168(SI), Z8, Z17
+	PREFETCHT0          4032(AX)
+	VMOVDQU64           1664(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       172(BX), Z9, Z11
+	VPDPBUSD.BCST       176(BX), Z8, Z11
+	VPDPBUSD.BCST       172(DI), Z9, Z12
+	VPDPBUSD.BCST       176(DI), Z8, Z12
+	VPDPBUSD.BCST       172(R8), Z9, Z13
+	VPDPBUSD.BCST       176(R8), Z8, Z13
+	VPDPBUSD.BCST       172(R9), Z9, Z14
+	VPDPBUSD.BCST       176(R9), Z8, Z14
+	VPDPBUSD.BCST       172(R10), Z9, Z15
+	VPDPBUSD.BCST       176(R10), Z8, Z15
+	VPDPBUSD.BCST       172(R11), Z9, Z16
+	VPDPBUSD.BCST       176(R11), Z8, Z16
+	VPDPBUSD.BCST       172(SI), Z9, Z17
+	VPDPBUSD.BCST       176(SI), Z8, Z17
+	PREFETCHT0          4096(AX)
+	VMOVDQU64           1728(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       180(BX), Z9, Z11
+	VPDPBUSD.BCST       184(BX), Z8, Z11
+	VPDPBUSD.BCST       180(DI), Z9, Z12
+	VPDPBUSD.BCST       184(DI), Z8, Z12
+	VPDPBUSD.BCST       180(R8), Z9, Z13
+	VPDPBUSD.BCST       184(R8), Z8, Z13
+	VPDPBUSD.BCST       180(R9), Z9, Z14
+	VPDPBUSD.BCST       184(R9), Z8, Z14
+	VPDPBUSD.BCST       180(R10), Z9, Z15
+	VPDPBUSD.BCST       184(R10), Z8, Z15
+	VPDPBUSD.BCST       180(R11), Z9, Z16
+	VPDPBUSD.BCST       184(R11), Z8, Z16
+	VPDPBUSD.BCST       180(SI), Z9, Z17
+	VPDPBUSD.BCST       184(SI), Z8, Z17
+	PREFETCHT0          4160(AX)
+	VMOVDQU64           1792(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       188(BX), Z9, Z11
+	VPDPBUSD.BCST       192(BX), Z8, Z11
+	VPDPBUSD.BCST       188(DI), Z9, Z12
+	VPDPBUSD.BCST       192(DI), Z8, Z12
+	VPDPBUSD.BCST       188(R8), Z9, Z13
+	VPDPBUSD.BCST       192(R8), Z8, Z13
+	VPDPBUSD.BCST       188(R9), Z9, Z14
+	VPDPBUSD.BCST       192(R9), Z8, Z14
+	VPDPBUSD.BCST       188(R10), Z9, Z15
+	VPDPBUSD.BCST       192(R10), Z8, Z15
+	VPDPBUSD.BCST       188(R11), Z9, Z16
+	VPDPBUSD.BCST       192(R11), Z8, Z16
+	VPDPBUSD.BCST       188(SI), Z9, Z17
+	VPDPBUSD.BCST       192(SI), Z8, Z17
+	VPDPWSSD            Z0, Z11, Z1
+	VPDPWSSD            Z0, Z12, Z2
+	VPDPWSSD            Z0, Z13, Z3
+	VPDPWSSD            Z0, Z14, Z4
+	VPDPWSSD            Z0, Z15, Z5
+	VPDPWSSD            Z0, Z16, Z6
+	VPDPWSSD            Z0, Z17, Z7
+	VPANDD.BCST         klowword<>+0(SB), Z10, Z0
+	PREFETCHT0          4224(AX)
+	VMOVDQU64           1856(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPBROADCASTD        348(BX), Z11
+	VPDPBUSD.BCST       196(BX), Z9, Z11
+	VPDPBUSD.BCST       200(BX), Z8, Z11
+	VPBROADCASTD        348(DI), Z12
+	VPDPBUSD.BCST       196(DI), Z9, Z12
+	VPDPBUSD.BCST       200(DI), Z8, Z12
+	VPBROADCASTD        348(R8), Z13
+	VPDPBUSD.BCST       196(R8), Z9, Z13
+	VPDPBUSD.BCST       200(R8), Z8, Z13
+	VPBROADCASTD        348(R9), Z14
+	VPDPBUSD.BCST       196(R9), Z9, Z14
+	VPDPBUSD.BCST       200(R9), Z8, Z14
+	VPBROADCASTD        348(R10), Z15
+	VPDPBUSD.BCST       196(R10), Z9, Z15
+	VPDPBUSD.BCST       200(R10), Z8, Z15
+	VPBROADCASTD        348(R11), Z16
+	VPDPBUSD.BCST       196(R11), Z9, Z16
+	VPDPBUSD.BCST       200(R11), Z8, Z16
+	VPBROADCASTD        348(SI), Z17
+	VPDPBUSD.BCST       196(SI), Z9, Z17
+	VPDPBUSD.BCST       200(SI), Z8, Z17
+	PREFETCHT0          4288(AX)
+	VMOVDQU64           1920(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       204(BX), Z9, Z11
+	VPDPBUSD.BCST       208(BX), Z8, Z11
+	VPDPBUSD.BCST       204(DI), Z9, Z12
+	VPDPBUSD.BCST       208(DI), Z8, Z12
+	VPDPBUSD.BCST       204(R8), Z9, Z13
+	VPDPBUSD.BCST       208(R8), Z8, Z13
+	VPDPBUSD.BCST       204(R9), Z9, Z14
+	VPDPBUSD.BCST       208(R9), Z8, Z14
+	VPDPBUSD.BCST       204(R10), Z9, Z15
+	VPDPBUSD.BCST       208(R10), Z8, Z15
+	VPDPBUSD.BCST       204(R11), Z9, Z16
+	VPDPBUSD.BCST       208(R11), Z8, Z16
+	VPDPBUSD.BCST       204(SI), Z9, Z17
+	VPDPBUSD.BCST       208(SI), Z8, Z17
+	PREFETCHT0          4352(AX)
+	VMOVDQU64           1984(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       212(BX), Z9, Z11
+	VPDPBUSD.BCST       216(BX), Z8, Z11
+	VPDPBUSD.BCST       212(DI), Z9, Z12
+	VPDPBUSD.BCST       216(DI), Z8, Z12
+	VPDPBUSD.BCST       212(R8), Z9, Z13
+	VPDPBUSD.BCST       216(R8), Z8, Z13
+	VPDPBUSD.BCST       212(R9), Z9, Z14
+	VPDPBUSD.BCST       216(R9), Z8, Z14
+	VPDPBUSD.BCST       212(R10), Z9, Z15
+	VPDPBUSD.BCST       216(R10), Z8, Z15
+	VPDPBUSD.BCST       212(R11), Z9, Z16
+	VPDPBUSD.BCST       216(R11), Z8, Z16
+	VPDPBUSD.BCST       212(SI), Z9, Z17
+	VPDPBUSD.BCST       216(SI), Z8, Z17
+	PREFETCHT0          4416(AX)
+	VMOVDQU64           2048(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       220(BX), Z9, Z11
+	VPDPBUSD.BCST       224(BX), Z8, Z11
+	VPDPBUSD.BCST       220(DI), Z9, Z12
+	VPDPBUSD.BCST       224(DI), Z8, Z12
+	VPDPBUSD.BCST       220(R8), Z9, Z13
+	VPDPBUSD.BCST       224(R8), Z8, Z13
+	VPDPBUSD.BCST       220(R9), Z9, Z14
+	VPDPBUSD.BCST       224(R9), Z8, Z14
+	VPDPBUSD.BCST       220(R10), Z9, Z15
+	VPDPBUSD.BCST       224(R10), Z8, Z15
+	VPDPBUSD.BCST       220(R11), Z9, Z16
+	VPDPBUSD.BCST       224(R11), Z8, Z16
+	VPDPBUSD.BCST       220(SI), Z9, Z17
+	VPDPBUSD.BCST       224(SI), Z8, Z17
+	VPDPWSSD            Z0, Z11, Z1
+	VPDPWSSD            Z0, Z12, Z2
+	VPDPWSSD            Z0, Z13, Z3
+	VPDPWSSD            Z0, Z14, Z4
+	VPDPWSSD            Z0, Z15, Z5
+	VPDPWSSD            Z0, Z16, Z6
+	VPDPWSSD            Z0, Z17, Z7
+	VPSRLD              $0x10, Z10, Z0
+	PREFETCHT0          4480(AX)
+	VMOVDQU64           2112(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPBROADCASTD        352(BX), Z10
+	VPDPBUSD.BCST       228(BX), Z9, Z10
+	VPDPBUSD.BCST       232(BX), Z8, Z10
+	VPBROADCASTD        352(DI), Z11
+	VPDPBUSD.BCST       228(DI), Z9, Z11
+	VPDPBUSD.BCST       232(DI), Z8, Z11
+	VPBROADCASTD        352(R8), Z12
+	VPDPBUSD.BCST       228(R8), Z9, Z12
+	VPDPBUSD.BCST       232(R8), Z8, Z12
+	VPBROADCASTD        352(R9), Z13
+	VPDPBUSD.BCST       228(R9), Z9, Z13
+	VPDPBUSD.BCST       232(R9), Z8, Z13
+	VPBROADCASTD        352(R10), Z14
+	VPDPBUSD.BCST       228(R10), Z9, Z14
+	VPDPBUSD.BCST       232(R10), Z8, Z14
+	VPBROADCASTD        352(R11), Z15
+	VPDPBUSD.BCST       228(R11), Z9, Z15
+	VPDPBUSD.BCST       232(R11), Z8, Z15
+	VPBROADCASTD        352(SI), Z16
+	VPDPBUSD.BCST       228(SI), Z9, Z16
+	VPDPBUSD.BCST       232(SI), Z8, Z16
+	PREFETCHT0          4544(AX)
+	VMOVDQU64           2176(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       236(BX), Z9, Z10
+	VPDPBUSD.BCST       240(BX), Z8, Z10
+	VPDPBUSD.BCST       236(DI), Z9, Z11
+	VPDPBUSD.BCST       240(DI), Z8, Z11
+	VPDPBUSD.BCST       236(R8), Z9, Z12
+	VPDPBUSD.BCST       240(R8), Z8, Z12
+	VPDPBUSD.BCST       236(R9), Z9, Z13
+	VPDPBUSD.BCST       240(R9), Z8, Z13
+	VPDPBUSD.BCST       236(R10), Z9, Z14
+	VPDPBUSD.BCST       240(R10), Z8, Z14
+	VPDPBUSD.BCST       236(R11), Z9, Z15
+	VPDPBUSD.BCST       240(R11), Z8, Z15
+	VPDPBUSD.BCST       236(SI), Z9, Z16
+	VPDPBUSD.BCST       240(SI), Z8, Z16
+	PREFETCHT0          4608(AX)
+	VMOVDQU64           2240(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       244(BX), Z9, Z10
+	VPDPBUSD.BCST       248(BX), Z8, Z10
+	VPDPBUSD.BCST       244(DI), Z9, Z11
+	VPDPBUSD.BCST       248(DI), Z8, Z11
+	VPDPBUSD.BCST       244(R8), Z9, Z12
+	VPDPBUSD.BCST       248(R8), Z8, Z12
+	VPDPBUSD.BCST       244(R9), Z9, Z13
+	VPDPBUSD.BCST       248(R9), Z8, Z13
+	VPDPBUSD.BCST       244(R10), Z9, Z14
+	VPDPBUSD.BCST       248(R10), Z8, Z14
+	VPDPBUSD.BCST       244(R11), Z9, Z15
+	VPDPBUSD.BCST       248(R11), Z8, Z15
+	VPDPBUSD.BCST       244(SI), Z9, Z16
+	VPDPBUSD.BCST       248(SI), Z8, Z16
+	PREFETCHT0          4672(AX)
+	VMOVDQU64           2304(AX), Z8
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z8, Z8
+	VPDPBUSD.BCST       252(BX), Z9, Z10
+	VPDPBUSD.BCST       256(BX), Z8, Z10
+	VPDPBUSD.BCST       252(DI), Z9, Z11
+	VPDPBUSD.BCST       256(DI), Z8, Z11
+	VPDPBUSD.BCST       252(R8), Z9, Z12
+	VPDPBUSD.BCST       256(R8), Z8, Z12
+	VPDPBUSD.BCST       252(R9), Z9, Z13
+	VPDPBUSD.BCST       256(R9), Z8, Z13
+	VPDPBUSD.BCST       252(R10), Z9, Z14
+	VPDPBUSD.BCST       256(R10), Z8, Z14
+	VPDPBUSD.BCST       252(R11), Z9, Z15
+	VPDPBUSD.BCST       256(R11), Z8, Z15
+	VPDPBUSD.BCST       252(SI), Z9, Z16
+	VPDPBUSD.BCST       256(SI), Z8, Z16
+	VPDPWSSD            Z0, Z10, Z1
+	VPDPWSSD            Z0, Z11, Z2
+	VPDPWSSD            Z0, Z12, Z3
+	VPDPWSSD            Z0, Z13, Z4
+	VPDPWSSD            Z0, Z14, Z5
+	VPDPWSSD            Z0, Z15, Z6
+	VPDPWSSD            Z0, Z16, Z7
+	VPMOVZXBW           192(AX), Z0
+	VXORPS              Z8, Z8, Z8
+	VPDPWSSD.BCST       356(BX), Z0, Z8
+	VXORPS              Z9, Z9, Z9
+	VPDPWSSD.BCST       356(DI), Z0, Z9
+	VXORPS              Z10, Z10, Z10
+	VPDPWSSD.BCST       356(R8), Z0, Z10
+	VXORPS              Z11, Z11, Z11
+	VPDPWSSD.BCST       356(R9), Z0, Z11
+	VXORPS              Z12, Z12, Z12
+	VPDPWSSD.BCST       356(R10), Z0, Z12
+	VXORPS              Z13, Z13, Z13
+	VPDPWSSD.BCST       356(R11), Z0, Z13
+	VXORPS              Z14, Z14, Z14
+	VPDPWSSD.BCST       356(SI), Z0, Z14
+	VPMOVZXBW           224(AX), Z0
+	VPDPWSSD.BCST       360(BX), Z0, Z8
+	VPDPWSSD.BCST       360(DI), Z0, Z9
+	VPDPWSSD.BCST       360(R8), Z0, Z10
+	VPDPWSSD.BCST       360(R9), Z0, Z11
+	VPDPWSSD.BCST       360(R10), Z0, Z12
+	VPDPWSSD.BCST       360(R11), Z0, Z13
+	VPDPWSSD.BCST       360(SI), Z0, Z14
+	VPMOVZXBW           256(AX), Z0
+	VPDPWSSD.BCST       364(BX), Z0, Z8
+	VPDPWSSD.BCST       364(DI), Z0, Z9
+	VPDPWSSD.BCST       364(R8), Z0, Z10
+	VPDPWSSD.BCST       364(R9), Z0, Z11
+	VPDPWSSD.BCST       364(R10), Z0, Z12
+	VPDPWSSD.BCST       364(R11), Z0, Z13
+	VPDPWSSD.BCST       364(SI), Z0, Z14
+	VPMOVZXBW           288(AX), Z0
+	VPDPWSSD.BCST       368(BX), Z0, Z8
+	VPDPWSSD.BCST       368(DI), Z0, Z9
+	VPDPWSSD.BCST       368(R8), Z0, Z10
+	VPDPWSSD.BCST       368(R9), Z0, Z11
+	VPDPWSSD.BCST       368(R10), Z0, Z12
+	VPDPWSSD.BCST       368(R11), Z0, Z13
+	VPDPWSSD.BCST       368(SI), Z0, Z14
+	VCVTPH2PS           (AX), Z0
+	VCVTPH2PS           32(AX), Z15
+	VMOVUPS             (SP), Z17
+	VMULPS.BCST         (BX), Z0, Z16
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z16, Z17
+	VMULPS.BCST         (BX), Z15, Z16
+	VCVTDQ2PS           Z8, Z1
+	VFNMADD231PS        Z1, Z16, Z17
+	VMOVUPS             Z17, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z8
+	VMULPS.BCST         (DI), Z0, Z1
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z1, Z8
+	VMULPS.BCST         (DI), Z15, Z1
+	VCVTDQ2PS           Z9, Z2
+	VFNMADD231PS        Z2, Z1, Z8
+	VMOVUPS             Z8, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z2
+	VMULPS.BCST         (R8), Z0, Z1
+	VCVTDQ2PS           Z3, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R8), Z15, Z1
+	VCVTDQ2PS           Z10, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 128(SP)
+	ADDQ                $0x00000204, R8
+	VMOVUPS             192(SP), Z2
+	VMULPS.BCST         (R9), Z0, Z1
+	VCVTDQ2PS           Z4, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R9), Z15, Z1
+	VCVTDQ2PS           Z11, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 192(SP)
+	ADDQ                $0x00000204, R9
+	VMOVUPS             256(SP), Z2
+	VMULPS.BCST         (R10), Z0, Z1
+	VCVTDQ2PS           Z5, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R10), Z15, Z1
+	VCVTDQ2PS           Z12, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 256(SP)
+	ADDQ                $0x00000204, R10
+	VMOVUPS             320(SP), Z2
+	VMULPS.BCST         (R11), Z0, Z1
+	VCVTDQ2PS           Z6, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R11), Z15, Z1
+	VCVTDQ2PS           Z13, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 320(SP)
+	ADDQ                $0x00000204, R11
+	VMOVUPS             384(SP), Z1
+	VMULPS.BCST         (SI), Z0, Z0
+	VCVTDQ2PS           Z7, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMULPS.BCST         (SI), Z15, Z0
+	VCVTDQ2PS           Z14, Z2
+	VFNMADD231PS        Z2, Z0, Z1
+	VMOVUPS             Z1, 384(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000940, AX
+	DECQ                R12
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 320(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 384(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q4k16Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q4k16Tile8GFNI(SB), NOSPLIT, $512-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	VMOVUPS Z0, 384(SP)
+	VMOVUPS Z0, 448(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), R10
+	LEAQ    (R10)(SI*1), R11
+	LEAQ    (R11)(SI*1), R12
+	LEAQ    (R12)(SI*1), SI
+	MOVQ    nb+24(FP), R13
+
+blkloop:
+	TESTQ               R13, R13
+	JZ                  blkdone
+	VPMOVZXBW           64(AX), Z0
+	VXORPS              Z1, Z1, Z1
+	VPDPWSSD.BCST       372(BX), Z0, Z1
+	VXORPS              Z2, Z2, Z2
+	VPDPWSSD.BCST       372(DI), Z0, Z2
+	VXORPS              Z3, Z3, Z3
+	VPDPWSSD.BCST       372(R8), Z0, Z3
+	VXORPS              Z4, Z4, Z4
+	VPDPWSSD.BCST       372(R9), Z0, Z4
+	VXORPS              Z5, Z5, Z5
+	VPDPWSSD.BCST       372(R10), Z0, Z5
+	VXORPS              Z6, Z6, Z6
+	VPDPWSSD.BCST       372(R11), Z0, Z6
+	VXORPS              Z7, Z7, Z7
+	VPDPWSSD.BCST       372(R12), Z0, Z7
+	VXORPS              Z8, Z8, Z8
+	VPDPWSSD.BCST       372(SI), Z0, Z8
+	VPMOVZXBW           96(AX), Z9
+	VPDPWSSD.BCST       376(BX), Z9, Z1
+	VPDPWSSD.BCST       376(DI), Z9, Z2
+	VPDPWSSD.BCST       376(R8), Z9, Z3
+	VPDPWSSD.BCST       376(R9), Z9, Z4
+	VPDPWSSD.BCST       376(R10), Z9, Z5
+	VPDPWSSD.BCST       376(R11), Z9, Z6
+	VPDPWSSD.BCST       376(R12), Z9, Z7
+	VPDPWSSD.BCST       376(SI), Z9, Z8
+	VPMOVZXBW           128(AX), Z10
+	VPDPWSSD.BCST       380(BX), Z10, Z1
+	VPDPWSSD.BCST       380(DI), Z10, Z2
+	VPDPWSSD.BCST       380(R8), Z10, Z3
+	VPDPWSSD.BCST       380(R9), Z10, Z4
+	VPDPWSSD.BCST       380(R10), Z10, Z5
+	VPDPWSSD.BCST       380(R11), Z10, Z6
+	VPDPWSSD.BCST       380(R12), Z10, Z7
+	VPDPWSSD.BCST       380(SI), Z10, Z8
+	VPMOVZXBW           160(AX), Z11
+	VPDPWSSD.BCST       384(BX), Z11, Z1
+	VPDPWSSD.BCST       384(DI), Z11, Z2
+	VPDPWSSD.BCST       384(R8), Z11, Z3
+	VPDPWSSD.BCST       384(R9), Z11, Z4
+	VPDPWSSD.BCST       384(R10), Z11, Z5
+	VPDPWSSD.BCST       384(R11), Z11, Z6
+	VPDPWSSD.BCST       384(R12), Z11, Z7
+	VPDPWSSD.BCST       384(SI), Z11, Z8
+	VPANDD.BCST         klowword<>+0(SB), Z0, Z12
+	PREFETCHT0          2688(AX)
+	PREFETCHT0          2368(AX)
+	VMOVDQU64           320(AX), Z13
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z13, Z13
+	VPBROADCASTD        324(BX), Z15
+	VPDPBUSD.BCST       4(BX), Z14, Z15
+	VPDPBUSD.BCST       8(BX), Z13, Z15
+	VPBROADCASTD        324(DI), Z16
+	VPDPBUSD.BCST       4(DI), Z14, Z16
+	VPDPBUSD.BCST       8(DI), Z13, Z16
+	VPBROADCASTD        324(R8), Z17
+	VPDPBUSD.BCST       4(R8), Z14, Z17
+	VPDPBUSD.BCST       8(R8), Z13, Z17
+	VPBROADCASTD        324(R9), Z18
+	VPDPBUSD.BCST       4(R9), Z14, Z18
+	VPDPBUSD.BCST       8(R9), Z13, Z18
+	VPBROADCASTD        324(R10), Z19
+	VPDPBUSD.BCST       4(R10), Z14, Z19
+	VPDPBUSD.BCST       8(R10), Z13, Z19
+	VPBROADCASTD        324(R11), Z20
+	VPDPBUSD.BCST       4(R11), Z14, Z20
+	VPDPBUSD.BCST       8(R11), Z13, Z20
+	VPBROADCASTD        324(R12), Z21
+	VPDPBUSD.BCST       4(R12), Z14, Z21
+	VPDPBUSD.BCST       8(R12), Z13, Z21
+	VPBROADCASTD        324(SI), Z22
+	VPDPBUSD.BCST       4(SI), Z14, Z22
+	VPDPBUSD.BCST       8(SI), Z13, Z22
+	PREFETCHT0          2752(AX)
+	VMOVDQU64           384(AX), Z13
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z13, Z13
+	VPDPBUSD.BCST       12(BX), Z14, Z15
+	VPDPBUSD.BCST       16(BX), Z13, Z15
+	VPDPBUSD.BCST       12(DI), Z14, Z16
+	VPDPBUSD.BCST       16(DI), Z13, Z16
+	VPDPBUSD.BCST       12(R8), Z14, Z17
+	VPDPBUSD.BCST       16(R8), Z13, Z17
+	VPDPBUSD.BCST       12(R9), Z14, Z18
+	VPDPBUSD.BCST       16(R9), Z13, Z18
+	VPDPBUSD.BCST       12(R10), Z14, Z19
+	VPDPBUSD.BCST       16(R10), Z13, Z19
+	VPDPBUSD.BCST       12(R11), Z14, Z20
+	VPDPBUSD.BCST       16(R11), Z13, Z20
+	VPDPBUSD.BCST       12(R12), Z14, Z21
+	VPDPBUSD.BCST       16(R12), Z13, Z21
+	VPDPBUSD.BCST       12(SI), Z14, Z22
+	VPDPBUSD.BCST       16(SI), Z13, Z22
+	PREFETCHT0          2816(AX)
+	VMOVDQU64           448(AX), Z13
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z13, Z13
+	VPDPBUSD.BCST       20(BX), Z14, Z15
+	VPDPBUSD.BCST       24(BX), Z13, Z15
+	VPDPBUSD.BCST       20(DI), Z14, Z16
+	VPDPBUSD.BCST       24(DI), Z13, Z16
+	VPDPBUSD.BCST       20(R8), Z14, Z17
+	VPDPBUSD.BCST       24(R8), Z13, Z17
+	VPDPBUSD.BCST       20(R9), Z14, Z18
+	VPDPBUSD.BCST       24(R9), Z13, Z18
+	VPDPBUSD.BCST       20(R10), Z14, Z19
+	VPDPBUSD.BCST       24(R10), Z13, Z19
+	VPDPBUSD.BCST       20(R11), Z14, Z20
+	VPDPBUSD.BCST       24(R11), Z13, Z20
+	VPDPBUSD.BCST       20(R12), Z14, Z21
+	VPDPBUSD.BCST       24(R12), Z13, Z21
+	VPDPBUSD.BCST       20(SI), Z14, Z22
+	VPDPBUSD.BCST       24(SI), Z13, Z22
+	PREFETCHT0          2880(AX)
+	VMOVDQU64           512(AX), Z13
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z13, Z13
+	VPDPBUSD.BCST       28(BX), Z14, Z15
+	VPDPBUSD.BCST       32(BX), Z13, Z15
+	VPDPBUSD.BCST       28(DI), Z14, Z16
+	VPDPBUSD.BCST       32(DI), Z13, Z16
+	VPDPBUSD.BCST       28(R8), Z14, Z17
+	VPDPBUSD.BCST       32(R8), Z13, Z17
+	VPDPBUSD.BCST       28(R9), Z14, Z18
+	VPDPBUSD.BCST       32(R9), Z13, Z18
+	VPDPBUSD.BCST       28(R10), Z14, Z19
+	VPDPBUSD.BCST       32(R10), Z13, Z19
+	VPDPBUSD.BCST       28(R11), Z14, Z20
+	VPDPBUSD.BCST       32(R11), Z13, Z20
+	VPDPBUSD.BCST       28(R12), Z14, Z21
+	VPDPBUSD.BCST       32(R12), Z13, Z21
+	VPDPBUSD.BCST       28(SI), Z14, Z22
+	VPDPBUSD.BCST       32(SI), Z13, Z22
+	VPDPWSSD            Z12, Z15, Z1
+	VPDPWSSD            Z12, Z16, Z2
+	VPDPWSSD            Z12, Z17, Z3
+	VPDPWSSD            Z12, Z18, Z4
+	VPDPWSSD            Z12, Z19, Z5
+	VPDPWSSD            Z12, Z20, Z6
+	VPDPWSSD            Z12, Z21, Z7
+	VPDPWSSD            Z12, Z22, Z8
+	VPSRLD              $0x10, Z0, Z0
+	PREFETCHT0          2944(AX)
+	PREFETCHT0          2432(AX)
+	VMOVDQU64           576(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPBROADCASTD        328(BX), Z14
+	VPDPBUSD.BCST       36(BX), Z13, Z14
+	VPDPBUSD.BCST       40(BX), Z12, Z14
+	VPBROADCASTD        328(DI), Z15
+	VPDPBUSD.BCST       36(DI), Z13, Z15
+	VPDPBUSD.BCST       40(DI), Z12, Z15
+	VPBROADCASTD        328(R8), Z16
+	VPDPBUSD.BCST       36(R8), Z13, Z16
+	VPDPBUSD.BCST       40(R8), Z12, Z16
+	VPBROADCASTD        328(R9), Z17
+	VPDPBUSD.BCST       36(R9), Z13, Z17
+	VPDPBUSD.BCST       40(R9), Z12, Z17
+	VPBROADCASTD        328(R10), Z18
+	VPDPBUSD.BCST       36(R10), Z13, Z18
+	VPDPBUSD.BCST       40(R10), Z12, Z18
+	VPBROADCASTD        328(R11), Z19
+	VPDPBUSD.BCST       36(R11), Z13, Z19
+	VPDPBUSD.BCST       40(R11), Z12, Z19
+	VPBROADCASTD        328(R12), Z20
+	VPDPBUSD.BCST       36(R12), Z13, Z20
+	VPDPBUSD.BCST       40(R12), Z12, Z20
+	VPBROADCASTD        328(SI), Z21
+	VPDPBUSD.BCST       36(SI), Z13, Z21
+	VPDPBUSD.BCST       40(SI), Z12, Z21
+	PREFETCHT0          3008(AX)
+	VMOVDQU64           640(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST       44(BX), Z13, Z14
+	VPDPBUSD.BCST       48(BX), Z12, Z14
+	VPDPBUSD.BCST       44(DI), Z13, Z15
+	VPDPBUSD.BCST       48(DI), Z12, Z15
+	VPDPBUSD.BCST       44(R8), Z13, Z16
+	VPDPBUSD.BCST       48(R8), Z12, Z16
+	VPDPBUSD.BCST       44(R9), Z13, Z17
+	VPDPBUSD.BCST       48(R9), Z12, Z17
+	VPDPBUSD.BCST       44(R10), Z13, Z18
+	VPDPBUSD.BCST       48(R10), Z12, Z18
+	VPDPBUSD.BCST       44(R11), Z13, Z19
+	VPDPBUSD.BCST       48(R11), Z12, Z19
+	VPDPBUSD.BCST       44(R12), Z13, Z20
+	VPDPBUSD.BCST       48(R12), Z12, Z20
+	VPDPBUSD.BCST       44(SI), Z13, Z21
+	VPDPBUSD.BCST       48(SI), Z12, Z21
+	PREFETCHT0          3072(AX)
+	VMOVDQU64           704(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST       52(BX), Z13, Z14
+	VPDPBUSD.BCST       56(BX), Z12, Z14
+	VPDPBUSD.BCST       52(DI), Z13, Z15
+	VPDPBUSD.BCST       56(DI), Z12, Z15
+	VPDPBUSD.BCST       52(R8), Z13, Z16
+	VPDPBUSD.BCST       56(R8), Z12, Z16
+	VPDPBUSD.BCST       52(R9), Z13, Z17
+	VPDPBUSD.BCST       56(R9), Z12, Z17
+	VPDPBUSD.BCST       52(R10), Z13, Z18
+	VPDPBUSD.BCST       56(R10), Z12, Z18
+	VPDPBUSD.BCST       52(R11), Z13, Z19
+	VPDPBUSD.BCST       56(R11), Z12, Z19
+	VPDPBUSD.BCST       52(R12), Z13, Z20
+	VPDPBUSD.BCST       56(R12), Z12, Z20
+	VPDPBUSD.BCST       52(SI), Z13, Z21
+	VPDPBUSD.BCST       56(SI), Z12, Z21
+	PREFETCHT0          3136(AX)
+	VMOVDQU64           768(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST       60(BX), Z13, Z14
+	VPDPBUSD.BCST       64(BX), Z12, Z14
+	VPDPBUSD.BCST       60(DI), Z13, Z15
+	VPDPBUSD.BCST       64(DI), Z12, Z15
+	VPDPBUSD.BCST       60(R8), Z13, Z16
+	VPDPBUSD.BCST       64(R8), Z12, Z16
+	VPDPBUSD.BCST       60(R9), Z13, Z17
+	VPDPBUSD.BCST       64(R9), Z12, Z17
+	VPDPBUSD.BCST       60(R10), Z13, Z18
+	VPDPBUSD.BCST       64(R10), Z12, Z18
+	VPDPBUSD.BCST       60(R11), Z13, Z19
+	VPDPBUSD.BCST       64(R11), Z12, Z19
+	VPDPBUSD.BCST       60(R12), Z13, Z20
+	VPDPBUSD.BCST       64(R12), Z12, Z20
+	VPDPBUSD.BCST       60(SI), Z13, Z21
+	VPDPBUSD.BCST       64(SI), Z12, Z21
+	VPDPWSSD            Z0, Z14, Z1
+	VPDPWSSD            Z0, Z15, Z2
+	VPDPWSSD            Z0, Z16, Z3
+	VPDPWSSD            Z0, Z17, Z4
+	VPDPWSSD            Z0, Z18, Z5
+	VPDPWSSD            Z0, Z19, Z6
+	VPDPWSSD            Z0, Z20, Z7
+	VPDPWSSD            Z0, Z21, Z8
+	VPANDD.BCST         klowword<>+0(SB), Z9, Z0
+	PREFETCHT0          3200(AX)
+	PREFETCHT0          2496(AX)
+	VMOVDQU64           832(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPBROADCASTD        332(BX), Z14
+	VPDPBUSD.BCST       68(BX), Z13, Z14
+	VPDPBUSD.BCST       72(BX), Z12, Z14
+	VPBROADCASTD        332(DI), Z15
+	VPDPBUSD.BCST       68(DI), Z13, Z15
+	VPDPBUSD.BCST       72(DI), Z12, Z15
+	VPBROADCASTD        332(R8), Z16
+	VPDPBUSD.BCST       68(R8), Z13, Z16
+	VPDPBUSD.BCST       72(R8), Z12, Z16
+	VPBROADCASTD        332(R9), Z17
+	VPDPBUSD.BCST       68(R9), Z13, Z17
+	VPDPBUSD.BCST       72(R9), Z12, Z17
+	VPBROADCASTD        332(R10), Z18
+	VPDPBUSD.BCST       68(R10), Z13, Z18
+	VPDPBUSD.BCST       72(R10), Z12, Z18
+	VPBROADCASTD        332(R11), Z19
+	VPDPBUSD.BCST       68(R11), Z13, Z19
+	VPDPBUSD.BCST       72(R11), Z12, Z19
+	VPBROADCASTD        332(R12), Z20
+	VPDPBUSD.BCST       68(R12), Z13, Z20
+	VPDPBUSD.BCST       72(R12), Z12, Z20
+	VPBROADCASTD        332(SI), Z21
+	VPDPBUSD.BCST       68(SI), Z13, Z21
+	VPDPBUSD.BCST       72(SI), Z12, Z21
+	PREFETCHT0          3264(AX)
+	VMOVDQU64           896(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST       76(BX), Z13, Z14
+	VPDPBUSD.BCST       80(BX), Z12, Z14
+	VPDPBUSD.BCST       76(DI), Z13, Z15
+	VPDPBUSD.BCST       80(DI), Z12, Z15
+	VPDPBUSD.BCST       76(R8), Z13, Z16
+	VPDPBUSD.BCST       80(R8), Z12, Z16
+	VPDPBUSD.BCST       76(R9), Z13, Z17
+	VPDPBUSD.BCST       80(R9), Z12, Z17
+	VPDPBUSD.BCST       76(R10), Z13, Z18
+	VPDPBUSD.BCST       80(R10), Z12, Z18
+	VPDPBUSD.BCST       76(R11), Z13, Z19
+	VPDPBUSD.BCST       80(R11), Z12, Z19
+	VPDPBUSD.BCST       76(R12), Z13, Z20
+	VPDPBUSD.BCST       80(R12), Z12, Z20
+	VPDPBUSD.BCST       76(SI), Z13, Z21
+	VPDPBUSD.BCST       80(SI), Z12, Z21
+	PREFETCHT0          3328(AX)
+	VMOVDQU64           960(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST       84(BX), Z13, Z14
+	VPDPBUSD.BCST       88(BX), Z12, Z14
+	VPDPBUSD.BCST       84(DI), Z13, Z15
+	VPDPBUSD.BCST       88(DI), Z12, Z15
+	VPDPBUSD.BCST       84(R8), Z13, Z16
+	VPDPBUSD.BCST       88(R8), Z12, Z16
+	VPDPBUSD.BCST       84(R9), Z13, Z17
+	VPDPBUSD.BCST       88(R9), Z12, Z17
+	VPDPBUSD.BCST       84(R10), Z13, Z18
+	VPDPBUSD.BCST       88(R10), Z12, Z18
+	VPDPBUSD.BCST       84(R11), Z13, Z19
+	VPDPBUSD.BCST       88(R11), Z12, Z19
+	VPDPBUSD.BCST       84(R12), Z13, Z20
+	VPDPBUSD.BCST       88(R12), Z12, Z20
+	VPDPBUSD.BCST       84(SI), Z13, Z21
+	VPDPBUSD.BCST       88(SI), Z12, Z21
+	PREFETCHT0          3392(AX)
+	VMOVDQU64           1024(AX), Z12
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z12, Z12
+	VPDPBUSD.BCST       92(BX), Z13, Z14
+	VPDPBUSD.BCST       96(BX), Z12, Z14
+	VPDPBUSD.BCST       92(DI), Z13, Z15
+	VPDPBUSD.BCST       96(DI), Z12, Z15
+	VPDPBUSD.BCST       92(R8), Z13, Z16
+	VPDPBUSD.BCST       96(R8), Z12, Z16
+	VPDPBUSD.BCST       92(R9), Z13, Z17
+	VPDPBUSD.BCST       96(R9), Z12, Z17
+	VPDPBUSD.BCST       92(R10), Z13, Z18
+	VPDPBUSD.BCST       96(R10), Z12, Z18
+	VPDPBUSD.BCST       92(R11), Z13, Z19
+	VPDPBUSD.BCST       96(R11), Z12, Z19
+	VPDPBUSD.BCST       92(R12), Z13, Z20
+	VPDPBUSD.BCST       96(R12), Z12, Z20
+	VPDPBUSD.BCST       92(SI), Z13, Z21
+	VPDPBUSD.BCST       96(SI), Z12, Z21
+	VPDPWSSD            Z0, Z14, Z1
+	VPDPWSSD            Z0, Z15, Z2
+	VPDPWSSD            Z0, Z16, Z3
+	VPDPWSSD            Z0, Z17, Z4
+	VPDPWSSD            Z0, Z18, Z5
+	VPDPWSSD            Z0, Z19, Z6
+	VPDPWSSD            Z0, Z20, Z7
+	VPDPWSSD            Z0, Z21, Z8
+	VPSRLD              $0x10, Z9, Z0
+	PREFETCHT0          3456(AX)
+	PREFETCHT0          2560(AX)
+	VMOVDQU64           1088(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPBROADCASTD        336(BX), Z13
+	VPDPBUSD.BCST       100(BX), Z12, Z13
+	VPDPBUSD.BCST       104(BX), Z9, Z13
+	VPBROADCASTD        336(DI), Z14
+	VPDPBUSD.BCST       100(DI), Z12, Z14
+	VPDPBUSD.BCST       104(DI), Z9, Z14
+	VPBROADCASTD        336(R8), Z15
+	VPDPBUSD.BCST       100(R8), Z12, Z15
+	VPDPBUSD.BCST       104(R8), Z9, Z15
+	VPBROADCASTD        336(R9), Z16
+	VPDPBUSD.BCST       100(R9), Z12, Z16
+	VPDPBUSD.BCST       104(R9), Z9, Z16
+	VPBROADCASTD        336(R10), Z17
+	VPDPBUSD.BCST       100(R10), Z12, Z17
+	VPDPBUSD.BCST       104(R10), Z9, Z17
+	VPBROADCASTD        336(R11), Z18
+	VPDPBUSD.BCST       100(R11), Z12, Z18
+	VPDPBUSD.BCST       104(R11), Z9, Z18
+	VPBROADCASTD        336(R12), Z19
+	VPDPBUSD.BCST       100(R12), Z12, Z19
+	VPDPBUSD.BCST       104(R12), Z9, Z19
+	VPBROADCASTD        336(SI), Z20
+	VPDPBUSD.BCST       100(SI), Z12, Z20
+	VPDPBUSD.BCST       104(SI), Z9, Z20
+	PREFETCHT0          3520(AX)
+	VMOVDQU64           1152(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       108(BX), Z12, Z13
+	VPDPBUSD.BCST       112(BX), Z9, Z13
+	VPDPBUSD.BCST       108(DI), Z12, Z14
+	VPDPBUSD.BCST       112(DI), Z9, Z14
+	VPDPBUSD.BCST       108(R8), Z12, Z15
+	VPDPBUSD.BCST       112(R8), Z9, Z15
+	VPDPBUSD.BCST       108(R9), Z12, Z16
+	VPDPBUSD.BCST       112(R9), Z9, Z16
+	VPDPBUSD.BCST       108(R10), Z12, Z17
+	VPDPBUSD.BCST       112(R10), Z9, Z17
+	VPDPBUSD.BCST       108(R11), Z12, Z18
+	VPDPBUSD.BCST       112(R11), Z9, Z18
+	VPDPBUSD.BCST       108(R12), Z12, Z19
+	VPDPBUSD.BCST       112(R12), Z9, Z19
+	VPDPBUSD.BCST       108(SI), Z12, Z20
+	VPDPBUSD.BCST       112(SI), Z9, Z20
+	PREFETCHT0          3584(AX)
+	VMOVDQU64           1216(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       116(BX), Z12, Z13
+	VPDPBUSD.BCST       120(BX), Z9, Z13
+	VPDPBUSD.BCST       116(DI), Z12, Z14
+	VPDPBUSD.BCST       120(DI), Z9, Z14
+	VPDPBUSD.BCST       116(R8), Z12, Z15
+	VPDPBUSD.BCST       120(R8), Z9, Z15
+	VPDPBUSD.BCST       116(R9), Z12, Z16
+	VPDPBUSD.BCST       120(R9), Z9, Z16
+	VPDPBUSD.BCST       116(R10), Z12, Z17
+	VPDPBUSD.BCST       120(R10), Z9, Z17
+	VPDPBUSD.BCST       116(R11), Z12, Z18
+	VPDPBUSD.BCST       120(R11), Z9, Z18
+	VPDPBUSD.BCST       116(R12), Z12, Z19
+	VPDPBUSD.BCST       120(R12), Z9, Z19
+	VPDPBUSD.BCST       116(SI), Z12, Z20
+	VPDPBUSD.BCST       120(SI), Z9, Z20
+	PREFETCHT0          3648(AX)
+	VMOVDQU64           1280(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       124(BX), Z12, Z13
+	VPDPBUSD.BCST       128(BX), Z9, Z13
+	VPDPBUSD.BCST       124(DI), Z12, Z14
+	VPDPBUSD.BCST       128(DI), Z9, Z14
+	VPDPBUSD.BCST       124(R8), Z12, Z15
+	VPDPBUSD.BCST       128(R8), Z9, Z15
+	VPDPBUSD.BCST       124(R9), Z12, Z16
+	VPDPBUSD.BCST       128(R9), Z9, Z16
+	VPDPBUSD.BCST       124(R10), Z12, Z17
+	VPDPBUSD.BCST       128(R10), Z9, Z17
+	VPDPBUSD.BCST       124(R11), Z12, Z18
+	VPDPBUSD.BCST       128(R11), Z9, Z18
+	VPDPBUSD.BCST       124(R12), Z12, Z19
+	VPDPBUSD.BCST       128(R12), Z9, Z19
+	VPDPBUSD.BCST       124(SI), Z12, Z20
+	VPDPBUSD.BCST       128(SI), Z9, Z20
+	VPDPWSSD            Z0, Z13, Z1
+	VPDPWSSD            Z0, Z14, Z2
+	VPDPWSSD            Z0, Z15, Z3
+	VPDPWSSD            Z0, Z16, Z4
+	VPDPWSSD            Z0, Z17, Z5
+	VPDPWSSD            Z0, Z18, Z6
+	VPDPWSSD            Z0, Z19, Z7
+	VPDPWSSD            Z0, Z20, Z8
+	VPANDD.BCST         klowword<>+0(SB), Z10, Z0
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          2624(AX)
+	VMOVDQU64           1344(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPBROADCASTD        340(BX), Z13
+	VPDPBUSD.BCST       132(BX), Z12, Z13
+	VPDPBUSD.BCST       136(BX), Z9, Z13
+	VPBROADCASTD        340(DI), Z14
+	VPDPBUSD.BCST       132(DI), Z12, Z14
+	VPDPBUSD.BCST       136(DI), Z9, Z14
+	VPBROADCASTD        340(R8), Z15
+	VPDPBUSD.BCST       132(R8), Z12, Z15
+	VPDPBUSD.BCST       136(R8), Z9, Z15
+	VPBROADCASTD        340(R9), Z16
+	VPDPBUSD.BCST       132(R9), Z12, Z16
+	VPDPBUSD.BCST       136(R9), Z9, Z16
+	VPBROADCASTD        340(R10), Z17
+	VPDPBUSD.BCST       132(R10), Z12, Z17
+	VPDPBUSD.BCST       136(R10), Z9, Z17
+	VPBROADCASTD        340(R11), Z18
+	VPDPBUSD.BCST       132(R11), Z12, Z18
+	VPDPBUSD.BCST       136(R11), Z9, Z18
+	VPBROADCASTD        340(R12), Z19
+	VPDPBUSD.BCST       132(R12), Z12, Z19
+	VPDPBUSD.BCST       136(R12), Z9, Z19
+	VPBROADCASTD        340(SI), Z20
+	VPDPBUSD.BCST       132(SI), Z12, Z20
+	VPDPBUSD.BCST       136(SI), Z9, Z20
+	PREFETCHT0          3776(AX)
+	VMOVDQU64           1408(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       140(BX), Z12, Z13
+	VPDPBUSD.BCST       144(BX), Z9, Z13
+	VPDPBUSD.BCST       140(DI), Z12, Z14
+	VPDPBUSD.BCST       144(DI), Z9, Z14
+	VPDPBUSD.BCST       140(R8), Z12, Z15
+	VPDPBUSD.BCST       144(R8), Z9, Z15
+	VPDPBUSD.BCST       140(R9), Z12, Z16
+	VPDPBUSD.BCST       144(R9), Z9, Z16
+	VPDPBUSD.BCST       140(R10), Z12, Z17
+	VPDPBUSD.BCST       144(R10), Z9, Z17
+	VPDPBUSD.BCST       140(R11), Z12, Z18
+	VPDPBUSD.BCST       144(R11), Z9, Z18
+	VPDPBUSD.BCST       140(R12), Z12, Z19
+	VPDPBUSD.BCST       144(R12), Z9, Z19
+	VPDPBUSD.BCST       140(SI), Z12, Z20
+	VPDPBUSD.BCST       144(SI), Z9, Z20
+	PREFETCHT0          3840(AX)
+	VMOVDQU64           1472(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       148(BX), Z12, Z13
+	VPDPBUSD.BCST       152(BX), Z9, Z13
+	VPDPBUSD.BCST       148(DI), Z12, Z14
+	VPDPBUSD.BCST       152(DI), Z9, Z14
+	VPDPBUSD.BCST       148(R8), Z12, Z15
+	VPDPBUSD.BCST       152(R8), Z9, Z15
+	VPDPBUSD.BCST       148(R9), Z12, Z16
+	VPDPBUSD.BCST       152(R9), Z9, Z16
+	VPDPBUSD.BCST       148(R10), Z12, Z17
+	VPDPBUSD.BCST       152(R10), Z9, Z17
+	VPDPBUSD.BCST       148(R11), Z12, Z18
+	VPDPBUSD.BCST       152(R11), Z9, Z18
+	VPDPBUSD.BCST       148(R12), Z12, Z19
+	VPDPBUSD.BCST       152(R12), Z9, Z19
+	VPDPBUSD.BCST       148(SI), Z12, Z20
+	VPDPBUSD.BCST       152(SI), Z9, Z20
+	PREFETCHT0          3904(AX)
+	VMOVDQU64           1536(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       156(BX), Z12, Z13
+	VPDPBUSD.BCST       160(BX), Z9, Z13
+	VPDPBUSD.BCST       156(DI), Z12, Z14
+	VPDPBUSD.BCST       160(DI), Z9, Z14
+	VPDPBUSD.BCST       156(R8), Z12, Z15
+	VPDPBUSD.BCST       160(R8), Z9, Z15
+	VPDPBUSD.BCST       156(R9), Z12, Z16
+	VPDPBUSD.BCST       160(R9), Z9, Z16
+	VPDPBUSD.BCST       156(R10), Z12, Z17
+	VPDPBUSD.BCST       160(R10), Z9, Z17
+	VPDPBUSD.BCST       156(R11), Z12, Z18
+	VPDPBUSD.BCST       160(R11), Z9, Z18
+	VPDPBUSD.BCST       156(R12), Z12, Z19
+	VPDPBUSD.BCST       160(R12), Z9, Z19
+	VPDPBUSD.BCST       156(SI), Z12, Z20
+	VPDPBUSD.BCST       160(SI), Z9, Z20
+	VPDPWSSD            Z0, Z13, Z1
+	VPDPWSSD            Z0, Z14, Z2
+	VPDPWSSD            Z0, Z15, Z3
+	VPDPWSSD            Z0, Z16, Z4
+	VPDPWSSD            Z0, Z17, Z5
+	VPDPWSSD            Z0, Z18, Z6
+	VPDPWSSD            Z0, Z19, Z7
+	VPDPWSSD            Z0, Z20, Z8
+	VPSRLD              $0x10, Z10, Z0
+	PREFETCHT0          3968(AX)
+	VMOVDQU64           1600(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPBROADCASTD        344(BX), Z12
+	VPDPBUSD.BCST       164(BX), Z10, Z12
+	VPDPBUSD.BCST       168(BX), Z9, Z12
+	VPBROADCASTD        344(DI), Z13
+	VPDPBUSD.BCST       164(DI), Z10, Z13
+	VPDPBUSD.BCST       168(DI), Z9, Z13
+	VPBROADCASTD        344(R8), Z14
+	VPDPBUSD.BCST       164(R8), Z10, Z14
+	VPDPBUSD.BCST       168(R8), Z9, Z14
+	VPBROADCASTD        344(R9), Z15
+	VPDPBUSD.BCST       164(R9), Z10, Z15
+	VPDPBUSD.BCST       168(R9), Z9, Z15
+	VPBROADCASTD        344(R10), Z16
+	VPDPBUSD.BCST       164(R10), Z10, Z16
+	VPDPBUSD.BCST       168(R10), Z9, Z16
+	VPBROADCASTD        344(R11), Z17
+	VPDPBUSD.BCST       164(R11), Z10, Z17
+	VPDPBUSD.BCST       168(R11), Z9, Z17
+	VPBROADCASTD        344(R12), Z18
+	VPDPBUSD.BCST       164(R12), Z10, Z18
+	VPDPBUSD.BCST       168(R12), Z9, Z18
+	VPBROADCASTD        344(SI), Z19
+	VPDPBUSD.BCST       164(SI), Z10, Z19
+	VPDPBUSD.BCST       168(SI), Z9, Z19
+	PREFETCHT0          4032(AX)
+	VMOVDQU64           1664(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       172(BX), Z10, Z12
+	VPDPBUSD.BCST       176(BX), Z9, Z12
+	VPDPBUSD.BCST       172(DI), Z10, Z13
+	VPDPBUSD.BCST       176(DI), Z9, Z13
+	VPDPBUSD.BCST       172(R8), Z10, Z14
+	VPDPBUSD.BCST       176(R8), Z9, Z14
+	VPDPBUSD.BCST       172(R9), Z10, Z15
+	VPDPBUSD.BCST       176(R9), Z9, Z15
+	VPDPBUSD.BCST       172(R10), Z10, Z16
+	VPDPBUSD.BCST       176(R10), Z9, Z16
+	VPDPBUSD.BCST       172(R11), Z10, Z17
+	VPDPBUSD.BCST       176(R11), Z9, Z17
+	VPDPBUSD.BCST       172(R12), Z10, Z18
+	VPDPBUSD.BCST       176(R12), Z9, Z18
+	VPDPBUSD.BCST       172(SI), Z10, Z19
+	VPDPBUSD.BCST       176(SI), Z9, Z19
+	PREFETCHT0          4096(AX)
+	VMOVDQU64           1728(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       180(BX), Z10, Z12
+	VPDPBUSD.BCST       184(BX), Z9, Z12
+	VPDPBUSD.BCST       180(DI), Z10, Z13
+	VPDPBUSD.BCST       184(DI), Z9, Z13
+	VPDPBUSD.BCST       180(R8), Z10, Z14
+	VPDPBUSD.BCST       184(R8), Z9, Z14
+	VPDPBUSD.BCST       180(R9), Z10, Z15
+	VPDPBUSD.BCST       184(R9), Z9, Z15
+	VPDPBUSD.BCST       180(R10), Z10, Z16
+	VPDPBUSD.BCST       184(R10), Z9, Z16
+	VPDPBUSD.BCST       180(R11), Z10, Z17
+	VPDPBUSD.BCST       184(R11), Z9, Z17
+	VPDPBUSD.BCST       180(R12), Z10, Z18
+	VPDPBUSD.BCST       184(R12), Z9, Z18
+	VPDPBUSD.BCST       180(SI), Z10, Z19
+	VPDPBUSD.BCST       184(SI), Z9, Z19
+	PREFETCHT0          4160(AX)
+	VMOVDQU64           1792(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       188(BX), Z10, Z12
+	VPDPBUSD.BCST       192(BX), Z9, Z12
+	VPDPBUSD.BCST       188(DI), Z10, Z13
+	VPDPBUSD.BCST       192(DI), Z9, Z13
+	VPDPBUSD.BCST       188(R8), Z10, Z14
+	VPDPBUSD.BCST       192(R8), Z9, Z14
+	VPDPBUSD.BCST       188(R9), Z10, Z15
+	VPDPBUSD.BCST       192(R9), Z9, Z15
+	VPDPBUSD.BCST       188(R10), Z10, Z16
+	VPDPBUSD.BCST       192(R10), Z9, Z16
+	VPDPBUSD.BCST       188(R11), Z10, Z17
+	VPDPBUSD.BCST       192(R11), Z9, Z17
+	VPDPBUSD.BCST       188(R12), Z10, Z18
+	VPDPBUSD.BCST       192(R12), Z9, Z18
+	VPDPBUSD.BCST       188(SI), Z10, Z19
+	VPDPBUSD.BCST       192(SI), Z9, Z19
+	VPDPWSSD            Z0, Z12, Z1
+	VPDPWSSD            Z0, Z13, Z2
+	VPDPWSSD            Z0, Z14, Z3
+	VPDPWSSD            Z0, Z15, Z4
+	VPDPWSSD            Z0, Z16, Z5
+	VPDPWSSD            Z0, Z17, Z6
+	VPDPWSSD            Z0, Z18, Z7
+	VPDPWSSD            Z0, Z19, Z8
+	VPANDD.BCST         klowword<>+0(SB), Z11, Z0
+	PREFETCHT0          4224(AX)
+	VMOVDQU64           1856(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPBROADCASTD        348(BX), Z12
+	VPDPBUSD.BCST       196(BX), Z10, Z12
+	VPDPBUSD.BCST       200(BX), Z9, Z12
+	VPBROADCASTD        348(DI), Z13
+	VPDPBUSD.BCST       196(DI), Z10, Z13
+	VPDPBUSD.BCST       200(DI), Z9, Z13
+	VPBROADCASTD        348(R8), Z14
+	VPDPBUSD.BCST       196(R8), Z10, Z14
+	VPDPBUSD.BCST       200(R8), Z9, Z14
+	VPBROADCASTD        348(R9), Z15
+	VPDPBUSD.BCST       196(R9), Z10, Z15
+	VPDPBUSD.BCST       200(R9), Z9, Z15
+	VPBROADCASTD        348(R10), Z16
+	VPDPBUSD.BCST       196(R10), Z10, Z16
+	VPDPBUSD.BCST       200(R10), Z9, Z16
+	VPBROADCASTD        348(R11), Z17
+	VPDPBUSD.BCST       196(R11), Z10, Z17
+	VPDPBUSD.BCST       200(R11), Z9, Z17
+	VPBROADCASTD        348(R12), Z18
+	VPDPBUSD.BCST       196(R12), Z10, Z18
+	VPDPBUSD.BCST       200(R12), Z9, Z18
+	VPBROADCASTD        348(SI), Z19
+	VPDPBUSD.BCST       196(SI), Z10, Z19
+	VPDPBUSD.BCST       200(SI), Z9, Z19
+	PREFETCHT0          4288(AX)
+	VMOVDQU64           1920(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       204(BX), Z10, Z12
+	VPDPBUSD.BCST       208(BX), Z9, Z12
+	VPDPBUSD.BCST       204(DI), Z10, Z13
+	VPDPBUSD.BCST       208(DI), Z9, Z13
+	VPDPBUSD.BCST       204(R8), Z10, Z14
+	VPDPBUSD.BCST       208(R8), Z9, Z14
+	VPDPBUSD.BCST       204(R9), Z10, Z15
+	VPDPBUSD.BCST       208(R9), Z9, Z15
+	VPDPBUSD.BCST       204(R10), Z10, Z16
+	VPDPBUSD.BCST       208(R10), Z9, Z16
+	VPDPBUSD.BCST       204(R11), Z10, Z17
+	VPDPBUSD.BCST       208(R11), Z9, Z17
+	VPDPBUSD.BCST       204(R12), Z10, Z18
+	VPDPBUSD.BCST       208(R12), Z9, Z18
+	VPDPBUSD.BCST       204(SI), Z10, Z19
+	VPDPBUSD.BCST       208(SI), Z9, Z19
+	PREFETCHT0          4352(AX)
+	VMOVDQU64           1984(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       212(BX), Z10, Z12
+	VPDPBUSD.BCST       216(BX), Z9, Z12
+	VPDPBUSD.BCST       212(DI), Z10, Z13
+	VPDPBUSD.BCST       216(DI), Z9, Z13
+	VPDPBUSD.BCST       212(R8), Z10, Z14
+	VPDPBUSD.BCST       216(R8), Z9, Z14
+	VPDPBUSD.BCST       212(R9), Z10, Z15
+	VPDPBUSD.BCST       216(R9), Z9, Z15
+	VPDPBUSD.BCST       212(R10), Z10, Z16
+	VPDPBUSD.BCST       216(R10), Z9, Z16
+	VPDPBUSD.BCST       212(R11), Z10, Z17
+	VPDPBUSD.BCST       216(R11), Z9, Z17
+	VPDPBUSD.BCST       212(R12), Z10, Z18
+	VPDPBUSD.BCST       216(R12), Z9, Z18
+	VPDPBUSD.BCST       212(SI), Z10, Z19
+	VPDPBUSD.BCST       216(SI), Z9, Z19
+	PREFETCHT0          4416(AX)
+	VMOVDQU64           2048(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       220(BX), Z10, Z12
+	VPDPBUSD.BCST       224(BX), Z9, Z12
+	VPDPBUSD.BCST       220(DI), Z10, Z13
+	VPDPBUSD.BCST       224(DI), Z9, Z13
+	VPDPBUSD.BCST       220(R8), Z10, Z14
+	VPDPBUSD.BCST       224(R8), Z9, Z14
+	VPDPBUSD.BCST       220(R9), Z10, Z15
+	VPDPBUSD.BCST       224(R9), Z9, Z15
+	VPDPBUSD.BCST       220(R10), Z10, Z16
+	VPDPBUSD.BCST       224(R10), Z9, Z16
+	VPDPBUSD.BCST       220(R11), Z10, Z17
+	VPDPBUSD.BCST       224(R11), Z9, Z17
+	VPDPBUSD.BCST       220(R12), Z10, Z18
+	VPDPBUSD.BCST       224(R12), Z9, Z18
+	VPDPBUSD.BCST       220(SI), Z10, Z19
+	VPDPBUSD.BCST       224(SI), Z9, Z19
+	VPDPWSSD            Z0, Z12, Z1
+	VPDPWSSD            Z0, Z13, Z2
+	VPDPWSSD            Z0, Z14, Z3
+	VPDPWSSD            Z0, Z15, Z4
+	VPDPWSSD            Z0, Z16, Z5
+	VPDPWSSD            Z0, Z17, Z6
+	VPDPWSSD            Z0, Z18, Z7
+	VPDPWSSD            Z0, Z19, Z8
+	VPSRLD              $0x10, Z11, Z0
+	PREFETCHT0          4480(AX)
+	VMOVDQU64           2112(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPBROADCASTD        352(BX), Z11
+	VPDPBUSD.BCST       228(BX), Z10, Z11
+	VPDPBUSD.BCST       232(BX), Z9, Z11
+	VPBROADCASTD        352(DI), Z12
+	VPDPBUSD.BCST       228(DI), Z10, Z12
+	VPDPBUSD.BCST       232(DI), Z9, Z12
+	VPBROADCASTD        352(R8), Z13
+	VPDPBUSD.BCST       228(R8), Z10, Z13
+	VPDPBUSD.BCST       232(R8), Z9, Z13
+	VPBROADCASTD        352(R9), Z14
+	VPDPBUSD.BCST       228(R9), Z10, Z14
+	VPDPBUSD.BCST       232(R9), Z9, Z14
+	VPBROADCASTD        352(R10), Z15
+	VPDPBUSD.BCST       228(R10), Z10, Z15
+	VPDPBUSD.BCST       232(R10), Z9, Z15
+	VPBROADCASTD        352(R11), Z16
+	VPDPBUSD.BCST       228(R11), Z10, Z16
+	VPDPBUSD.BCST       232(R11), Z9, Z16
+	VPBROADCASTD        352(R12), Z17
+	VPDPBUSD.BCST       228(R12), Z10, Z17
+	VPDPBUSD.BCST       232(R12), Z9, Z17
+	VPBROADCASTD        352(SI), Z18
+	VPDPBUSD.BCST       228(SI), Z10, Z18
+	VPDPBUSD.BCST       232(SI), Z9, Z18
+	PREFETCHT0          4544(AX)
+	VMOVDQU64           2176(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       236(BX), Z10, Z11
+	VPDPBUSD.BCST       240(BX), Z9, Z11
+	VPDPBUSD.BCST       236(DI), Z10, Z12
+	VPDPBUSD.BCST       240(DI), Z9, Z12
+	VPDPBUSD.BCST       236(R8), Z10, Z13
+	VPDPBUSD.BCST       240(R8), Z9, Z13
+	VPDPBUSD.BCST       236(R9), Z10, Z14
+	VPDPBUSD.BCST       240(R9), Z9, Z14
+	VPDPBUSD.BCST       236(R10), Z10, Z15
+	VPDPBUSD.BCST       240(R10), Z9, Z15
+	VPDPBUSD.BCST       236(R11), Z10, Z16
+	VPDPBUSD.BCST       240(R11), Z9, Z16
+	VPDPBUSD.BCST       236(R12), Z10, Z17
+	VPDPBUSD.BCST       240(R12), Z9, Z17
+	VPDPBUSD.BCST       236(SI), Z10, Z18
+	VPDPBUSD.BCST       240(SI), Z9, Z18
+	PREFETCHT0          4608(AX)
+	VMOVDQU64           2240(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       244(BX), Z10, Z11
+	VPDPBUSD.BCST       248(BX), Z9, Z11
+	VPDPBUSD.BCST       244(DI), Z10, Z12
+	VPDPBUSD.BCST       248(DI), Z9, Z12
+	VPDPBUSD.BCST       244(R8), Z10, Z13
+	VPDPBUSD.BCST       248(R8), Z9, Z13
+	VPDPBUSD.BCST       244(R9), Z10, Z14
+	VPDPBUSD.BCST       248(R9), Z9, Z14
+	VPDPBUSD.BCST       244(R10), Z10, Z15
+	VPDPBUSD.BCST       248(R10), Z9, Z15
+	VPDPBUSD.BCST       244(R11), Z10, Z16
+	VPDPBUSD.BCST       248(R11), Z9, Z16
+	VPDPBUSD.BCST       244(R12), Z10, Z17
+	VPDPBUSD.BCST       248(R12), Z9, Z17
+	VPDPBUSD.BCST       244(SI), Z10, Z18
+	VPDPBUSD.BCST       248(SI), Z9, Z18
+	PREFETCHT0          4672(AX)
+	VMOVDQU64           2304(AX), Z9
+	VPANDD.BCST         kvnniconsts<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgfshr4<>+0(SB), Z9, Z9
+	VPDPBUSD.BCST       252(BX), Z10, Z11
+	VPDPBUSD.BCST       256(BX), Z9, Z11
+	VPDPBUSD.BCST       252(DI), Z10, Z12
+	VPDPBUSD.BCST       256(DI), Z9, Z12
+	VPDPBUSD.BCST       252(R8), Z10, Z13
+	VPDPBUSD.BCST       256(R8), Z9, Z13
+	VPDPBUSD.BCST       252(R9), Z10, Z14
+	VPDPBUSD.BCST       256(R9), Z9, Z14
+	VPDPBUSD.BCST       252(R10), Z10, Z15
+	VPDPBUSD.BCST       256(R10), Z9, Z15
+	VPDPBUSD.BCST       252(R11), Z10, Z16
+	VPDPBUSD.BCST       256(R11), Z9, Z16
+	VPDPBUSD.BCST       252(R12), Z10, Z17
+	VPDPBUSD.BCST       256(R12), Z9, Z17
+	VPDPBUSD.BCST       252(SI), Z10, Z18
+	VPDPBUSD.BCST       256(SI), Z9, Z18
+	VPDPWSSD            Z0, Z11, Z1
+	VPDPWSSD            Z0, Z12, Z2
+	VPDPWSSD            Z0, Z13, Z3
+	VPDPWSSD            Z0, Z14, Z4
+	VPDPWSSD            Z0, Z15, Z5
+	VPDPWSSD            Z0, Z16, Z6
+	VPDPWSSD            Z0, Z17, Z7
+	VPDPWSSD            Z0, Z18, Z8
+	VPMOVZXBW           192(AX), Z0
+	VXORPS              Z9, Z9, Z9
+	VPDPWSSD.BCST       356(BX), Z0, Z9
+	VXORPS              Z10, Z10, Z10
+	VPDPWSSD.BCST       356(DI), Z0, Z10
+	VXORPS              Z11, Z11, Z11
+	VPDPWSSD.BCST       356(R8), Z0, Z11
+	VXORPS              Z12, Z12, Z12
+	VPDPWSSD.BCST       356(R9), Z0, Z12
+	VXORPS              Z13, Z13, Z13
+	VPDPWSSD.BCST       356(R10), Z0, Z13
+	VXORPS              Z14, Z14, Z14
+	VPDPWSSD.BCST       356(R11), Z0, Z14
+	VXORPS              Z15, Z15, Z15
+	VPDPWSSD.BCST       356(R12), Z0, Z15
+	VXORPS              Z16, Z16, Z16
+	VPDPWSSD.BCST       356(SI), Z0, Z16
+	VPMOVZXBW           224(AX), Z0
+	VPDPWSSD.BCST       360(BX), Z0, Z9
+	VPDPWSSD.BCST       360(DI), Z0, Z10
+	VPDPWSSD.BCST       360(R8), Z0, Z11
+	VPDPWSSD.BCST       360(R9), Z0, Z12
+	VPDPWSSD.BCST       360(R10), Z0, Z13
+	VPDPWSSD.BCST       360(R11), Z0, Z14
+	VPDPWSSD.BCST       360(R12), Z0, Z15
+	VPDPWSSD.BCST       360(SI), Z0, Z16
+	VPMOVZXBW           256(AX), Z0
+	VPDPWSSD.BCST       364(BX), Z0, Z9
+	VPDPWSSD.BCST       364(DI), Z0, Z10
+	VPDPWSSD.BCST       364(R8), Z0, Z11
+	VPDPWSSD.BCST       364(R9), Z0, Z12
+	VPDPWSSD.BCST       364(R10), Z0, Z13
+	VPDPWSSD.BCST       364(R11), Z0, Z14
+	VPDPWSSD.BCST       364(R12), Z0, Z15
+	VPDPWSSD.BCST       364(SI), Z0, Z16
+	VPMOVZXBW           288(AX), Z0
+	VPDPWSSD.BCST       368(BX), Z0, Z9
+	VPDPWSSD.BCST       368(DI), Z0, Z10
+	VPDPWSSD.BCST       368(R8), Z0, Z11
+	VPDPWSSD.BCST       368(R9), Z0, Z12
+	VPDPWSSD.BCST       368(R10), Z0, Z13
+	VPDPWSSD.BCST       368(R11), Z0, Z14
+	VPDPWSSD.BCST       368(R12), Z0, Z15
+	VPDPWSSD.BCST       368(SI), Z0, Z16
+	VCVTPH2PS           (AX), Z0
+	VCVTPH2PS           32(AX), Z17
+	VMOVUPS             (SP), Z19
+	VMULPS.BCST         (BX), Z0, Z18
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z18, Z19
+	VMULPS.BCST         (BX), Z17, Z18
+	VCVTDQ2PS           Z9, Z1
+	VFNMADD231PS        Z1, Z18, Z19
+	VMOVUPS             Z19, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z9
+	VMULPS.BCST         (DI), Z0, Z1
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z1, Z9
+	VMULPS.BCST         (DI), Z17, Z1
+	VCVTDQ2PS           Z10, Z2
+	VFNMADD231PS        Z2, Z1, Z9
+	VMOVUPS             Z9, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z2
+	VMULPS.BCST         (R8), Z0, Z1
+	VCVTDQ2PS           Z3, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R8), Z17, Z1
+	VCVTDQ2PS           Z11, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 128(SP)
+	ADDQ                $0x00000204, R8
+	VMOVUPS             192(SP), Z2
+	VMULPS.BCST         (R9), Z0, Z1
+	VCVTDQ2PS           Z4, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R9), Z17, Z1
+	VCVTDQ2PS           Z12, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 192(SP)
+	ADDQ                $0x00000204, R9
+	VMOVUPS             256(SP), Z2
+	VMULPS.BCST         (R10), Z0, Z1
+	VCVTDQ2PS           Z5, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R10), Z17, Z1
+	VCVTDQ2PS           Z13, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 256(SP)
+	ADDQ                $0x00000204, R10
+	VMOVUPS             320(SP), Z2
+	VMULPS.BCST         (R11), Z0, Z1
+	VCVTDQ2PS           Z6, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R11), Z17, Z1
+	VCVTDQ2PS           Z14, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 320(SP)
+	ADDQ                $0x00000204, R11
+	VMOVUPS             384(SP), Z2
+	VMULPS.BCST         (R12), Z0, Z1
+	VCVTDQ2PS           Z7, Z3
+	VFMADD231PS         Z3, Z1, Z2
+	VMULPS.BCST         (R12), Z17, Z1
+	VCVTDQ2PS           Z15, Z3
+	VFNMADD231PS        Z3, Z1, Z2
+	VMOVUPS             Z2, 384(SP)
+	ADDQ                $0x00000204, R12
+	VMOVUPS             448(SP), Z1
+	VMULPS.BCST         (SI), Z0, Z0
+	VCVTDQ2PS           Z8, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMULPS.BCST         (SI), Z17, Z0
+	VCVTDQ2PS           Z16, Z2
+	VFNMADD231PS        Z2, Z0, Z1
+	VMOVUPS             Z1, 448(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000940, AX
+	DECQ                R13
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 320(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 384(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 448(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+DATA klow6<>+0(SB)/4, $0x3f3f3f3f
+GLOBL klow6<>(SB), RODATA|NOPTR, $4
+
+// func q6k16Tile1GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q6k16Tile1GFNI(SB), NOSPLIT, $64-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	MOVQ    nb+24(FP), SI
+
+blkloop:
+	TESTQ               SI, SI
+	JZ                  blkdone
+	VXORPS              Z0, Z0, Z0
+	VPMOVSXBW           32(AX), Z1
+	VPANDD.BCST         klowword<>+0(SB), Z1, Z2
+	PREFETCHT0          3648(AX)
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          3776(AX)
+	PREFETCHT0          3360(AX)
+	VMOVDQU64           288(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           352(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           416(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        388(BX), Z5
+	VPDPBUSD.BCST       4(BX), Z4, Z5
+	VPDPBUSD.BCST       8(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        392(BX), Z4
+	VPDPBUSD.BCST       12(BX), Z8, Z4
+	VPDPBUSD.BCST       16(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPSRLD              $0x10, Z1, Z1
+	PREFETCHT0          3840(AX)
+	PREFETCHT0          3904(AX)
+	PREFETCHT0          3968(AX)
+	PREFETCHT0          3424(AX)
+	VMOVDQU64           480(AX), Z2
+	VPANDD.BCST         klow6<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z2, Z2
+	VMOVDQU64           544(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z4, Z4
+	VMOVDQU64           608(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z6, Z6
+	VPTERNLOGD          $0xfe, Z6, Z4, Z2
+	VPBROADCASTD        396(BX), Z4
+	VPDPBUSD.BCST       20(BX), Z3, Z4
+	VPDPBUSD.BCST       24(BX), Z5, Z4
+	VPDPWSSD            Z1, Z4, Z0
+	VPBROADCASTD        400(BX), Z3
+	VPDPBUSD.BCST       28(BX), Z7, Z3
+	VPDPBUSD.BCST       32(BX), Z2, Z3
+	VPDPWSSD            Z1, Z3, Z0
+	VPMOVSXBW           64(AX), Z1
+	VPANDD.BCST         klowword<>+0(SB), Z1, Z2
+	PREFETCHT0          4032(AX)
+	PREFETCHT0          4096(AX)
+	PREFETCHT0          4160(AX)
+	PREFETCHT0          3488(AX)
+	VMOVDQU64           672(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           736(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           800(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        404(BX), Z5
+	VPDPBUSD.BCST       36(BX), Z4, Z5
+	VPDPBUSD.BCST       40(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        408(BX), Z4
+	VPDPBUSD.BCST       44(BX), Z8, Z4
+	VPDPBUSD.BCST       48(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPSRLD              $0x10, Z1, Z1
+	PREFETCHT0          4224(AX)
+	PREFETCHT0          4288(AX)
+	PREFETCHT0          4352(AX)
+	PREFETCHT0          3552(AX)
+	VMOVDQU64           864(AX), Z2
+	VPANDD.BCST         klow6<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z2, Z2
+	VMOVDQU64           928(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z4, Z4
+	VMOVDQU64           992(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z6, Z6
+	VPTERNLOGD          $0xfe, Z6, Z4, Z2
+	VPBROADCASTD        412(BX), Z4
+	VPDPBUSD.BCST       52(BX), Z3, Z4
+	VPDPBUSD.BCST       56(BX), Z5, Z4
+	VPDPWSSD            Z1, Z4, Z0
+	VPBROADCASTD        416(BX), Z3
+	VPDPBUSD.BCST       60(BX), Z7, Z3
+	VPDPBUSD.BCST       64(BX), Z2, Z3
+	VPDPWSSD            Z1, Z3, Z0
+	VPMOVSXBW           96(AX), Z1
+	VPANDD.BCST         klowword<>+0(SB), Z1, Z2
+	PREFETCHT0          4416(AX)
+	PREFETCHT0          4480(AX)
+	PREFETCHT0          4544(AX)
+	PREFETCHT0          3616(AX)
+	VMOVDQU64           1056(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           1120(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           1184(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        420(BX), Z5
+	VPDPBUSD.BCST       68(BX), Z4, Z5
+	VPDPBUSD.BCST       72(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        424(BX), Z4
+	VPDPBUSD.BCST       76(BX), Z8, Z4
+	VPDPBUSD.BCST       80(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPSRLD              $0x10, Z1, Z1
+	PREFETCHT0          4608(AX)
+	PREFETCHT0          4672(AX)
+	PREFETCHT0          4736(AX)
+	VMOVDQU64           1248(AX), Z2
+	VPANDD.BCST         klow6<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z2, Z2
+	VMOVDQU64           1312(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z4, Z4
+	VMOVDQU64           1376(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z6, Z6
+	VPTERNLOGD          $0xfe, Z6, Z4, Z2
+	VPBROADCASTD        428(BX), Z4
+	VPDPBUSD.BCST       84(BX), Z3, Z4
+	VPDPBUSD.BCST       88(BX), Z5, Z4
+	VPDPWSSD            Z1, Z4, Z0
+	VPBROADCASTD        432(BX), Z3
+	VPDPBUSD.BCST       92(BX), Z7, Z3
+	VPDPBUSD.BCST       96(BX), Z2, Z3
+	VPDPWSSD            Z1, Z3, Z0
+	VPMOVSXBW           128(AX), Z1
+	VPANDD.BCST         klowword<>+0(SB), Z1, Z2
+	PREFETCHT0          4800(AX)
+	PREFETCHT0          4864(AX)
+	PREFETCHT0          4928(AX)
+	VMOVDQU64           1440(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           1504(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           1568(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        436(BX), Z5
+	VPDPBUSD.BCST       100(BX), Z4, Z5
+	VPDPBUSD.BCST       104(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        440(BX), Z4
+	VPDPBUSD.BCST       108(BX), Z8, Z4
+	VPDPBUSD.BCST       112(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPSRLD              $0x10, Z1, Z1
+	PREFETCHT0          4992(AX)
+	PREFETCHT0          5056(AX)
+	PREFETCHT0          5120(AX)
+	VMOVDQU64           1632(AX), Z2
+	VPANDD.BCST         klow6<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z2, Z2
+	VMOVDQU64           1696(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z4, Z4
+	VMOVDQU64           1760(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z6, Z6
+	VPTERNLOGD          $0xfe, Z6, Z4, Z2
+	VPBROADCASTD        444(BX), Z4
+	VPDPBUSD.BCST       116(BX), Z3, Z4
+	VPDPBUSD.BCST       120(BX), Z5, Z4
+	VPDPWSSD            Z1, Z4, Z0
+	VPBROADCASTD        448(BX), Z3
+	VPDPBUSD.BCST       124(BX), Z7, Z3
+	VPDPBUSD.BCST       128(BX), Z2, Z3
+	VPDPWSSD            Z1, Z3, Z0
+	VPMOVSXBW           160(AX), Z1
+	VPANDD.BCST         klowword<>+0(SB), Z1, Z2
+	PREFETCHT0          5184(AX)
+	PREFETCHT0          5248(AX)
+	PREFETCHT0          5312(AX)
+	VMOVDQU64           1824(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           1888(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           1952(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        452(BX), Z5
+	VPDPBUSD.BCST       132(BX), Z4, Z5
+	VPDPBUSD.BCST       136(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        456(BX), Z4
+	VPDPBUSD.BCST       140(BX), Z8, Z4
+	VPDPBUSD.BCST       144(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPSRLD              $0x10, Z1, Z1
+	PREFETCHT0          5376(AX)
+	PREFETCHT0          5440(AX)
+	PREFETCHT0          5504(AX)
+	VMOVDQU64           2016(AX), Z2
+	VPANDD.BCST         klow6<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z2, Z2
+	VMOVDQU64           2080(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z4, Z4
+	VMOVDQU64           2144(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z6, Z6
+	VPTERNLOGD          $0xfe, Z6, Z4, Z2
+	VPBROADCASTD        460(BX), Z4
+	VPDPBUSD.BCST       148(BX), Z3, Z4
+	VPDPBUSD.BCST       152(BX), Z5, Z4
+	VPDPWSSD            Z1, Z4, Z0
+	VPBROADCASTD        464(BX), Z3
+	VPDPBUSD.BCST       156(BX), Z7, Z3
+	VPDPBUSD.BCST       160(BX), Z2, Z3
+	VPDPWSSD            Z1, Z3, Z0
+	VPMOVSXBW           192(AX), Z1
+	VPANDD.BCST         klowword<>+0(SB), Z1, Z2
+	PREFETCHT0          5568(AX)
+	PREFETCHT0          5632(AX)
+	PREFETCHT0          5696(AX)
+	VMOVDQU64           2208(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           2272(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           2336(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        468(BX), Z5
+	VPDPBUSD.BCST       164(BX), Z4, Z5
+	VPDPBUSD.BCST       168(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        472(BX), Z4
+	VPDPBUSD.BCST       172(BX), Z8, Z4
+	VPDPBUSD.BCST       176(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPSRLD              $0x10, Z1, Z1
+	PREFETCHT0          5760(AX)
+	PREFETCHT0          5824(AX)
+	PREFETCHT0          5888(AX)
+	VMOVDQU64           2400(AX), Z2
+	VPANDD.BCST         klow6<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z2, Z2
+	VMOVDQU64           2464(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z4, Z4
+	VMOVDQU64           2528(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z6, Z6
+	VPTERNLOGD          $0xfe, Z6, Z4, Z2
+	VPBROADCASTD        476(BX), Z4
+	VPDPBUSD.BCST       180(BX), Z3, Z4
+	VPDPBUSD.BCST       184(BX), Z5, Z4
+	VPDPWSSD            Z1, Z4, Z0
+	VPBROADCASTD        480(BX), Z3
+	VPDPBUSD.BCST       188(BX), Z7, Z3
+	VPDPBUSD.BCST       192(BX), Z2, Z3
+	VPDPWSSD            Z1, Z3, Z0
+	VPMOVSXBW           224(AX), Z1
+	VPANDD.BCST         klowword<>+0(SB), Z1, Z2
+	PREFETCHT0          5952(AX)
+	PREFETCHT0          6016(AX)
+	PREFETCHT0          6080(AX)
+	VMOVDQU64           2592(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           2656(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           2720(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        484(BX), Z5
+	VPDPBUSD.BCST       196(BX), Z4, Z5
+	VPDPBUSD.BCST       200(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        488(BX), Z4
+	VPDPBUSD.BCST       204(BX), Z8, Z4
+	VPDPBUSD.BCST       208(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPSRLD              $0x10, Z1, Z1
+	PREFETCHT0          6144(AX)
+	PREFETCHT0          6208(AX)
+	PREFETCHT0          6272(AX)
+	VMOVDQU64           2784(AX), Z2
+	VPANDD.BCST         klow6<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z2, Z2
+	VMOVDQU64           2848(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z4, Z4
+	VMOVDQU64           2912(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z6, Z6
+	VPTERNLOGD          $0xfe, Z6, Z4, Z2
+	VPBROADCASTD        492(BX), Z4
+	VPDPBUSD.BCST       212(BX), Z3, Z4
+	VPDPBUSD.BCST       216(BX), Z5, Z4
+	VPDPWSSD            Z1, Z4, Z0
+	VPBROADCASTD        496(BX), Z3
+	VPDPBUSD.BCST       220(BX), Z7, Z3
+	VPDPBUSD.BCST       224(BX), Z2, Z3
+	VPDPWSSD            Z1, Z3, Z0
+	VPMOVSXBW           256(AX), Z1
+	VPANDD.BCST         klowword<>+0(SB), Z1, Z2
+	PREFETCHT0          6336(AX)
+	PREFETCHT0          6400(AX)
+	PREFETCHT0          6464(AX)
+	VMOVDQU64           2976(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           3040(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           3104(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        500(BX), Z5
+	VPDPBUSD.BCST       228(BX), Z4, Z5
+	VPDPBUSD.BCST       232(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        504(BX), Z4
+	VPDPBUSD.BCST       236(BX), Z8, Z4
+	VPDPBUSD.BCST       240(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPSRLD              $0x10, Z1, Z1
+	PREFETCHT0          6528(AX)
+	PREFETCHT0          6592(AX)
+	PREFETCHT0          6656(AX)
+	VMOVDQU64           3168(AX), Z2
+	VPANDD.BCST         klow6<>+0(SB), Z2, Z3
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z2, Z2
+	VMOVDQU64           3232(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z4, Z4
+	VMOVDQU64           3296(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z6, Z6
+	VPTERNLOGD          $0xfe, Z6, Z4, Z2
+	VPBROADCASTD        508(BX), Z4
+	VPDPBUSD.BCST       244(BX), Z3, Z4
+	VPDPBUSD.BCST       248(BX), Z5, Z4
+	VPDPWSSD            Z1, Z4, Z0
+	VPBROADCASTD        512(BX), Z3
+	VPDPBUSD.BCST       252(BX), Z7, Z3
+	VPDPBUSD.BCST       256(BX), Z2, Z3
+	VPDPWSSD            Z1, Z3, Z0
+	VCVTPH2PS           (AX), Z1
+	VMOVUPS             (SP), Z2
+	VMULPS.BCST         (BX), Z1, Z1
+	VCVTDQ2PS           Z0, Z0
+	VFMADD231PS         Z0, Z1, Z2
+	VMOVUPS             Z2, (SP)
+	ADDQ                $0x00000204, BX
+	ADDQ                $0x00000d20, AX
+	DECQ                SI
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+DATA kgftop2<>+0(SB)/4, $0x00000000
+DATA kgftop2<>+4(SB)/4, $0x40800000
+DATA kgftop2<>+8(SB)/4, $0x00000000
+DATA kgftop2<>+12(SB)/4, $0x00004080
+DATA kgftop2<>+16(SB)/4, $0x40800000
+DATA kgftop2<>+20(SB)/4, $0x00000000
+GLOBL kgftop2<>(SB), RODATA|NOPTR, $24
+
+// func q6k16Tile2GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q6k16Tile2GFNI(SB), NOSPLIT, $128-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), SI
+	MOVQ    nb+24(FP), DI
+
+blkloop:
+	TESTQ               DI, DI
+	JZ                  blkdone
+	VXORPS              Z0, Z0, Z0
+	VXORPS              Z1, Z1, Z1
+	VPMOVSXBW           32(AX), Z2
+	VPANDD.BCST         klowword<>+0(SB), Z2, Z3
+	PREFETCHT0          3648(AX)
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          3776(AX)
+	PREFETCHT0          3360(AX)
+	VMOVDQU64           288(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           352(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           416(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        388(BX), Z6
+	VPDPBUSD.BCST       4(BX), Z5, Z6
+	VPDPBUSD.BCST       8(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        388(SI), Z6
+	VPDPBUSD.BCST       4(SI), Z5, Z6
+	VPDPBUSD.BCST       8(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        392(BX), Z5
+	VPDPBUSD.BCST       12(BX), Z9, Z5
+	VPDPBUSD.BCST       16(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        392(SI), Z5
+	VPDPBUSD.BCST       12(SI), Z9, Z5
+	VPDPBUSD.BCST       16(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPSRLD              $0x10, Z2, Z2
+	PREFETCHT0          3840(AX)
+	PREFETCHT0          3904(AX)
+	PREFETCHT0          3968(AX)
+	PREFETCHT0          3424(AX)
+	VMOVDQU64           480(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           544(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           608(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        396(BX), Z5
+	VPDPBUSD.BCST       20(BX), Z4, Z5
+	VPDPBUSD.BCST       24(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        396(SI), Z5
+	VPDPBUSD.BCST       20(SI), Z4, Z5
+	VPDPBUSD.BCST       24(SI), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z1
+	VPBROADCASTD        400(BX), Z4
+	VPDPBUSD.BCST       28(BX), Z8, Z4
+	VPDPBUSD.BCST       32(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPBROADCASTD        400(SI), Z4
+	VPDPBUSD.BCST       28(SI), Z8, Z4
+	VPDPBUSD.BCST       32(SI), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z1
+	VPMOVSXBW           64(AX), Z2
+	VPANDD.BCST         klowword<>+0(SB), Z2, Z3
+	PREFETCHT0          4032(AX)
+	PREFETCHT0          4096(AX)
+	PREFETCHT0          4160(AX)
+	PREFETCHT0          3488(AX)
+	VMOVDQU64           672(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           736(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           800(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        404(BX), Z6
+	VPDPBUSD.BCST       36(BX), Z5, Z6
+	VPDPBUSD.BCST       40(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        404(SI), Z6
+	VPDPBUSD.BCST       36(SI), Z5, Z6
+	VPDPBUSD.BCST       40(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        408(BX), Z5
+	VPDPBUSD.BCST       44(BX), Z9, Z5
+	VPDPBUSD.BCST       48(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        408(SI), Z5
+	VPDPBUSD.BCST       44(SI), Z9, Z5
+	VPDPBUSD.BCST       48(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPSRLD              $0x10, Z2, Z2
+	PREFETCHT0          4224(AX)
+	PREFETCHT0          4288(AX)
+	PREFETCHT0          4352(AX)
+	PREFETCHT0          3552(AX)
+	VMOVDQU64           864(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           928(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           992(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        412(BX), Z5
+	VPDPBUSD.BCST       52(BX), Z4, Z5
+	VPDPBUSD.BCST       56(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        412(SI), Z5
+	VPDPBUSD.BCST       52(SI), Z4, Z5
+	VPDPBUSD.BCST       56(SI), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z1
+	VPBROADCASTD        416(BX), Z4
+	VPDPBUSD.BCST       60(BX), Z8, Z4
+	VPDPBUSD.BCST       64(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPBROADCASTD        416(SI), Z4
+	VPDPBUSD.BCST       60(SI), Z8, Z4
+	VPDPBUSD.BCST       64(SI), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z1
+	VPMOVSXBW           96(AX), Z2
+	VPANDD.BCST         klowword<>+0(SB), Z2, Z3
+	PREFETCHT0          4416(AX)
+	PREFETCHT0          4480(AX)
+	PREFETCHT0          4544(AX)
+	PREFETCHT0          3616(AX)
+	VMOVDQU64           1056(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           1120(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           1184(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        420(BX), Z6
+	VPDPBUSD.BCST       68(BX), Z5, Z6
+	VPDPBUSD.BCST       72(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        420(SI), Z6
+	VPDPBUSD.BCST       68(SI), Z5, Z6
+	VPDPBUSD.BCST       72(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        424(BX), Z5
+	VPDPBUSD.BCST       76(BX), Z9, Z5
+	VPDPBUSD.BCST       80(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        424(SI), Z5
+	VPDPBUSD.BCST       76(SI), Z9, Z5
+	VPDPBUSD.BCST       80(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPSRLD              $0x10, Z2, Z2
+	PREFETCHT0          4608(AX)
+	PREFETCHT0          4672(AX)
+	PREFETCHT0          4736(AX)
+	VMOVDQU64           1248(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           1312(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           1376(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        428(BX), Z5
+	VPDPBUSD.BCST       84(BX), Z4, Z5
+	VPDPBUSD.BCST       88(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        428(SI), Z5
+	VPDPBUSD.BCST       84(SI), Z4, Z5
+	VPDPBUSD.BCST       88(SI), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z1
+	VPBROADCASTD        432(BX), Z4
+	VPDPBUSD.BCST       92(BX), Z8, Z4
+	VPDPBUSD.BCST       96(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPBROADCASTD        432(SI), Z4
+	VPDPBUSD.BCST       92(SI), Z8, Z4
+	VPDPBUSD.BCST       96(SI), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z1
+	VPMOVSXBW           128(AX), Z2
+	VPANDD.BCST         klowword<>+0(SB), Z2, Z3
+	PREFETCHT0          4800(AX)
+	PREFETCHT0          4864(AX)
+	PREFETCHT0          4928(AX)
+	VMOVDQU64           1440(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           1504(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           1568(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        436(BX), Z6
+	VPDPBUSD.BCST       100(BX), Z5, Z6
+	VPDPBUSD.BCST       104(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        436(SI), Z6
+	VPDPBUSD.BCST       100(SI), Z5, Z6
+	VPDPBUSD.BCST       104(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        440(BX), Z5
+	VPDPBUSD.BCST       108(BX), Z9, Z5
+	VPDPBUSD.BCST       112(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        440(SI), Z5
+	VPDPBUSD.BCST       108(SI), Z9, Z5
+	VPDPBUSD.BCST       112(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPSRLD              $0x10, Z2, Z2
+	PREFETCHT0          4992(AX)
+	PREFETCHT0          5056(AX)
+	PREFETCHT0          5120(AX)
+	VMOVDQU64           1632(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           1696(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           1760(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        444(BX), Z5
+	VPDPBUSD.BCST       116(BX), Z4, Z5
+	VPDPBUSD.BCST       120(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        444(SI), Z5
+	VPDPBUSD.BCST       116(SI), Z4, Z5
+	VPDPBUSD.BCST       120(SI), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z1
+	VPBROADCASTD        448(BX), Z4
+	VPDPBUSD.BCST       124(BX), Z8, Z4
+	VPDPBUSD.BCST       128(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPBROADCASTD        448(SI), Z4
+	VPDPBUSD.BCST       124(SI), Z8, Z4
+	VPDPBUSD.BCST       128(SI), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z1
+	VPMOVSXBW           160(AX), Z2
+	VPANDD.BCST         klowword<>+0(SB), Z2, Z3
+	PREFETCHT0          5184(AX)
+	PREFETCHT0          5248(AX)
+	PREFETCHT0          5312(AX)
+	VMOVDQU64           1824(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           1888(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           1952(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        452(BX), Z6
+	VPDPBUSD.BCST       132(BX), Z5, Z6
+	VPDPBUSD.BCST       136(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        452(SI), Z6
+	VPDPBUSD.BCST       132(SI), Z5, Z6
+	VPDPBUSD.BCST       136(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        456(BX), Z5
+	VPDPBUSD.BCST       140(BX), Z9, Z5
+	VPDPBUSD.BCST       144(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        456(SI), Z5
+	VPDPBUSD.BCST       140(SI), Z9, Z5
+	VPDPBUSD.BCST       144(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPSRLD              $0x10, Z2, Z2
+	PREFETCHT0          5376(AX)
+	PREFETCHT0          5440(AX)
+	PREFETCHT0          5504(AX)
+	VMOVDQU64           2016(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           2080(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           2144(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        460(BX), Z5
+	VPDPBUSD.BCST       148(BX), Z4, Z5
+	VPDPBUSD.BCST       152(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        460(SI), Z5
+	VPDPBUSD.BCST       148(SI), Z4, Z5
+	VPDPBUSD.BCST       152(SI), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z1
+	VPBROADCASTD        464(BX), Z4
+	VPDPBUSD.BCST       156(BX), Z8, Z4
+	VPDPBUSD.BCST       160(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPBROADCASTD        464(SI), Z4
+	VPDPBUSD.BCST       156(SI), Z8, Z4
+	VPDPBUSD.BCST       160(SI), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z1
+	VPMOVSXBW           192(AX), Z2
+	VPANDD.BCST         klowword<>+0(SB), Z2, Z3
+	PREFETCHT0          5568(AX)
+	PREFETCHT0          5632(AX)
+	PREFETCHT0          5696(AX)
+	VMOVDQU64           2208(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           2272(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           2336(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        468(BX), Z6
+	VPDPBUSD.BCST       164(BX), Z5, Z6
+	VPDPBUSD.BCST       168(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        468(SI), Z6
+	VPDPBUSD.BCST       164(SI), Z5, Z6
+	VPDPBUSD.BCST       168(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        472(BX), Z5
+	VPDPBUSD.BCST       172(BX), Z9, Z5
+	VPDPBUSD.BCST       176(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        472(SI), Z5
+	VPDPBUSD.BCST       172(SI), Z9, Z5
+	VPDPBUSD.BCST       176(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPSRLD              $0x10, Z2, Z2
+	PREFETCHT0          5760(AX)
+	PREFETCHT0          5824(AX)
+	PREFETCHT0          5888(AX)
+	VMOVDQU64           2400(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           2464(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           2528(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        476(BX), Z5
+	VPDPBUSD.BCST       180(BX), Z4, Z5
+	VPDPBUSD.BCST       184(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        476(SI), Z5
+	VPDPBUSD.BCST       180(SI), Z4, Z5
+	VPDPBUSD.BCST       184(SI), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z1
+	VPBROADCASTD        480(BX), Z4
+	VPDPBUSD.BCST       188(BX), Z8, Z4
+	VPDPBUSD.BCST       192(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPBROADCASTD        480(SI), Z4
+	VPDPBUSD.BCST       188(SI), Z8, Z4
+	VPDPBUSD.BCST       192(SI), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z1
+	VPMOVSXBW           224(AX), Z2
+	VPANDD.BCST         klowword<>+0(SB), Z2, Z3
+	PREFETCHT0          5952(AX)
+	PREFETCHT0          6016(AX)
+	PREFETCHT0          6080(AX)
+	VMOVDQU64           2592(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           2656(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           2720(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        484(BX), Z6
+	VPDPBUSD.BCST       196(BX), Z5, Z6
+	VPDPBUSD.BCST       200(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        484(SI), Z6
+	VPDPBUSD.BCST       196(SI), Z5, Z6
+	VPDPBUSD.BCST       200(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        488(BX), Z5
+	VPDPBUSD.BCST       204(BX), Z9, Z5
+	VPDPBUSD.BCST       208(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        488(SI), Z5
+	VPDPBUSD.BCST       204(SI), Z9, Z5
+	VPDPBUSD.BCST       208(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPSRLD              $0x10, Z2, Z2
+	PREFETCHT0          6144(AX)
+	PREFETCHT0          6208(AX)
+	PREFETCHT0          6272(AX)
+	VMOVDQU64           2784(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           2848(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           2912(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        492(BX), Z5
+	VPDPBUSD.BCST       212(BX), Z4, Z5
+	VPDPBUSD.BCST       216(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        492(SI), Z5
+	VPDPBUSD.BCST       212(SI), Z4, Z5
+	VPDPBUSD.BCST       216(SI), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z1
+	VPBROADCASTD        496(BX), Z4
+	VPDPBUSD.BCST       220(BX), Z8, Z4
+	VPDPBUSD.BCST       224(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPBROADCASTD        496(SI), Z4
+	VPDPBUSD.BCST       220(SI), Z8, Z4
+	VPDPBUSD.BCST       224(SI), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z1
+	VPMOVSXBW           256(AX), Z2
+	VPANDD.BCST         klowword<>+0(SB), Z2, Z3
+	PREFETCHT0          6336(AX)
+	PREFETCHT0          6400(AX)
+	PREFETCHT0          6464(AX)
+	VMOVDQU64           2976(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           3040(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           3104(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        500(BX), Z6
+	VPDPBUSD.BCST       228(BX), Z5, Z6
+	VPDPBUSD.BCST       232(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        500(SI), Z6
+	VPDPBUSD.BCST       228(SI), Z5, Z6
+	VPDPBUSD.BCST       232(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        504(BX), Z5
+	VPDPBUSD.BCST       236(BX), Z9, Z5
+	VPDPBUSD.BCST       240(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        504(SI), Z5
+	VPDPBUSD.BCST       236(SI), Z9, Z5
+	VPDPBUSD.BCST       240(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPSRLD              $0x10, Z2, Z2
+	PREFETCHT0          6528(AX)
+	PREFETCHT0          6592(AX)
+	PREFETCHT0          6656(AX)
+	VMOVDQU64           3168(AX), Z3
+	VPANDD.BCST         klow6<>+0(SB), Z3, Z4
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z3, Z3
+	VMOVDQU64           3232(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z5, Z5
+	VMOVDQU64           3296(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z7, Z7
+	VPTERNLOGD          $0xfe, Z7, Z5, Z3
+	VPBROADCASTD        508(BX), Z5
+	VPDPBUSD.BCST       244(BX), Z4, Z5
+	VPDPBUSD.BCST       248(BX), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z0
+	VPBROADCASTD        508(SI), Z5
+	VPDPBUSD.BCST       244(SI), Z4, Z5
+	VPDPBUSD.BCST       248(SI), Z6, Z5
+	VPDPWSSD            Z2, Z5, Z1
+	VPBROADCASTD        512(BX), Z4
+	VPDPBUSD.BCST       252(BX), Z8, Z4
+	VPDPBUSD.BCST       256(BX), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z0
+	VPBROADCASTD        512(SI), Z4
+	VPDPBUSD.BCST       252(SI), Z8, Z4
+	VPDPBUSD.BCST       256(SI), Z3, Z4
+	VPDPWSSD            Z2, Z4, Z1
+	VCVTPH2PS           (AX), Z2
+	VMOVUPS             (SP), Z4
+	VMULPS.BCST         (BX), Z2, Z3
+	VCVTDQ2PS           Z0, Z0
+	VFMADD231PS         Z0, Z3, Z4
+	VMOVUPS             Z4, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z0
+	VMULPS.BCST         (SI), Z2, Z2
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z2, Z0
+	VMOVUPS             Z0, 64(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000d20, AX
+	DECQ                DI
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q6k16Tile3GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q6k16Tile3GFNI(SB), NOSPLIT, $192-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), SI
+	MOVQ    nb+24(FP), R8
+
+blkloop:
+	TESTQ               R8, R8
+	JZ                  blkdone
+	VXORPS              Z0, Z0, Z0
+	VXORPS              Z1, Z1, Z1
+	VXORPS              Z2, Z2, Z2
+	VPMOVSXBW           32(AX), Z3
+	VPANDD.BCST         klowword<>+0(SB), Z3, Z4
+	PREFETCHT0          3648(AX)
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          3776(AX)
+	PREFETCHT0          3360(AX)
+	VMOVDQU64           288(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           352(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           416(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        388(BX), Z7
+	VPDPBUSD.BCST       4(BX), Z6, Z7
+	VPDPBUSD.BCST       8(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        388(DI), Z7
+	VPDPBUSD.BCST       4(DI), Z6, Z7
+	VPDPBUSD.BCST       8(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        388(SI), Z7
+	VPDPBUSD.BCST       4(SI), Z6, Z7
+	VPDPBUSD.BCST       8(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        392(BX), Z6
+	VPDPBUSD.BCST       12(BX), Z10, Z6
+	VPDPBUSD.BCST       16(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        392(DI), Z6
+	VPDPBUSD.BCST       12(DI), Z10, Z6
+	VPDPBUSD.BCST       16(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        392(SI), Z6
+	VPDPBUSD.BCST       12(SI), Z10, Z6
+	VPDPBUSD.BCST       16(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPSRLD              $0x10, Z3, Z3
+	PREFETCHT0          3840(AX)
+	PREFETCHT0          3904(AX)
+	PREFETCHT0          3968(AX)
+	PREFETCHT0          3424(AX)
+	VMOVDQU64           480(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           544(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           608(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        396(BX), Z6
+	VPDPBUSD.BCST       20(BX), Z5, Z6
+	VPDPBUSD.BCST       24(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        396(DI), Z6
+	VPDPBUSD.BCST       20(DI), Z5, Z6
+	VPDPBUSD.BCST       24(DI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        396(SI), Z6
+	VPDPBUSD.BCST       20(SI), Z5, Z6
+	VPDPBUSD.BCST       24(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z2
+	VPBROADCASTD        400(BX), Z5
+	VPDPBUSD.BCST       28(BX), Z9, Z5
+	VPDPBUSD.BCST       32(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        400(DI), Z5
+	VPDPBUSD.BCST       28(DI), Z9, Z5
+	VPDPBUSD.BCST       32(DI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPBROADCASTD        400(SI), Z5
+	VPDPBUSD.BCST       28(SI), Z9, Z5
+	VPDPBUSD.BCST       32(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z2
+	VPMOVSXBW           64(AX), Z3
+	VPANDD.BCST         klowword<>+0(SB), Z3, Z4
+	PREFETCHT0          4032(AX)
+	PREFETCHT0          4096(AX)
+	PREFETCHT0          4160(AX)
+	PREFETCHT0          3488(AX)
+	VMOVDQU64           672(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           736(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           800(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        404(BX), Z7
+	VPDPBUSD.BCST       36(BX), Z6, Z7
+	VPDPBUSD.BCST       40(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        404(DI), Z7
+	VPDPBUSD.BCST       36(DI), Z6, Z7
+	VPDPBUSD.BCST       40(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        404(SI), Z7
+	VPDPBUSD.BCST       36(SI), Z6, Z7
+	VPDPBUSD.BCST       40(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        408(BX), Z6
+	VPDPBUSD.BCST       44(BX), Z10, Z6
+	VPDPBUSD.BCST       48(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        408(DI), Z6
+	VPDPBUSD.BCST       44(DI), Z10, Z6
+	VPDPBUSD.BCST       48(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        408(SI), Z6
+	VPDPBUSD.BCST       44(SI), Z10, Z6
+	VPDPBUSD.BCST       48(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPSRLD              $0x10, Z3, Z3
+	PREFETCHT0          4224(AX)
+	PREFETCHT0          4288(AX)
+	PREFETCHT0          4352(AX)
+	PREFETCHT0          3552(AX)
+	VMOVDQU64           864(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           928(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           992(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        412(BX), Z6
+	VPDPBUSD.BCST       52(BX), Z5, Z6
+	VPDPBUSD.BCST       56(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        412(DI), Z6
+	VPDPBUSD.BCST       52(DI), Z5, Z6
+	VPDPBUSD.BCST       56(DI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        412(SI), Z6
+	VPDPBUSD.BCST       52(SI), Z5, Z6
+	VPDPBUSD.BCST       56(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z2
+	VPBROADCASTD        416(BX), Z5
+	VPDPBUSD.BCST       60(BX), Z9, Z5
+	VPDPBUSD.BCST       64(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        416(DI), Z5
+	VPDPBUSD.BCST       60(DI), Z9, Z5
+	VPDPBUSD.BCST       64(DI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPBROADCASTD        416(SI), Z5
+	VPDPBUSD.BCST       60(SI), Z9, Z5
+	VPDPBUSD.BCST       64(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z2
+	VPMOVSXBW           96(AX), Z3
+	VPANDD.BCST         klowword<>+0(SB), Z3, Z4
+	PREFETCHT0          4416(AX)
+	PREFETCHT0          4480(AX)
+	PREFETCHT0          4544(AX)
+	PREFETCHT0          3616(AX)
+	VMOVDQU64           1056(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           1120(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           1184(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        420(BX), Z7
+	VPDPBUSD.BCST       68(BX), Z6, Z7
+	VPDPBUSD.BCST       72(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        420(DI), Z7
+	VPDPBUSD.BCST       68(DI), Z6, Z7
+	VPDPBUSD.BCST       72(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        420(SI), Z7
+	VPDPBUSD.BCST       68(SI), Z6, Z7
+	VPDPBUSD.BCST       72(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        424(BX), Z6
+	VPDPBUSD.BCST       76(BX), Z10, Z6
+	VPDPBUSD.BCST       80(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        424(DI), Z6
+	VPDPBUSD.BCST       76(DI), Z10, Z6
+	VPDPBUSD.BCST       80(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        424(SI), Z6
+	VPDPBUSD.BCST       76(SI), Z10, Z6
+	VPDPBUSD.BCST       80(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPSRLD              $0x10, Z3, Z3
+	PREFETCHT0          4608(AX)
+	PREFETCHT0          4672(AX)
+	PREFETCHT0          4736(AX)
+	VMOVDQU64           1248(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           1312(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           1376(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        428(BX), Z6
+	VPDPBUSD.BCST       84(BX), Z5, Z6
+	VPDPBUSD.BCST       88(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        428(DI), Z6
+	VPDPBUSD.BCST       84(DI), Z5, Z6
+	VPDPBUSD.BCST       88(DI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        428(SI), Z6
+	VPDPBUSD.BCST       84(SI), Z5, Z6
+	VPDPBUSD.BCST       88(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z2
+	VPBROADCASTD        432(BX), Z5
+	VPDPBUSD.BCST       92(BX), Z9, Z5
+	VPDPBUSD.BCST       96(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        432(DI), Z5
+	VPDPBUSD.BCST       92(DI), Z9, Z5
+	VPDPBUSD.BCST       96(DI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPBROADCASTD        432(SI), Z5
+	VPDPBUSD.BCST       92(SI), Z9, Z5
+	VPDPBUSD.BCST       96(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z2
+	VPMOVSXBW           128(AX), Z3
+	VPANDD.BCST         klowword<>+0(SB), Z3, Z4
+	PREFETCHT0          4800(AX)
+	PREFETCHT0          4864(AX)
+	PREFETCHT0          4928(AX)
+	VMOVDQU64           1440(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           1504(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           1568(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        436(BX), Z7
+	VPDPBUSD.BCST       100(BX), Z6, Z7
+	VPDPBUSD.BCST       104(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        436(DI), Z7
+	VPDPBUSD.BCST       100(DI), Z6, Z7
+	VPDPBUSD.BCST       104(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        436(SI), Z7
+	VPDPBUSD.BCST       100(SI), Z6, Z7
+	VPDPBUSD.BCST       104(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        440(BX), Z6
+	VPDPBUSD.BCST       108(BX), Z10, Z6
+	VPDPBUSD.BCST       112(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        440(DI), Z6
+	VPDPBUSD.BCST       108(DI), Z10, Z6
+	VPDPBUSD.BCST       112(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        440(SI), Z6
+	VPDPBUSD.BCST       108(SI), Z10, Z6
+	VPDPBUSD.BCST       112(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPSRLD              $0x10, Z3, Z3
+	PREFETCHT0          4992(AX)
+	PREFETCHT0          5056(AX)
+	PREFETCHT0          5120(AX)
+	VMOVDQU64           1632(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           1696(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           1760(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        444(BX), Z6
+	VPDPBUSD.BCST       116(BX), Z5, Z6
+	VPDPBUSD.BCST       120(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        444(DI), Z6
+	VPDPBUSD.BCST       116(DI), Z5, Z6
+	VPDPBUSD.BCST       120(DI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        444(SI), Z6
+	VPDPBUSD.BCST       116(SI), Z5, Z6
+	VPDPBUSD.BCST       120(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z2
+	VPBROADCASTD        448(BX), Z5
+	VPDPBUSD.BCST       124(BX), Z9, Z5
+	VPDPBUSD.BCST       128(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        448(DI), Z5
+	VPDPBUSD.BCST       124(DI), Z9, Z5
+	VPDPBUSD.BCST       128(DI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPBROADCASTD        448(SI), Z5
+	VPDPBUSD.BCST       124(SI), Z9, Z5
+	VPDPBUSD.BCST       128(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z2
+	VPMOVSXBW           160(AX), Z3
+	VPANDD.BCST         klowword<>+0(SB), Z3, Z4
+	PREFETCHT0          5184(AX)
+	PREFETCHT0          5248(AX)
+	PREFETCHT0          5312(AX)
+	VMOVDQU64           1824(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           1888(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           1952(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        452(BX), Z7
+	VPDPBUSD.BCST       132(BX), Z6, Z7
+	VPDPBUSD.BCST       136(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        452(DI), Z7
+	VPDPBUSD.BCST       132(DI), Z6, Z7
+	VPDPBUSD.BCST       136(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        452(SI), Z7
+	VPDPBUSD.BCST       132(SI), Z6, Z7
+	VPDPBUSD.BCST       136(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        456(BX), Z6
+	VPDPBUSD.BCST       140(BX), Z10, Z6
+	VPDPBUSD.BCST       144(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        456(DI), Z6
+	VPDPBUSD.BCST       140(DI), Z10, Z6
+	VPDPBUSD.BCST       144(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        456(SI), Z6
+	VPDPBUSD.BCST       140(SI), Z10, Z6
+	VPDPBUSD.BCST       144(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPSRLD              $0x10, Z3, Z3
+	PREFETCHT0          5376(AX)
+	PREFETCHT0          5440(AX)
+	PREFETCHT0          5504(AX)
+	VMOVDQU64           2016(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           2080(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           2144(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        460(BX), Z6
+	VPDPBUSD.BCST       148(BX), Z5, Z6
+	VPDPBUSD.BCST       152(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        460(DI), Z6
+	VPDPBUSD.BCST       148(DI), Z5, Z6
+	VPDPBUSD.BCST       152(DI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        460(SI), Z6
+	VPDPBUSD.BCST       148(SI), Z5, Z6
+	VPDPBUSD.BCST       152(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z2
+	VPBROADCASTD        464(BX), Z5
+	VPDPBUSD.BCST       156(BX), Z9, Z5
+	VPDPBUSD.BCST       160(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        464(DI), Z5
+	VPDPBUSD.BCST       156(DI), Z9, Z5
+	VPDPBUSD.BCST       160(DI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPBROADCASTD        464(SI), Z5
+	VPDPBUSD.BCST       156(SI), Z9, Z5
+	VPDPBUSD.BCST       160(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z2
+	VPMOVSXBW           192(AX), Z3
+	VPANDD.BCST         klowword<>+0(SB), Z3, Z4
+	PREFETCHT0          5568(AX)
+	PREFETCHT0          5632(AX)
+	PREFETCHT0          5696(AX)
+	VMOVDQU64           2208(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           2272(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           2336(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        468(BX), Z7
+	VPDPBUSD.BCST       164(BX), Z6, Z7
+	VPDPBUSD.BCST       168(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        468(DI), Z7
+	VPDPBUSD.BCST       164(DI), Z6, Z7
+	VPDPBUSD.BCST       168(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        468(SI), Z7
+	VPDPBUSD.BCST       164(SI), Z6, Z7
+	VPDPBUSD.BCST       168(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        472(BX), Z6
+	VPDPBUSD.BCST       172(BX), Z10, Z6
+	VPDPBUSD.BCST       176(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        472(DI), Z6
+	VPDPBUSD.BCST       172(DI), Z10, Z6
+	VPDPBUSD.BCST       176(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        472(SI), Z6
+	VPDPBUSD.BCST       172(SI), Z10, Z6
+	VPDPBUSD.BCST       176(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPSRLD              $0x10, Z3, Z3
+	PREFETCHT0          5760(AX)
+	PREFETCHT0          5824(AX)
+	PREFETCHT0          5888(AX)
+	VMOVDQU64           2400(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           2464(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           2528(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        476(BX), Z6
+	VPDPBUSD.BCST       180(BX), Z5, Z6
+	VPDPBUSD.BCST       184(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        476(DI), Z6
+	VPDPBUSD.BCST       180(DI), Z5, Z6
+	VPDPBUSD.BCST       184(DI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        476(SI), Z6
+	VPDPBUSD.BCST       180(SI), Z5, Z6
+	VPDPBUSD.BCST       184(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z2
+	VPBROADCASTD        480(BX), Z5
+	VPDPBUSD.BCST       188(BX), Z9, Z5
+	VPDPBUSD.BCST       192(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        480(DI), Z5
+	VPDPBUSD.BCST       188(DI), Z9, Z5
+	VPDPBUSD.BCST       192(DI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPBROADCASTD        480(SI), Z5
+	VPDPBUSD.BCST       188(SI), Z9, Z5
+	VPDPBUSD.BCST       192(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z2
+	VPMOVSXBW           224(AX), Z3
+	VPANDD.BCST         klowword<>+0(SB), Z3, Z4
+	PREFETCHT0          5952(AX)
+	PREFETCHT0          6016(AX)
+	PREFETCHT0          6080(AX)
+	VMOVDQU64           2592(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           2656(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           2720(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        484(BX), Z7
+	VPDPBUSD.BCST       196(BX), Z6, Z7
+	VPDPBUSD.BCST       200(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        484(DI), Z7
+	VPDPBUSD.BCST       196(DI), Z6, Z7
+	VPDPBUSD.BCST       200(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        484(SI), Z7
+	VPDPBUSD.BCST       196(SI), Z6, Z7
+	VPDPBUSD.BCST       200(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        488(BX), Z6
+	VPDPBUSD.BCST       204(BX), Z10, Z6
+	VPDPBUSD.BCST       208(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        488(DI), Z6
+	VPDPBUSD.BCST       204(DI), Z10, Z6
+	VPDPBUSD.BCST       208(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        488(SI), Z6
+	VPDPBUSD.BCST       204(SI), Z10, Z6
+	VPDPBUSD.BCST       208(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPSRLD              $0x10, Z3, Z3
+	PREFETCHT0          6144(AX)
+	PREFETCHT0          6208(AX)
+	PREFETCHT0          6272(AX)
+	VMOVDQU64           2784(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           2848(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           2912(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        492(BX), Z6
+	VPDPBUSD.BCST       212(BX), Z5, Z6
+	VPDPBUSD.BCST       216(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        492(DI), Z6
+	VPDPBUSD.BCST       212(DI), Z5, Z6
+	VPDPBUSD.BCST       216(DI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        492(SI), Z6
+	VPDPBUSD.BCST       212(SI), Z5, Z6
+	VPDPBUSD.BCST       216(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z2
+	VPBROADCASTD        496(BX), Z5
+	VPDPBUSD.BCST       220(BX), Z9, Z5
+	VPDPBUSD.BCST       224(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        496(DI), Z5
+	VPDPBUSD.BCST       220(DI), Z9, Z5
+	VPDPBUSD.BCST       224(DI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPBROADCASTD        496(SI), Z5
+	VPDPBUSD.BCST       220(SI), Z9, Z5
+	VPDPBUSD.BCST       224(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z2
+	VPMOVSXBW           256(AX), Z3
+	VPANDD.BCST         klowword<>+0(SB), Z3, Z4
+	PREFETCHT0          6336(AX)
+	PREFETCHT0          6400(AX)
+	PREFETCHT0          6464(AX)
+	VMOVDQU64           2976(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           3040(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           3104(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        500(BX), Z7
+	VPDPBUSD.BCST       228(BX), Z6, Z7
+	VPDPBUSD.BCST       232(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        500(DI), Z7
+	VPDPBUSD.BCST       228(DI), Z6, Z7
+	VPDPBUSD.BCST       232(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        500(SI), Z7
+	VPDPBUSD.BCST       228(SI), Z6, Z7
+	VPDPBUSD.BCST       232(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        504(BX), Z6
+	VPDPBUSD.BCST       236(BX), Z10, Z6
+	VPDPBUSD.BCST       240(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        504(DI), Z6
+	VPDPBUSD.BCST       236(DI), Z10, Z6
+	VPDPBUSD.BCST       240(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        504(SI), Z6
+	VPDPBUSD.BCST       236(SI), Z10, Z6
+	VPDPBUSD.BCST       240(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPSRLD              $0x10, Z3, Z3
+	PREFETCHT0          6528(AX)
+	PREFETCHT0          6592(AX)
+	PREFETCHT0          6656(AX)
+	VMOVDQU64           3168(AX), Z4
+	VPANDD.BCST         klow6<>+0(SB), Z4, Z5
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z4, Z4
+	VMOVDQU64           3232(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z6, Z6
+	VMOVDQU64           3296(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z8, Z8
+	VPTERNLOGD          $0xfe, Z8, Z6, Z4
+	VPBROADCASTD        508(BX), Z6
+	VPDPBUSD.BCST       244(BX), Z5, Z6
+	VPDPBUSD.BCST       248(BX), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z0
+	VPBROADCASTD        508(DI), Z6
+	VPDPBUSD.BCST       244(DI), Z5, Z6
+	VPDPBUSD.BCST       248(DI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z1
+	VPBROADCASTD        508(SI), Z6
+	VPDPBUSD.BCST       244(SI), Z5, Z6
+	VPDPBUSD.BCST       248(SI), Z7, Z6
+	VPDPWSSD            Z3, Z6, Z2
+	VPBROADCASTD        512(BX), Z5
+	VPDPBUSD.BCST       252(BX), Z9, Z5
+	VPDPBUSD.BCST       256(BX), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z0
+	VPBROADCASTD        512(DI), Z5
+	VPDPBUSD.BCST       252(DI), Z9, Z5
+	VPDPBUSD.BCST       256(DI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z1
+	VPBROADCASTD        512(SI), Z5
+	VPDPBUSD.BCST       252(SI), Z9, Z5
+	VPDPBUSD.BCST       256(SI), Z4, Z5
+	VPDPWSSD            Z3, Z5, Z2
+	VCVTPH2PS           (AX), Z3
+	VMOVUPS             (SP), Z5
+	VMULPS.BCST         (BX), Z3, Z4
+	VCVTDQ2PS           Z0, Z0
+	VFMADD231PS         Z0, Z4, Z5
+	VMOVUPS             Z5, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z4
+	VMULPS.BCST         (DI), Z3, Z0
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z0, Z4
+	VMOVUPS             Z4, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z0
+	VMULPS.BCST         (SI), Z3, Z1
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z1, Z0
+	VMOVUPS             Z0, 128(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000d20, AX
+	DECQ                R8
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q6k16Tile4GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q6k16Tile4GFNI(SB), NOSPLIT, $256-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), SI
+	MOVQ    nb+24(FP), R9
+
+blkloop:
+	TESTQ               R9, R9
+	JZ                  blkdone
+	VXORPS              Z0, Z0, Z0
+	VXORPS              Z1, Z1, Z1
+	VXORPS              Z2, Z2, Z2
+	VXORPS              Z3, Z3, Z3
+	VPMOVSXBW           32(AX), Z4
+	VPANDD.BCST         klowword<>+0(SB), Z4, Z5
+	PREFETCHT0          3648(AX)
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          3776(AX)
+	PREFETCHT0          3360(AX)
+	VMOVDQU64           288(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           352(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           416(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        388(BX), Z8
+	VPDPBUSD.BCST       4(BX), Z7, Z8
+	VPDPBUSD.BCST       8(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        388(DI), Z8
+	VPDPBUSD.BCST       4(DI), Z7, Z8
+	VPDPBUSD.BCST       8(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        388(R8), Z8
+	VPDPBUSD.BCST       4(R8), Z7, Z8
+	VPDPBUSD.BCST       8(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        388(SI), Z8
+	VPDPBUSD.BCST       4(SI), Z7, Z8
+	VPDPBUSD.BCST       8(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        392(BX), Z7
+	VPDPBUSD.BCST       12(BX), Z11, Z7
+	VPDPBUSD.BCST       16(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        392(DI), Z7
+	VPDPBUSD.BCST       12(DI), Z11, Z7
+	VPDPBUSD.BCST       16(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        392(R8), Z7
+	VPDPBUSD.BCST       12(R8), Z11, Z7
+	VPDPBUSD.BCST       16(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        392(SI), Z7
+	VPDPBUSD.BCST       12(SI), Z11, Z7
+	VPDPBUSD.BCST       16(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPSRLD              $0x10, Z4, Z4
+	PREFETCHT0          3840(AX)
+	PREFETCHT0          3904(AX)
+	PREFETCHT0          3968(AX)
+	PREFETCHT0          3424(AX)
+	VMOVDQU64           480(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           544(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           608(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        396(BX), Z7
+	VPDPBUSD.BCST       20(BX), Z6, Z7
+	VPDPBUSD.BCST       24(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        396(DI), Z7
+	VPDPBUSD.BCST       20(DI), Z6, Z7
+	VPDPBUSD.BCST       24(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        396(R8), Z7
+	VPDPBUSD.BCST       20(R8), Z6, Z7
+	VPDPBUSD.BCST       24(R8), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        396(SI), Z7
+	VPDPBUSD.BCST       20(SI), Z6, Z7
+	VPDPBUSD.BCST       24(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z3
+	VPBROADCASTD        400(BX), Z6
+	VPDPBUSD.BCST       28(BX), Z10, Z6
+	VPDPBUSD.BCST       32(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        400(DI), Z6
+	VPDPBUSD.BCST       28(DI), Z10, Z6
+	VPDPBUSD.BCST       32(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        400(R8), Z6
+	VPDPBUSD.BCST       28(R8), Z10, Z6
+	VPDPBUSD.BCST       32(R8), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPBROADCASTD        400(SI), Z6
+	VPDPBUSD.BCST       28(SI), Z10, Z6
+	VPDPBUSD.BCST       32(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z3
+	VPMOVSXBW           64(AX), Z4
+	VPANDD.BCST         klowword<>+0(SB), Z4, Z5
+	PREFETCHT0          4032(AX)
+	PREFETCHT0          4096(AX)
+	PREFETCHT0          4160(AX)
+	PREFETCHT0          3488(AX)
+	VMOVDQU64           672(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           736(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           800(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        404(BX), Z8
+	VPDPBUSD.BCST       36(BX), Z7, Z8
+	VPDPBUSD.BCST       40(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        404(DI), Z8
+	VPDPBUSD.BCST       36(DI), Z7, Z8
+	VPDPBUSD.BCST       40(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        404(R8), Z8
+	VPDPBUSD.BCST       36(R8), Z7, Z8
+	VPDPBUSD.BCST       40(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        404(SI), Z8
+	VPDPBUSD.BCST       36(SI), Z7, Z8
+	VPDPBUSD.BCST       40(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        408(BX), Z7
+	VPDPBUSD.BCST       44(BX), Z11, Z7
+	VPDPBUSD.BCST       48(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        408(DI), Z7
+	VPDPBUSD.BCST       44(DI), Z11, Z7
+	VPDPBUSD.BCST       48(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        408(R8), Z7
+	VPDPBUSD.BCST       44(R8), Z11, Z7
+	VPDPBUSD.BCST       48(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        408(SI), Z7
+	VPDPBUSD.BCST       44(SI), Z11, Z7
+	VPDPBUSD.BCST       48(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPSRLD              $0x10, Z4, Z4
+	PREFETCHT0          4224(AX)
+	PREFETCHT0          4288(AX)
+	PREFETCHT0          4352(AX)
+	PREFETCHT0          3552(AX)
+	VMOVDQU64           864(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           928(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           992(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        412(BX), Z7
+	VPDPBUSD.BCST       52(BX), Z6, Z7
+	VPDPBUSD.BCST       56(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        412(DI), Z7
+	VPDPBUSD.BCST       52(DI), Z6, Z7
+	VPDPBUSD.BCST       56(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        412(R8), Z7
+	VPDPBUSD.BCST       52(R8), Z6, Z7
+	VPDPBUSD.BCST       56(R8), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        412(SI), Z7
+	VPDPBUSD.BCST       52(SI), Z6, Z7
+	VPDPBUSD.BCST       56(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z3
+	VPBROADCASTD        416(BX), Z6
+	VPDPBUSD.BCST       60(BX), Z10, Z6
+	VPDPBUSD.BCST       64(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        416(DI), Z6
+	VPDPBUSD.BCST       60(DI), Z10, Z6
+	VPDPBUSD.BCST       64(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        416(R8), Z6
+	VPDPBUSD.BCST       60(R8), Z10, Z6
+	VPDPBUSD.BCST       64(R8), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPBROADCASTD        416(SI), Z6
+	VPDPBUSD.BCST       60(SI), Z10, Z6
+	VPDPBUSD.BCST       64(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z3
+	VPMOVSXBW           96(AX), Z4
+	VPANDD.BCST         klowword<>+0(SB), Z4, Z5
+	PREFETCHT0          4416(AX)
+	PREFETCHT0          4480(AX)
+	PREFETCHT0          4544(AX)
+	PREFETCHT0          3616(AX)
+	VMOVDQU64           1056(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           1120(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           1184(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        420(BX), Z8
+	VPDPBUSD.BCST       68(BX), Z7, Z8
+	VPDPBUSD.BCST       72(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        420(DI), Z8
+	VPDPBUSD.BCST       68(DI), Z7, Z8
+	VPDPBUSD.BCST       72(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        420(R8), Z8
+	VPDPBUSD.BCST       68(R8), Z7, Z8
+	VPDPBUSD.BCST       72(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        420(SI), Z8
+	VPDPBUSD.BCST       68(SI), Z7, Z8
+	VPDPBUSD.BCST       72(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        424(BX), Z7
+	VPDPBUSD.BCST       76(BX), Z11, Z7
+	VPDPBUSD.BCST       80(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        424(DI), Z7
+	VPDPBUSD.BCST       76(DI), Z11, Z7
+	VPDPBUSD.BCST       80(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        424(R8), Z7
+	VPDPBUSD.BCST       76(R8), Z11, Z7
+	VPDPBUSD.BCST       80(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        424(SI), Z7
+	VPDPBUSD.BCST       76(SI), Z11, Z7
+	VPDPBUSD.BCST       80(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPSRLD              $0x10, Z4, Z4
+	PREFETCHT0          4608(AX)
+	PREFETCHT0          4672(AX)
+	PREFETCHT0          4736(AX)
+	VMOVDQU64           1248(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           1312(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           1376(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        428(BX), Z7
+	VPDPBUSD.BCST       84(BX), Z6, Z7
+	VPDPBUSD.BCST       88(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        428(DI), Z7
+	VPDPBUSD.BCST       84(DI), Z6, Z7
+	VPDPBUSD.BCST       88(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        428(R8), Z7
+	VPDPBUSD.BCST       84(R8), Z6, Z7
+	VPDPBUSD.BCST       88(R8), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        428(SI), Z7
+	VPDPBUSD.BCST       84(SI), Z6, Z7
+	VPDPBUSD.BCST       88(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z3
+	VPBROADCASTD        432(BX), Z6
+	VPDPBUSD.BCST       92(BX), Z10, Z6
+	VPDPBUSD.BCST       96(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        432(DI), Z6
+	VPDPBUSD.BCST       92(DI), Z10, Z6
+	VPDPBUSD.BCST       96(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        432(R8), Z6
+	VPDPBUSD.BCST       92(R8), Z10, Z6
+	VPDPBUSD.BCST       96(R8), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPBROADCASTD        432(SI), Z6
+	VPDPBUSD.BCST       92(SI), Z10, Z6
+	VPDPBUSD.BCST       96(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z3
+	VPMOVSXBW           128(AX), Z4
+	VPANDD.BCST         klowword<>+0(SB), Z4, Z5
+	PREFETCHT0          4800(AX)
+	PREFETCHT0          4864(AX)
+	PREFETCHT0          4928(AX)
+	VMOVDQU64           1440(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           1504(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           1568(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        436(BX), Z8
+	VPDPBUSD.BCST       100(BX), Z7, Z8
+	VPDPBUSD.BCST       104(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        436(DI), Z8
+	VPDPBUSD.BCST       100(DI), Z7, Z8
+	VPDPBUSD.BCST       104(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        436(R8), Z8
+	VPDPBUSD.BCST       100(R8), Z7, Z8
+	VPDPBUSD.BCST       104(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        436(SI), Z8
+	VPDPBUSD.BCST       100(SI), Z7, Z8
+	VPDPBUSD.BCST       104(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        440(BX), Z7
+	VPDPBUSD.BCST       108(BX), Z11, Z7
+	VPDPBUSD.BCST       112(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        440(DI), Z7
+	VPDPBUSD.BCST       108(DI), Z11, Z7
+	VPDPBUSD.BCST       112(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        440(R8), Z7
+	VPDPBUSD.BCST       108(R8), Z11, Z7
+	VPDPBUSD.BCST       112(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        440(SI), Z7
+	VPDPBUSD.BCST       108(SI), Z11, Z7
+	VPDPBUSD.BCST       112(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPSRLD              $0x10, Z4, Z4
+	PREFETCHT0          4992(AX)
+	PREFETCHT0          5056(AX)
+	PREFETCHT0          5120(AX)
+	VMOVDQU64           1632(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           1696(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           1760(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        444(BX), Z7
+	VPDPBUSD.BCST       116(BX), Z6, Z7
+	VPDPBUSD.BCST       120(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        444(DI), Z7
+	VPDPBUSD.BCST       116(DI), Z6, Z7
+	VPDPBUSD.BCST       120(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        444(R8), Z7
+	VPDPBUSD.BCST       116(R8), Z6, Z7
+	VPDPBUSD.BCST       120(R8), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        444(SI), Z7
+	VPDPBUSD.BCST       116(SI), Z6, Z7
+	VPDPBUSD.BCST       120(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z3
+	VPBROADCASTD        448(BX), Z6
+	VPDPBUSD.BCST       124(BX), Z10, Z6
+	VPDPBUSD.BCST       128(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        448(DI), Z6
+	VPDPBUSD.BCST       124(DI), Z10, Z6
+	VPDPBUSD.BCST       128(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        448(R8), Z6
+	VPDPBUSD.BCST       124(R8), Z10, Z6
+	VPDPBUSD.BCST       128(R8), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPBROADCASTD        448(SI), Z6
+	VPDPBUSD.BCST       124(SI), Z10, Z6
+	VPDPBUSD.BCST       128(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z3
+	VPMOVSXBW           160(AX), Z4
+	VPANDD.BCST         klowword<>+0(SB), Z4, Z5
+	PREFETCHT0          5184(AX)
+	PREFETCHT0          5248(AX)
+	PREFETCHT0          5312(AX)
+	VMOVDQU64           1824(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           1888(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           1952(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        452(BX), Z8
+	VPDPBUSD.BCST       132(BX), Z7, Z8
+	VPDPBUSD.BCST       136(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        452(DI), Z8
+	VPDPBUSD.BCST       132(DI), Z7, Z8
+	VPDPBUSD.BCST       136(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        452(R8), Z8
+	VPDPBUSD.BCST       132(R8), Z7, Z8
+	VPDPBUSD.BCST       136(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        452(SI), Z8
+	VPDPBUSD.BCST       132(SI), Z7, Z8
+	VPDPBUSD.BCST       136(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        456(BX), Z7
+	VPDPBUSD.BCST       140(BX), Z11, Z7
+	VPDPBUSD.BCST       144(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        456(DI), Z7
+	VPDPBUSD.BCST       140(DI), Z11, Z7
+	VPDPBUSD.BCST       144(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        456(R8), Z7
+	VPDPBUSD.BCST       140(R8), Z11, Z7
+	VPDPBUSD.BCST       144(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        456(SI), Z7
+	VPDPBUSD.BCST       140(SI), Z11, Z7
+	VPDPBUSD.BCST       144(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPSRLD              $0x10, Z4, Z4
+	PREFETCHT0          5376(AX)
+	PREFETCHT0          5440(AX)
+	PREFETCHT0          5504(AX)
+	VMOVDQU64           2016(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           2080(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           2144(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        460(BX), Z7
+	VPDPBUSD.BCST       148(BX), Z6, Z7
+	VPDPBUSD.BCST       152(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        460(DI), Z7
+	VPDPBUSD.BCST       148(DI), Z6, Z7
+	VPDPBUSD.BCST       152(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        460(R8), Z7
+	VPDPBUSD.BCST       148(R8), Z6, Z7
+	VPDPBUSD.BCST       152(R8), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        460(SI), Z7
+	VPDPBUSD.BCST       148(SI), Z6, Z7
+	VPDPBUSD.BCST       152(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z3
+	VPBROADCASTD        464(BX), Z6
+	VPDPBUSD.BCST       156(BX), Z10, Z6
+	VPDPBUSD.BCST       160(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        464(DI), Z6
+	VPDPBUSD.BCST       156(DI), Z10, Z6
+	VPDPBUSD.BCST       160(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        464(R8), Z6
+	VPDPBUSD.BCST       156(R8), Z10, Z6
+	VPDPBUSD.BCST       160(R8), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPBROADCASTD        464(SI), Z6
+	VPDPBUSD.BCST       156(SI), Z10, Z6
+	VPDPBUSD.BCST       160(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z3
+	VPMOVSXBW           192(AX), Z4
+	VPANDD.BCST         klowword<>+0(SB), Z4, Z5
+	PREFETCHT0          5568(AX)
+	PREFETCHT0          5632(AX)
+	PREFETCHT0          5696(AX)
+	VMOVDQU64           2208(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           2272(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           2336(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        468(BX), Z8
+	VPDPBUSD.BCST       164(BX), Z7, Z8
+	VPDPBUSD.BCST       168(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        468(DI), Z8
+	VPDPBUSD.BCST       164(DI), Z7, Z8
+	VPDPBUSD.BCST       168(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        468(R8), Z8
+	VPDPBUSD.BCST       164(R8), Z7, Z8
+	VPDPBUSD.BCST       168(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        468(SI), Z8
+	VPDPBUSD.BCST       164(SI), Z7, Z8
+	VPDPBUSD.BCST       168(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        472(BX), Z7
+	VPDPBUSD.BCST       172(BX), Z11, Z7
+	VPDPBUSD.BCST       176(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        472(DI), Z7
+	VPDPBUSD.BCST       172(DI), Z11, Z7
+	VPDPBUSD.BCST       176(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        472(R8), Z7
+	VPDPBUSD.BCST       172(R8), Z11, Z7
+	VPDPBUSD.BCST       176(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        472(SI), Z7
+	VPDPBUSD.BCST       172(SI), Z11, Z7
+	VPDPBUSD.BCST       176(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPSRLD              $0x10, Z4, Z4
+	PREFETCHT0          5760(AX)
+	PREFETCHT0          5824(AX)
+	PREFETCHT0          5888(AX)
+	VMOVDQU64           2400(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           2464(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           2528(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        476(BX), Z7
+	VPDPBUSD.BCST       180(BX), Z6, Z7
+	VPDPBUSD.BCST       184(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        476(DI), Z7
+	VPDPBUSD.BCST       180(DI), Z6, Z7
+	VPDPBUSD.BCST       184(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        476(R8), Z7
+	VPDPBUSD.BCST       180(R8), Z6, Z7
+	VPDPBUSD.BCST       184(R8), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        476(SI), Z7
+	VPDPBUSD.BCST       180(SI), Z6, Z7
+	VPDPBUSD.BCST       184(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z3
+	VPBROADCASTD        480(BX), Z6
+	VPDPBUSD.BCST       188(BX), Z10, Z6
+	VPDPBUSD.BCST       192(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        480(DI), Z6
+	VPDPBUSD.BCST       188(DI), Z10, Z6
+	VPDPBUSD.BCST       192(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        480(R8), Z6
+	VPDPBUSD.BCST       188(R8), Z10, Z6
+	VPDPBUSD.BCST       192(R8), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPBROADCASTD        480(SI), Z6
+	VPDPBUSD.BCST       188(SI), Z10, Z6
+	VPDPBUSD.BCST       192(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z3
+	VPMOVSXBW           224(AX), Z4
+	VPANDD.BCST         klowword<>+0(SB), Z4, Z5
+	PREFETCHT0          5952(AX)
+	PREFETCHT0          6016(AX)
+	PREFETCHT0          6080(AX)
+	VMOVDQU64           2592(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           2656(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           2720(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        484(BX), Z8
+	VPDPBUSD.BCST       196(BX), Z7, Z8
+	VPDPBUSD.BCST       200(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        484(DI), Z8
+	VPDPBUSD.BCST       196(DI), Z7, Z8
+	VPDPBUSD.BCST       200(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        484(R8), Z8
+	VPDPBUSD.BCST       196(R8), Z7, Z8
+	VPDPBUSD.BCST       200(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        484(SI), Z8
+	VPDPBUSD.BCST       196(SI), Z7, Z8
+	VPDPBUSD.BCST       200(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        488(BX), Z7
+	VPDPBUSD.BCST       204(BX), Z11, Z7
+	VPDPBUSD.BCST       208(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        488(DI), Z7
+	VPDPBUSD.BCST       204(DI), Z11, Z7
+	VPDPBUSD.BCST       208(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        488(R8), Z7
+	VPDPBUSD.BCST       204(R8), Z11, Z7
+	VPDPBUSD.BCST       208(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        488(SI), Z7
+	VPDPBUSD.BCST       204(SI), Z11, Z7
+	VPDPBUSD.BCST       208(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPSRLD              $0x10, Z4, Z4
+	PREFETCHT0          6144(AX)
+	PREFETCHT0          6208(AX)
+	PREFETCHT0          6272(AX)
+	VMOVDQU64           2784(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           2848(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           2912(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        492(BX), Z7
+	VPDPBUSD.BCST       212(BX), Z6, Z7
+	VPDPBUSD.BCST       216(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        492(DI), Z7
+	VPDPBUSD.BCST       212(DI), Z6, Z7
+	VPDPBUSD.BCST       216(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        492(R8), Z7
+	VPDPBUSD.BCST       212(R8), Z6, Z7
+	VPDPBUSD.BCST       216(R8), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        492(SI), Z7
+	VPDPBUSD.BCST       212(SI), Z6, Z7
+	VPDPBUSD.BCST       216(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z3
+	VPBROADCASTD        496(BX), Z6
+	VPDPBUSD.BCST       220(BX), Z10, Z6
+	VPDPBUSD.BCST       224(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        496(DI), Z6
+	VPDPBUSD.BCST       220(DI), Z10, Z6
+	VPDPBUSD.BCST       224(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        496(R8), Z6
+	VPDPBUSD.BCST       220(R8), Z10, Z6
+	VPDPBUSD.BCST       224(R8), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPBROADCASTD        496(SI), Z6
+	VPDPBUSD.BCST       220(SI), Z10, Z6
+	VPDPBUSD.BCST       224(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z3
+	VPMOVSXBW           256(AX), Z4
+	VPANDD.BCST         klowword<>+0(SB), Z4, Z5
+	PREFETCHT0          6336(AX)
+	PREFETCHT0          6400(AX)
+	PREFETCHT0          6464(AX)
+	VMOVDQU64           2976(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           3040(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           3104(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        500(BX), Z8
+	VPDPBUSD.BCST       228(BX), Z7, Z8
+	VPDPBUSD.BCST       232(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        500(DI), Z8
+	VPDPBUSD.BCST       228(DI), Z7, Z8
+	VPDPBUSD.BCST       232(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        500(R8), Z8
+	VPDPBUSD.BCST       228(R8), Z7, Z8
+	VPDPBUSD.BCST       232(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        500(SI), Z8
+	VPDPBUSD.BCST       228(SI), Z7, Z8
+	VPDPBUSD.BCST       232(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        504(BX), Z7
+	VPDPBUSD.BCST       236(BX), Z11, Z7
+	VPDPBUSD.BCST       240(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        504(DI), Z7
+	VPDPBUSD.BCST       236(DI), Z11, Z7
+	VPDPBUSD.BCST       240(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        504(R8), Z7
+	VPDPBUSD.BCST       236(R8), Z11, Z7
+	VPDPBUSD.BCST       240(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        504(SI), Z7
+	VPDPBUSD.BCST       236(SI), Z11, Z7
+	VPDPBUSD.BCST       240(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPSRLD              $0x10, Z4, Z4
+	PREFETCHT0          6528(AX)
+	PREFETCHT0          6592(AX)
+	PREFETCHT0          6656(AX)
+	VMOVDQU64           3168(AX), Z5
+	VPANDD.BCST         klow6<>+0(SB), Z5, Z6
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z5, Z5
+	VMOVDQU64           3232(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z7, Z7
+	VMOVDQU64           3296(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z9, Z9
+	VPTERNLOGD          $0xfe, Z9, Z7, Z5
+	VPBROADCASTD        508(BX), Z7
+	VPDPBUSD.BCST       244(BX), Z6, Z7
+	VPDPBUSD.BCST       248(BX), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z0
+	VPBROADCASTD        508(DI), Z7
+	VPDPBUSD.BCST       244(DI), Z6, Z7
+	VPDPBUSD.BCST       248(DI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z1
+	VPBROADCASTD        508(R8), Z7
+	VPDPBUSD.BCST       244(R8), Z6, Z7
+	VPDPBUSD.BCST       248(R8), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z2
+	VPBROADCASTD        508(SI), Z7
+	VPDPBUSD.BCST       244(SI), Z6, Z7
+	VPDPBUSD.BCST       248(SI), Z8, Z7
+	VPDPWSSD            Z4, Z7, Z3
+	VPBROADCASTD        512(BX), Z6
+	VPDPBUSD.BCST       252(BX), Z10, Z6
+	VPDPBUSD.BCST       256(BX), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z0
+	VPBROADCASTD        512(DI), Z6
+	VPDPBUSD.BCST       252(DI), Z10, Z6
+	VPDPBUSD.BCST       256(DI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z1
+	VPBROADCASTD        512(R8), Z6
+	VPDPBUSD.BCST       252(R8), Z10, Z6
+	VPDPBUSD.BCST       256(R8), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z2
+	VPBROADCASTD        512(SI), Z6
+	VPDPBUSD.BCST       252(SI), Z10, Z6
+	VPDPBUSD.BCST       256(SI), Z5, Z6
+	VPDPWSSD            Z4, Z6, Z3
+	VCVTPH2PS           (AX), Z4
+	VMOVUPS             (SP), Z6
+	VMULPS.BCST         (BX), Z4, Z5
+	VCVTDQ2PS           Z0, Z0
+	VFMADD231PS         Z0, Z5, Z6
+	VMOVUPS             Z6, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z5
+	VMULPS.BCST         (DI), Z4, Z0
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z0, Z5
+	VMOVUPS             Z5, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z1
+	VMULPS.BCST         (R8), Z4, Z0
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 128(SP)
+	ADDQ                $0x00000204, R8
+	VMOVUPS             192(SP), Z0
+	VMULPS.BCST         (SI), Z4, Z1
+	VCVTDQ2PS           Z3, Z2
+	VFMADD231PS         Z2, Z1, Z0
+	VMOVUPS             Z0, 192(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000d20, AX
+	DECQ                R9
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q6k16Tile5GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q6k16Tile5GFNI(SB), NOSPLIT, $320-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), SI
+	MOVQ    nb+24(FP), R10
+
+blkloop:
+	TESTQ               R10, R10
+	JZ                  blkdone
+	VXORPS              Z0, Z0, Z0
+	VXORPS              Z1, Z1, Z1
+	VXORPS              Z2, Z2, Z2
+	VXORPS              Z3, Z3, Z3
+	VXORPS              Z4, Z4, Z4
+	VPMOVSXBW           32(AX), Z5
+	VPANDD.BCST         klowword<>+0(SB), Z5, Z6
+	PREFETCHT0          3648(AX)
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          3776(AX)
+	PREFETCHT0          3360(AX)
+	VMOVDQU64           288(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           352(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           416(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        388(BX), Z9
+	VPDPBUSD.BCST       4(BX), Z8, Z9
+	VPDPBUSD.BCST       8(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        388(DI), Z9
+	VPDPBUSD.BCST       4(DI), Z8, Z9
+	VPDPBUSD.BCST       8(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        388(R8), Z9
+	VPDPBUSD.BCST       4(R8), Z8, Z9
+	VPDPBUSD.BCST       8(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        388(R9), Z9
+	VPDPBUSD.BCST       4(R9), Z8, Z9
+	VPDPBUSD.BCST       8(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        388(SI), Z9
+	VPDPBUSD.BCST       4(SI), Z8, Z9
+	VPDPBUSD.BCST       8(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        392(BX), Z8
+	VPDPBUSD.BCST       12(BX), Z12, Z8
+	VPDPBUSD.BCST       16(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        392(DI), Z8
+	VPDPBUSD.BCST       12(DI), Z12, Z8
+	VPDPBUSD.BCST       16(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        392(R8), Z8
+	VPDPBUSD.BCST       12(R8), Z12, Z8
+	VPDPBUSD.BCST       16(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        392(R9), Z8
+	VPDPBUSD.BCST       12(R9), Z12, Z8
+	VPDPBUSD.BCST       16(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        392(SI), Z8
+	VPDPBUSD.BCST       12(SI), Z12, Z8
+	VPDPBUSD.BCST       16(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPSRLD              $0x10, Z5, Z5
+	PREFETCHT0          3840(AX)
+	PREFETCHT0          3904(AX)
+	PREFETCHT0          3968(AX)
+	PREFETCHT0          3424(AX)
+	VMOVDQU64           480(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           544(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           608(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        396(BX), Z8
+	VPDPBUSD.BCST       20(BX), Z7, Z8
+	VPDPBUSD.BCST       24(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        396(DI), Z8
+	VPDPBUSD.BCST       20(DI), Z7, Z8
+	VPDPBUSD.BCST       24(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        396(R8), Z8
+	VPDPBUSD.BCST       20(R8), Z7, Z8
+	VPDPBUSD.BCST       24(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        396(R9), Z8
+	VPDPBUSD.BCST       20(R9), Z7, Z8
+	VPDPBUSD.BCST       24(R9), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        396(SI), Z8
+	VPDPBUSD.BCST       20(SI), Z7, Z8
+	VPDPBUSD.BCST       24(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z4
+	VPBROADCASTD        400(BX), Z7
+	VPDPBUSD.BCST       28(BX), Z11, Z7
+	VPDPBUSD.BCST       32(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        400(DI), Z7
+	VPDPBUSD.BCST       28(DI), Z11, Z7
+	VPDPBUSD.BCST       32(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        400(R8), Z7
+	VPDPBUSD.BCST       28(R8), Z11, Z7
+	VPDPBUSD.BCST       32(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        400(R9), Z7
+	VPDPBUSD.BCST       28(R9), Z11, Z7
+	VPDPBUSD.BCST       32(R9), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPBROADCASTD        400(SI), Z7
+	VPDPBUSD.BCST       28(SI), Z11, Z7
+	VPDPBUSD.BCST       32(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z4
+	VPMOVSXBW           64(AX), Z5
+	VPANDD.BCST         klowword<>+0(SB), Z5, Z6
+	PREFETCHT0          4032(AX)
+	PREFETCHT0          4096(AX)
+	PREFETCHT0          4160(AX)
+	PREFETCHT0          3488(AX)
+	VMOVDQU64           672(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           736(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           800(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        404(BX), Z9
+	VPDPBUSD.BCST       36(BX), Z8, Z9
+	VPDPBUSD.BCST       40(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        404(DI), Z9
+	VPDPBUSD.BCST       36(DI), Z8, Z9
+	VPDPBUSD.BCST       40(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        404(R8), Z9
+	VPDPBUSD.BCST       36(R8), Z8, Z9
+	VPDPBUSD.BCST       40(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        404(R9), Z9
+	VPDPBUSD.BCST       36(R9), Z8, Z9
+	VPDPBUSD.BCST       40(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        404(SI), Z9
+	VPDPBUSD.BCST       36(SI), Z8, Z9
+	VPDPBUSD.BCST       40(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        408(BX), Z8
+	VPDPBUSD.BCST       44(BX), Z12, Z8
+	VPDPBUSD.BCST       48(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        408(DI), Z8
+	VPDPBUSD.BCST       44(DI), Z12, Z8
+	VPDPBUSD.BCST       48(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        408(R8), Z8
+	VPDPBUSD.BCST       44(R8), Z12, Z8
+	VPDPBUSD.BCST       48(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        408(R9), Z8
+	VPDPBUSD.BCST       44(R9), Z12, Z8
+	VPDPBUSD.BCST       48(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        408(SI), Z8
+	VPDPBUSD.BCST       44(SI), Z12, Z8
+	VPDPBUSD.BCST       48(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPSRLD              $0x10, Z5, Z5
+	PREFETCHT0          4224(AX)
+	PREFETCHT0          4288(AX)
+	PREFETCHT0          4352(AX)
+	PREFETCHT0          3552(AX)
+	VMOVDQU64           864(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           928(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           992(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        412(BX), Z8
+	VPDPBUSD.BCST       52(BX), Z7, Z8
+	VPDPBUSD.BCST       56(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        412(DI), Z8
+	VPDPBUSD.BCST       52(DI), Z7, Z8
+	VPDPBUSD.BCST       56(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        412(R8), Z8
+	VPDPBUSD.BCST       52(R8), Z7, Z8
+	VPDPBUSD.BCST       56(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        412(R9), Z8
+	VPDPBUSD.BCST       52(R9), Z7, Z8
+	VPDPBUSD.BCST       56(R9), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        412(SI), Z8
+	VPDPBUSD.BCST       52(SI), Z7, Z8
+	VPDPBUSD.BCST       56(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z4
+	VPBROADCASTD        416(BX), Z7
+	VPDPBUSD.BCST       60(BX), Z11, Z7
+	VPDPBUSD.BCST       64(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        416(DI), Z7
+	VPDPBUSD.BCST       60(DI), Z11, Z7
+	VPDPBUSD.BCST       64(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        416(R8), Z7
+	VPDPBUSD.BCST       60(R8), Z11, Z7
+	VPDPBUSD.BCST       64(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        416(R9), Z7
+	VPDPBUSD.BCST       60(R9), Z11, Z7
+	VPDPBUSD.BCST       64(R9), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPBROADCASTD        416(SI), Z7
+	VPDPBUSD.BCST       60(SI), Z11, Z7
+	VPDPBUSD.BCST       64(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z4
+	VPMOVSXBW           96(AX), Z5
+	VPANDD.BCST         klowword<>+0(SB), Z5, Z6
+	PREFETCHT0          4416(AX)
+	PREFETCHT0          4480(AX)
+	PREFETCHT0          4544(AX)
+	PREFETCHT0          3616(AX)
+	VMOVDQU64           1056(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           1120(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           1184(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        420(BX), Z9
+	VPDPBUSD.BCST       68(BX), Z8, Z9
+	VPDPBUSD.BCST       72(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        420(DI), Z9
+	VPDPBUSD.BCST       68(DI), Z8, Z9
+	VPDPBUSD.BCST       72(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        420(R8), Z9
+	VPDPBUSD.BCST       68(R8), Z8, Z9
+	VPDPBUSD.BCST       72(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        420(R9), Z9
+	VPDPBUSD.BCST       68(R9), Z8, Z9
+	VPDPBUSD.BCST       72(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        420(SI), Z9
+	VPDPBUSD.BCST       68(SI), Z8, Z9
+	VPDPBUSD.BCST       72(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        424(BX), Z8
+	VPDPBUSD.BCST       76(BX), Z12, Z8
+	VPDPBUSD.BCST       80(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        424(DI), Z8
+	VPDPBUSD.BCST       76(DI), Z12, Z8
+	VPDPBUSD.BCST       80(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        424(R8), Z8
+	VPDPBUSD.BCST       76(R8), Z12, Z8
+	VPDPBUSD.BCST       80(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        424(R9), Z8
+	VPDPBUSD.BCST       76(R9), Z12, Z8
+	VPDPBUSD.BCST       80(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        424(SI), Z8
+	VPDPBUSD.BCST       76(SI), Z12, Z8
+	VPDPBUSD.BCST       80(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPSRLD              $0x10, Z5, Z5
+	PREFETCHT0          4608(AX)
+	PREFETCHT0          4672(AX)
+	PREFETCHT0          4736(AX)
+	VMOVDQU64           1248(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           1312(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           1376(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        428(BX), Z8
+	VPDPBUSD.BCST       84(BX), Z7, Z8
+	VPDPBUSD.BCST       88(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        428(DI), Z8
+	VPDPBUSD.BCST       84(DI), Z7, Z8
+	VPDPBUSD.BCST       88(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        428(R8), Z8
+	VPDPBUSD.BCST       84(R8), Z7, Z8
+	VPDPBUSD.BCST       88(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        428(R9), Z8
+	VPDPBUSD.BCST       84(R9), Z7, Z8
+	VPDPBUSD.BCST       88(R9), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        428(SI), Z8
+	VPDPBUSD.BCST       84(SI), Z7, Z8
+	VPDPBUSD.BCST       88(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z4
+	VPBROADCASTD        432(BX), Z7
+	VPDPBUSD.BCST       92(BX), Z11, Z7
+	VPDPBUSD.BCST       96(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        432(DI), Z7
+	VPDPBUSD.BCST       92(DI), Z11, Z7
+	VPDPBUSD.BCST       96(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        432(R8), Z7
+	VPDPBUSD.BCST       92(R8), Z11, Z7
+	VPDPBUSD.BCST       96(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        432(R9), Z7
+	VPDPBUSD.BCST       92(R9), Z11, Z7
+	VPDPBUSD.BCST       96(R9), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPBROADCASTD        432(SI), Z7
+	VPDPBUSD.BCST       92(SI), Z11, Z7
+	VPDPBUSD.BCST       96(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z4
+	VPMOVSXBW           128(AX), Z5
+	VPANDD.BCST         klowword<>+0(SB), Z5, Z6
+	PREFETCHT0          4800(AX)
+	PREFETCHT0          4864(AX)
+	PREFETCHT0          4928(AX)
+	VMOVDQU64           1440(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           1504(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           1568(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        436(BX), Z9
+	VPDPBUSD.BCST       100(BX), Z8, Z9
+	VPDPBUSD.BCST       104(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        436(DI), Z9
+	VPDPBUSD.BCST       100(DI), Z8, Z9
+	VPDPBUSD.BCST       104(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        436(R8), Z9
+	VPDPBUSD.BCST       100(R8), Z8, Z9
+	VPDPBUSD.BCST       104(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        436(R9), Z9
+	VPDPBUSD.BCST       100(R9), Z8, Z9
+	VPDPBUSD.BCST       104(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        436(SI), Z9
+	VPDPBUSD.BCST       100(SI), Z8, Z9
+	VPDPBUSD.BCST       104(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        440(BX), Z8
+	VPDPBUSD.BCST       108(BX), Z12, Z8
+	VPDPBUSD.BCST       112(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        440(DI), Z8
+	VPDPBUSD.BCST       108(DI), Z12, Z8
+	VPDPBUSD.BCST       112(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        440(R8), Z8
+	VPDPBUSD.BCST       108(R8), Z12, Z8
+	VPDPBUSD.BCST       112(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        440(R9), Z8
+	VPDPBUSD.BCST       108(R9), Z12, Z8
+	VPDPBUSD.BCST       112(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        440(SI), Z8
+	VPDPBUSD.BCST       108(SI), Z12, Z8
+	VPDPBUSD.BCST       112(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPSRLD              $0x10, Z5, Z5
+	PREFETCHT0          4992(AX)
+	PREFETCHT0          5056(AX)
+	PREFETCHT0          5120(AX)
+	VMOVDQU64           1632(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           1696(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           1760(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        444(BX), Z8
+	VPDPBUSD.BCST       116(BX), Z7, Z8
+	VPDPBUSD.BCST       120(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        444(DI), Z8
+	VPDPBUSD.BCST       116(DI), Z7, Z8
+	VPDPBUSD.BCST       120(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        444(R8), Z8
+	VPDPBUSD.BCST       116(R8), Z7, Z8
+	VPDPBUSD.BCST       120(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        444(R9), Z8
+	VPDPBUSD.BCST       116(R9), Z7, Z8
+	VPDPBUSD.BCST       120(R9), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        444(SI), Z8
+	VPDPBUSD.BCST       116(SI), Z7, Z8
+	VPDPBUSD.BCST       120(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z4
+	VPBROADCASTD        448(BX), Z7
+	VPDPBUSD.BCST       124(BX), Z11, Z7
+	VPDPBUSD.BCST       128(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        448(DI), Z7
+	VPDPBUSD.BCST       124(DI), Z11, Z7
+	VPDPBUSD.BCST       128(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        448(R8), Z7
+	VPDPBUSD.BCST       124(R8), Z11, Z7
+	VPDPBUSD.BCST       128(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        448(R9), Z7
+	VPDPBUSD.BCST       124(R9), Z11, Z7
+	VPDPBUSD.BCST       128(R9), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPBROADCASTD        448(SI), Z7
+	VPDPBUSD.BCST       124(SI), Z11, Z7
+	VPDPBUSD.BCST       128(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z4
+	VPMOVSXBW           160(AX), Z5
+	VPANDD.BCST         klowword<>+0(SB), Z5, Z6
+	PREFETCHT0          5184(AX)
+	PREFETCHT0          5248(AX)
+	PREFETCHT0          5312(AX)
+	VMOVDQU64           1824(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           1888(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           1952(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        452(BX), Z9
+	VPDPBUSD.BCST       132(BX), Z8, Z9
+	VPDPBUSD.BCST       136(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        452(DI), Z9
+	VPDPBUSD.BCST       132(DI), Z8, Z9
+	VPDPBUSD.BCST       136(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        452(R8), Z9
+	VPDPBUSD.BCST       132(R8), Z8, Z9
+	VPDPBUSD.BCST       136(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        452(R9), Z9
+	VPDPBUSD.BCST       132(R9), Z8, Z9
+	VPDPBUSD.BCST       136(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        452(SI), Z9
+	VPDPBUSD.BCST       132(SI), Z8, Z9
+	VPDPBUSD.BCST       136(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        456(BX), Z8
+	VPDPBUSD.BCST       140(BX), Z12, Z8
+	VPDPBUSD.BCST       144(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        456(DI), Z8
+	VPDPBUSD.BCST       140(DI), Z12, Z8
+	VPDPBUSD.BCST       144(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        456(R8), Z8
+	VPDPBUSD.BCST       140(R8), Z12, Z8
+	VPDPBUSD.BCST       144(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        456(R9), Z8
+	VPDPBUSD.BCST       140(R9), Z12, Z8
+	VPDPBUSD.BCST       144(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        456(SI), Z8
+	VPDPBUSD.BCST       140(SI), Z12, Z8
+	VPDPBUSD.BCST       144(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPSRLD              $0x10, Z5, Z5
+	PREFETCHT0          5376(AX)
+	PREFETCHT0          5440(AX)
+	PREFETCHT0          5504(AX)
+	VMOVDQU64           2016(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           2080(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           2144(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        460(BX), Z8
+	VPDPBUSD.BCST       148(BX), Z7, Z8
+	VPDPBUSD.BCST       152(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        460(DI), Z8
+	VPDPBUSD.BCST       148(DI), Z7, Z8
+	VPDPBUSD.BCST       152(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        460(R8), Z8
+	VPDPBUSD.BCST       148(R8), Z7, Z8
+	VPDPBUSD.BCST       152(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        460(R9), Z8
+	VPDPBUSD.BCST       148(R9), Z7, Z8
+	VPDPBUSD.BCST       152(R9), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        460(SI), Z8
+	VPDPBUSD.BCST       148(SI), Z7, Z8
+	VPDPBUSD.BCST       152(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z4
+	VPBROADCASTD        464(BX), Z7
+	VPDPBUSD.BCST       156(BX), Z11, Z7
+	VPDPBUSD.BCST       160(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        464(DI), Z7
+	VPDPBUSD.BCST       156(DI), Z11, Z7
+	VPDPBUSD.BCST       160(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        464(R8), Z7
+	VPDPBUSD.BCST       156(R8), Z11, Z7
+	VPDPBUSD.BCST       160(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        464(R9), Z7
+	VPDPBUSD.BCST       156(R9), Z11, Z7
+	VPDPBUSD.BCST       160(R9), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPBROADCASTD        464(SI), Z7
+	VPDPBUSD.BCST       156(SI), Z11, Z7
+	VPDPBUSD.BCST       160(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z4
+	VPMOVSXBW           192(AX), Z5
+	VPANDD.BCST         klowword<>+0(SB), Z5, Z6
+	PREFETCHT0          5568(AX)
+	PREFETCHT0          5632(AX)
+	PREFETCHT0          5696(AX)
+	VMOVDQU64           2208(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           2272(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           2336(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        468(BX), Z9
+	VPDPBUSD.BCST       164(BX), Z8, Z9
+	VPDPBUSD.BCST       168(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        468(DI), Z9
+	VPDPBUSD.BCST       164(DI), Z8, Z9
+	VPDPBUSD.BCST       168(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        468(R8), Z9
+	VPDPBUSD.BCST       164(R8), Z8, Z9
+	VPDPBUSD.BCST       168(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        468(R9), Z9
+	VPDPBUSD.BCST       164(R9), Z8, Z9
+	VPDPBUSD.BCST       168(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        468(SI), Z9
+	VPDPBUSD.BCST       164(SI), Z8, Z9
+	VPDPBUSD.BCST       168(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        472(BX), Z8
+	VPDPBUSD.BCST       172(BX), Z12, Z8
+	VPDPBUSD.BCST       176(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        472(DI), Z8
+	VPDPBUSD.BCST       172(DI), Z12, Z8
+	VPDPBUSD.BCST       176(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        472(R8), Z8
+	VPDPBUSD.BCST       172(R8), Z12, Z8
+	VPDPBUSD.BCST       176(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        472(R9), Z8
+	VPDPBUSD.BCST       172(R9), Z12, Z8
+	VPDPBUSD.BCST       176(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        472(SI), Z8
+	VPDPBUSD.BCST       172(SI), Z12, Z8
+	VPDPBUSD.BCST       176(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPSRLD              $0x10, Z5, Z5
+	PREFETCHT0          5760(AX)
+	PREFETCHT0          5824(AX)
+	PREFETCHT0          5888(AX)
+	VMOVDQU64           2400(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           2464(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           2528(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        476(BX), Z8
+	VPDPBUSD.BCST       180(BX), Z7, Z8
+	VPDPBUSD.BCST       184(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        476(DI), Z8
+	VPDPBUSD.BCST       180(DI), Z7, Z8
+	VPDPBUSD.BCST       184(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        476(R8), Z8
+	VPDPBUSD.BCST       180(R8), Z7, Z8
+	VPDPBUSD.BCST       184(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        476(R9), Z8
+	VPDPBUSD.BCST       180(R9), Z7, Z8
+	VPDPBUSD.BCST       184(R9), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        476(SI), Z8
+	VPDPBUSD.BCST       180(SI), Z7, Z8
+	VPDPBUSD.BCST       184(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z4
+	VPBROADCASTD        480(BX), Z7
+	VPDPBUSD.BCST       188(BX), Z11, Z7
+	VPDPBUSD.BCST       192(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        480(DI), Z7
+	VPDPBUSD.BCST       188(DI), Z11, Z7
+	VPDPBUSD.BCST       192(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        480(R8), Z7
+	VPDPBUSD.BCST       188(R8), Z11, Z7
+	VPDPBUSD.BCST       192(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        480(R9), Z7
+	VPDPBUSD.BCST       188(R9), Z11, Z7
+	VPDPBUSD.BCST       192(R9), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPBROADCASTD        480(SI), Z7
+	VPDPBUSD.BCST       188(SI), Z11, Z7
+	VPDPBUSD.BCST       192(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z4
+	VPMOVSXBW           224(AX), Z5
+	VPANDD.BCST         klowword<>+0(SB), Z5, Z6
+	PREFETCHT0          5952(AX)
+	PREFETCHT0          6016(AX)
+	PREFETCHT0          6080(AX)
+	VMOVDQU64           2592(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           2656(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           2720(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        484(BX), Z9
+	VPDPBUSD.BCST       196(BX), Z8, Z9
+	VPDPBUSD.BCST       200(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        484(DI), Z9
+	VPDPBUSD.BCST       196(DI), Z8, Z9
+	VPDPBUSD.BCST       200(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        484(R8), Z9
+	VPDPBUSD.BCST       196(R8), Z8, Z9
+	VPDPBUSD.BCST       200(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        484(R9), Z9
+	VPDPBUSD.BCST       196(R9), Z8, Z9
+	VPDPBUSD.BCST       200(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        484(SI), Z9
+	VPDPBUSD.BCST       196(SI), Z8, Z9
+	VPDPBUSD.BCST       200(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        488(BX), Z8
+	VPDPBUSD.BCST       204(BX), Z12, Z8
+	VPDPBUSD.BCST       208(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        488(DI), Z8
+	VPDPBUSD.BCST       204(DI), Z12, Z8
+	VPDPBUSD.BCST       208(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        488(R8), Z8
+	VPDPBUSD.BCST       204(R8), Z12, Z8
+	VPDPBUSD.BCST       208(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        488(R9), Z8
+	VPDPBUSD.BCST       204(R9), Z12, Z8
+	VPDPBUSD.BCST       208(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        488(SI), Z8
+	VPDPBUSD.BCST       204(SI), Z12, Z8
+	VPDPBUSD.BCST       208(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPSRLD              $0x10, Z5, Z5
+	PREFETCHT0          6144(AX)
+	PREFETCHT0          6208(AX)
+	PREFETCHT0          6272(AX)
+	VMOVDQU64           2784(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           2848(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           2912(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        492(BX), Z8
+	VPDPBUSD.BCST       212(BX), Z7, Z8
+	VPDPBUSD.BCST       216(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        492(DI), Z8
+	VPDPBUSD.BCST       212(DI), Z7, Z8
+	VPDPBUSD.BCST       216(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        492(R8), Z8
+	VPDPBUSD.BCST       212(R8), Z7, Z8
+	VPDPBUSD.BCST       216(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        492(R9), Z8
+	VPDPBUSD.BCST       212(R9), Z7, Z8
+	VPDPBUSD.BCST       216(R9), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        492(SI), Z8
+	VPDPBUSD.BCST       212(SI), Z7, Z8
+	VPDPBUSD.BCST       216(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z4
+	VPBROADCASTD        496(BX), Z7
+	VPDPBUSD.BCST       220(BX), Z11, Z7
+	VPDPBUSD.BCST       224(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        496(DI), Z7
+	VPDPBUSD.BCST       220(DI), Z11, Z7
+	VPDPBUSD.BCST       224(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        496(R8), Z7
+	VPDPBUSD.BCST       220(R8), Z11, Z7
+	VPDPBUSD.BCST       224(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        496(R9), Z7
+	VPDPBUSD.BCST       220(R9), Z11, Z7
+	VPDPBUSD.BCST       224(R9), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPBROADCASTD        496(SI), Z7
+	VPDPBUSD.BCST       220(SI), Z11, Z7
+	VPDPBUSD.BCST       224(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z4
+	VPMOVSXBW           256(AX), Z5
+	VPANDD.BCST         klowword<>+0(SB), Z5, Z6
+	PREFETCHT0          6336(AX)
+	PREFETCHT0          6400(AX)
+	PREFETCHT0          6464(AX)
+	VMOVDQU64           2976(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           3040(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           3104(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        500(BX), Z9
+	VPDPBUSD.BCST       228(BX), Z8, Z9
+	VPDPBUSD.BCST       232(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        500(DI), Z9
+	VPDPBUSD.BCST       228(DI), Z8, Z9
+	VPDPBUSD.BCST       232(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        500(R8), Z9
+	VPDPBUSD.BCST       228(R8), Z8, Z9
+	VPDPBUSD.BCST       232(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        500(R9), Z9
+	VPDPBUSD.BCST       228(R9), Z8, Z9
+	VPDPBUSD.BCST       232(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        500(SI), Z9
+	VPDPBUSD.BCST       228(SI), Z8, Z9
+	VPDPBUSD.BCST       232(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        504(BX), Z8
+	VPDPBUSD.BCST       236(BX), Z12, Z8
+	VPDPBUSD.BCST       240(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        504(DI), Z8
+	VPDPBUSD.BCST       236(DI), Z12, Z8
+	VPDPBUSD.BCST       240(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        504(R8), Z8
+	VPDPBUSD.BCST       236(R8), Z12, Z8
+	VPDPBUSD.BCST       240(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        504(R9), Z8
+	VPDPBUSD.BCST       236(R9), Z12, Z8
+	VPDPBUSD.BCST       240(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        504(SI), Z8
+	VPDPBUSD.BCST       236(SI), Z12, Z8
+	VPDPBUSD.BCST       240(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPSRLD              $0x10, Z5, Z5
+	PREFETCHT0          6528(AX)
+	PREFETCHT0          6592(AX)
+	PREFETCHT0          6656(AX)
+	VMOVDQU64           3168(AX), Z6
+	VPANDD.BCST         klow6<>+0(SB), Z6, Z7
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z6, Z6
+	VMOVDQU64           3232(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z8, Z8
+	VMOVDQU64           3296(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z10, Z10
+	VPTERNLOGD          $0xfe, Z10, Z8, Z6
+	VPBROADCASTD        508(BX), Z8
+	VPDPBUSD.BCST       244(BX), Z7, Z8
+	VPDPBUSD.BCST       248(BX), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z0
+	VPBROADCASTD        508(DI), Z8
+	VPDPBUSD.BCST       244(DI), Z7, Z8
+	VPDPBUSD.BCST       248(DI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z1
+	VPBROADCASTD        508(R8), Z8
+	VPDPBUSD.BCST       244(R8), Z7, Z8
+	VPDPBUSD.BCST       248(R8), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z2
+	VPBROADCASTD        508(R9), Z8
+	VPDPBUSD.BCST       244(R9), Z7, Z8
+	VPDPBUSD.BCST       248(R9), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z3
+	VPBROADCASTD        508(SI), Z8
+	VPDPBUSD.BCST       244(SI), Z7, Z8
+	VPDPBUSD.BCST       248(SI), Z9, Z8
+	VPDPWSSD            Z5, Z8, Z4
+	VPBROADCASTD        512(BX), Z7
+	VPDPBUSD.BCST       252(BX), Z11, Z7
+	VPDPBUSD.BCST       256(BX), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z0
+	VPBROADCASTD        512(DI), Z7
+	VPDPBUSD.BCST       252(DI), Z11, Z7
+	VPDPBUSD.BCST       256(DI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z1
+	VPBROADCASTD        512(R8), Z7
+	VPDPBUSD.BCST       252(R8), Z11, Z7
+	VPDPBUSD.BCST       256(R8), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z2
+	VPBROADCASTD        512(R9), Z7
+	VPDPBUSD.BCST       252(R9), Z11, Z7
+	VPDPBUSD.BCST       256(R9), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z3
+	VPBROADCASTD        512(SI), Z7
+	VPDPBUSD.BCST       252(SI), Z11, Z7
+	VPDPBUSD.BCST       256(SI), Z6, Z7
+	VPDPWSSD            Z5, Z7, Z4
+	VCVTPH2PS           (AX), Z5
+	VMOVUPS             (SP), Z7
+	VMULPS.BCST         (BX), Z5, Z6
+	VCVTDQ2PS           Z0, Z0
+	VFMADD231PS         Z0, Z6, Z7
+	VMOVUPS             Z7, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z6
+	VMULPS.BCST         (DI), Z5, Z0
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z0, Z6
+	VMOVUPS             Z6, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z1
+	VMULPS.BCST         (R8), Z5, Z0
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 128(SP)
+	ADDQ                $0x00000204, R8
+	VMOVUPS             192(SP), Z1
+	VMULPS.BCST         (R9), Z5, Z0
+	VCVTDQ2PS           Z3, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 192(SP)
+	ADDQ                $0x00000204, R9
+	VMOVUPS             256(SP), Z0
+	VMULPS.BCST         (SI), Z5, Z1
+	VCVTDQ2PS           Z4, Z2
+	VFMADD231PS         Z2, Z1, Z0
+	VMOVUPS             Z0, 256(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000d20, AX
+	DECQ                R10
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q6k16Tile6GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q6k16Tile6GFNI(SB), NOSPLIT, $384-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), R10
+	LEAQ    (R10)(SI*1), SI
+	MOVQ    nb+24(FP), R11
+
+blkloop:
+	TESTQ               R11, R11
+	JZ                  blkdone
+	VXORPS              Z0, Z0, Z0
+	VXORPS              Z1, Z1, Z1
+	VXORPS              Z2, Z2, Z2
+	VXORPS              Z3, Z3, Z3
+	VXORPS              Z4, Z4, Z4
+	VXORPS              Z5, Z5, Z5
+	VPMOVSXBW           32(AX), Z6
+	VPANDD.BCST         klowword<>+0(SB), Z6, Z7
+	PREFETCHT0          3648(AX)
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          3776(AX)
+	PREFETCHT0          3360(AX)
+	VMOVDQU64           288(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           352(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           416(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        388(BX), Z10
+	VPDPBUSD.BCST       4(BX), Z9, Z10
+	VPDPBUSD.BCST       8(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        388(DI), Z10
+	VPDPBUSD.BCST       4(DI), Z9, Z10
+	VPDPBUSD.BCST       8(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        388(R8), Z10
+	VPDPBUSD.BCST       4(R8), Z9, Z10
+	VPDPBUSD.BCST       8(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        388(R9), Z10
+	VPDPBUSD.BCST       4(R9), Z9, Z10
+	VPDPBUSD.BCST       8(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        388(R10), Z10
+	VPDPBUSD.BCST       4(R10), Z9, Z10
+	VPDPBUSD.BCST       8(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        388(SI), Z10
+	VPDPBUSD.BCST       4(SI), Z9, Z10
+	VPDPBUSD.BCST       8(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        392(BX), Z9
+	VPDPBUSD.BCST       12(BX), Z13, Z9
+	VPDPBUSD.BCST       16(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        392(DI), Z9
+	VPDPBUSD.BCST       12(DI), Z13, Z9
+	VPDPBUSD.BCST       16(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        392(R8), Z9
+	VPDPBUSD.BCST       12(R8), Z13, Z9
+	VPDPBUSD.BCST       16(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        392(R9), Z9
+	VPDPBUSD.BCST       12(R9), Z13, Z9
+	VPDPBUSD.BCST       16(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        392(R10), Z9
+	VPDPBUSD.BCST       12(R10), Z13, Z9
+	VPDPBUSD.BCST       16(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        392(SI), Z9
+	VPDPBUSD.BCST       12(SI), Z13, Z9
+	VPDPBUSD.BCST       16(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPSRLD              $0x10, Z6, Z6
+	PREFETCHT0          3840(AX)
+	PREFETCHT0          3904(AX)
+	PREFETCHT0          3968(AX)
+	PREFETCHT0          3424(AX)
+	VMOVDQU64           480(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           544(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           608(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        396(BX), Z9
+	VPDPBUSD.BCST       20(BX), Z8, Z9
+	VPDPBUSD.BCST       24(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        396(DI), Z9
+	VPDPBUSD.BCST       20(DI), Z8, Z9
+	VPDPBUSD.BCST       24(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        396(R8), Z9
+	VPDPBUSD.BCST       20(R8), Z8, Z9
+	VPDPBUSD.BCST       24(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        396(R9), Z9
+	VPDPBUSD.BCST       20(R9), Z8, Z9
+	VPDPBUSD.BCST       24(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        396(R10), Z9
+	VPDPBUSD.BCST       20(R10), Z8, Z9
+	VPDPBUSD.BCST       24(R10), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        396(SI), Z9
+	VPDPBUSD.BCST       20(SI), Z8, Z9
+	VPDPBUSD.BCST       24(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z5
+	VPBROADCASTD        400(BX), Z8
+	VPDPBUSD.BCST       28(BX), Z12, Z8
+	VPDPBUSD.BCST       32(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        400(DI), Z8
+	VPDPBUSD.BCST       28(DI), Z12, Z8
+	VPDPBUSD.BCST       32(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        400(R8), Z8
+	VPDPBUSD.BCST       28(R8), Z12, Z8
+	VPDPBUSD.BCST       32(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        400(R9), Z8
+	VPDPBUSD.BCST       28(R9), Z12, Z8
+	VPDPBUSD.BCST       32(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        400(R10), Z8
+	VPDPBUSD.BCST       28(R10), Z12, Z8
+	VPDPBUSD.BCST       32(R10), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPBROADCASTD        400(SI), Z8
+	VPDPBUSD.BCST       28(SI), Z12, Z8
+	VPDPBUSD.BCST       32(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z5
+	VPMOVSXBW           64(AX), Z6
+	VPANDD.BCST         klowword<>+0(SB), Z6, Z7
+	PREFETCHT0          4032(AX)
+	PREFETCHT0          4096(AX)
+	PREFETCHT0          4160(AX)
+	PREFETCHT0          3488(AX)
+	VMOVDQU64           672(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           736(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           800(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        404(BX), Z10
+	VPDPBUSD.BCST       36(BX), Z9, Z10
+	VPDPBUSD.BCST       40(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        404(DI), Z10
+	VPDPBUSD.BCST       36(DI), Z9, Z10
+	VPDPBUSD.BCST       40(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        404(R8), Z10
+	VPDPBUSD.BCST       36(R8), Z9, Z10
+	VPDPBUSD.BCST       40(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        404(R9), Z10
+	VPDPBUSD.BCST       36(R9), Z9, Z10
+	VPDPBUSD.BCST       40(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        404(R10), Z10
+	VPDPBUSD.BCST       36(R10), Z9, Z10
+	VPDPBUSD.BCST       40(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        404(SI), Z10
+	VPDPBUSD.BCST       36(SI), Z9, Z10
+	VPDPBUSD.BCST       40(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        408(BX), Z9
+	VPDPBUSD.BCST       44(BX), Z13, Z9
+	VPDPBUSD.BCST       48(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        408(DI), Z9
+	VPDPBUSD.BCST       44(DI), Z13, Z9
+	VPDPBUSD.BCST       48(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        408(R8), Z9
+	VPDPBUSD.BCST       44(R8), Z13, Z9
+	VPDPBUSD.BCST       48(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        408(R9), Z9
+	VPDPBUSD.BCST       44(R9), Z13, Z9
+	VPDPBUSD.BCST       48(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        408(R10), Z9
+	VPDPBUSD.BCST       44(R10), Z13, Z9
+	VPDPBUSD.BCST       48(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        408(SI), Z9
+	VPDPBUSD.BCST       44(SI), Z13, Z9
+	VPDPBUSD.BCST       48(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPSRLD              $0x10, Z6, Z6
+	PREFETCHT0          4224(AX)
+	PREFETCHT0          4288(AX)
+	PREFETCHT0          4352(AX)
+	PREFETCHT0          3552(AX)
+	VMOVDQU64           864(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           928(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           992(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        412(BX), Z9
+	VPDPBUSD.BCST       52(BX), Z8, Z9
+	VPDPBUSD.BCST       56(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        412(DI), Z9
+	VPDPBUSD.BCST       52(DI), Z8, Z9
+	VPDPBUSD.BCST       56(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        412(R8), Z9
+	VPDPBUSD.BCST       52(R8), Z8, Z9
+	VPDPBUSD.BCST       56(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        412(R9), Z9
+	VPDPBUSD.BCST       52(R9), Z8, Z9
+	VPDPBUSD.BCST       56(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        412(R10), Z9
+	VPDPBUSD.BCST       52(R10), Z8, Z9
+	VPDPBUSD.BCST       56(R10), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        412(SI), Z9
+	VPDPBUSD.BCST       52(SI), Z8, Z9
+	VPDPBUSD.BCST       56(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z5
+	VPBROADCASTD        416(BX), Z8
+	VPDPBUSD.BCST       60(BX), Z12, Z8
+	VPDPBUSD.BCST       64(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        416(DI), Z8
+	VPDPBUSD.BCST       60(DI), Z12, Z8
+	VPDPBUSD.BCST       64(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        416(R8), Z8
+	VPDPBUSD.BCST       60(R8), Z12, Z8
+	VPDPBUSD.BCST       64(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        416(R9), Z8
+	VPDPBUSD.BCST       60(R9), Z12, Z8
+	VPDPBUSD.BCST       64(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        416(R10), Z8
+	VPDPBUSD.BCST       60(R10), Z12, Z8
+	VPDPBUSD.BCST       64(R10), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPBROADCASTD        416(SI), Z8
+	VPDPBUSD.BCST       60(SI), Z12, Z8
+	VPDPBUSD.BCST       64(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z5
+	VPMOVSXBW           96(AX), Z6
+	VPANDD.BCST         klowword<>+0(SB), Z6, Z7
+	PREFETCHT0          4416(AX)
+	PREFETCHT0          4480(AX)
+	PREFETCHT0          4544(AX)
+	PREFETCHT0          3616(AX)
+	VMOVDQU64           1056(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           1120(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           1184(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        420(BX), Z10
+	VPDPBUSD.BCST       68(BX), Z9, Z10
+	VPDPBUSD.BCST       72(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        420(DI), Z10
+	VPDPBUSD.BCST       68(DI), Z9, Z10
+	VPDPBUSD.BCST       72(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        420(R8), Z10
+	VPDPBUSD.BCST       68(R8), Z9, Z10
+	VPDPBUSD.BCST       72(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        420(R9), Z10
+	VPDPBUSD.BCST       68(R9), Z9, Z10
+	VPDPBUSD.BCST       72(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        420(R10), Z10
+	VPDPBUSD.BCST       68(R10), Z9, Z10
+	VPDPBUSD.BCST       72(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        420(SI), Z10
+	VPDPBUSD.BCST       68(SI), Z9, Z10
+	VPDPBUSD.BCST       72(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        424(BX), Z9
+	VPDPBUSD.BCST       76(BX), Z13, Z9
+	VPDPBUSD.BCST       80(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        424(DI), Z9
+	VPDPBUSD.BCST       76(DI), Z13, Z9
+	VPDPBUSD.BCST       80(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        424(R8), Z9
+	VPDPBUSD.BCST       76(R8), Z13, Z9
+	VPDPBUSD.BCST       80(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        424(R9), Z9
+	VPDPBUSD.BCST       76(R9), Z13, Z9
+	VPDPBUSD.BCST       80(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        424(R10), Z9
+	VPDPBUSD.BCST       76(R10), Z13, Z9
+	VPDPBUSD.BCST       80(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        424(SI), Z9
+	VPDPBUSD.BCST       76(SI), Z13, Z9
+	VPDPBUSD.BCST       80(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPSRLD              $0x10, Z6, Z6
+	PREFETCHT0          4608(AX)
+	PREFETCHT0          4672(AX)
+	PREFETCHT0          4736(AX)
+	VMOVDQU64           1248(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           1312(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           1376(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        428(BX), Z9
+	VPDPBUSD.BCST       84(BX), Z8, Z9
+	VPDPBUSD.BCST       88(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        428(DI), Z9
+	VPDPBUSD.BCST       84(DI), Z8, Z9
+	VPDPBUSD.BCST       88(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        428(R8), Z9
+	VPDPBUSD.BCST       84(R8), Z8, Z9
+	VPDPBUSD.BCST       88(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        428(R9), Z9
+	VPDPBUSD.BCST       84(R9), Z8, Z9
+	VPDPBUSD.BCST       88(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        428(R10), Z9
+	VPDPBUSD.BCST       84(R10), Z8, Z9
+	VPDPBUSD.BCST       88(R10), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        428(SI), Z9
+	VPDPBUSD.BCST       84(SI), Z8, Z9
+	VPDPBUSD.BCST       88(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z5
+	VPBROADCASTD        432(BX), Z8
+	VPDPBUSD.BCST       92(BX), Z12, Z8
+	VPDPBUSD.BCST       96(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        432(DI), Z8
+	VPDPBUSD.BCST       92(DI), Z12, Z8
+	VPDPBUSD.BCST       96(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        432(R8), Z8
+	VPDPBUSD.BCST       92(R8), Z12, Z8
+	VPDPBUSD.BCST       96(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        432(R9), Z8
+	VPDPBUSD.BCST       92(R9), Z12, Z8
+	VPDPBUSD.BCST       96(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        432(R10), Z8
+	VPDPBUSD.BCST       92(R10), Z12, Z8
+	VPDPBUSD.BCST       96(R10), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPBROADCASTD        432(SI), Z8
+	VPDPBUSD.BCST       92(SI), Z12, Z8
+	VPDPBUSD.BCST       96(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z5
+	VPMOVSXBW           128(AX), Z6
+	VPANDD.BCST         klowword<>+0(SB), Z6, Z7
+	PREFETCHT0          4800(AX)
+	PREFETCHT0          4864(AX)
+	PREFETCHT0          4928(AX)
+	VMOVDQU64           1440(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           1504(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           1568(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        436(BX), Z10
+	VPDPBUSD.BCST       100(BX), Z9, Z10
+	VPDPBUSD.BCST       104(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        436(DI), Z10
+	VPDPBUSD.BCST       100(DI), Z9, Z10
+	VPDPBUSD.BCST       104(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        436(R8), Z10
+	VPDPBUSD.BCST       100(R8), Z9, Z10
+	VPDPBUSD.BCST       104(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        436(R9), Z10
+	VPDPBUSD.BCST       100(R9), Z9, Z10
+	VPDPBUSD.BCST       104(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        436(R10), Z10
+	VPDPBUSD.BCST       100(R10), Z9, Z10
+	VPDPBUSD.BCST       104(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        436(SI), Z10
+	VPDPBUSD.BCST       100(SI), Z9, Z10
+	VPDPBUSD.BCST       104(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        440(BX), Z9
+	VPDPBUSD.BCST       108(BX), Z13, Z9
+	VPDPBUSD.BCST       112(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        440(DI), Z9
+	VPDPBUSD.BCST       108(DI), Z13, Z9
+	VPDPBUSD.BCST       112(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        440(R8), Z9
+	VPDPBUSD.BCST       108(R8), Z13, Z9
+	VPDPBUSD.BCST       112(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        440(R9), Z9
+	VPDPBUSD.BCST       108(R9), Z13, Z9
+	VPDPBUSD.BCST       112(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        440(R10), Z9
+	VPDPBUSD.BCST       108(R10), Z13, Z9
+	VPDPBUSD.BCST       112(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        440(SI), Z9
+	VPDPBUSD.BCST       108(SI), Z13, Z9
+	VPDPBUSD.BCST       112(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPSRLD              $0x10, Z6, Z6
+	PREFETCHT0          4992(AX)
+	PREFETCHT0          5056(AX)
+	PREFETCHT0          5120(AX)
+	VMOVDQU64           1632(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           1696(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           1760(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        444(BX), Z9
+	VPDPBUSD.BCST       116(BX), Z8, Z9
+	VPDPBUSD.BCST       120(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        444(DI), Z9
+	VPDPBUSD.BCST       116(DI), Z8, Z9
+	VPDPBUSD.BCST       120(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        444(R8), Z9
+	VPDPBUSD.BCST       116(R8), Z8, Z9
+	VPDPBUSD.BCST       120(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        444(R9), Z9
+	VPDPBUSD.BCST       116(R9), Z8, Z9
+	VPDPBUSD.BCST       120(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        444(R10), Z9
+	VPDPBUSD.BCST       116(R10), Z8, Z9
+	VPDPBUSD.BCST       120(R10), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        444(SI), Z9
+	VPDPBUSD.BCST       116(SI), Z8, Z9
+	VPDPBUSD.BCST       120(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z5
+	VPBROADCASTD        448(BX), Z8
+	VPDPBUSD.BCST       124(BX), Z12, Z8
+	VPDPBUSD.BCST       128(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        448(DI), Z8
+	VPDPBUSD.BCST       124(DI), Z12, Z8
+	VPDPBUSD.BCST       128(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        448(R8), Z8
+	VPDPBUSD.BCST       124(R8), Z12, Z8
+	VPDPBUSD.BCST       128(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        448(R9), Z8
+	VPDPBUSD.BCST       124(R9), Z12, Z8
+	VPDPBUSD.BCST       128(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        448(R10), Z8
+	VPDPBUSD.BCST       124(R10), Z12, Z8
+	VPDPBUSD.BCST       128(R10), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPBROADCASTD        448(SI), Z8
+	VPDPBUSD.BCST       124(SI), Z12, Z8
+	VPDPBUSD.BCST       128(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z5
+	VPMOVSXBW           160(AX), Z6
+	VPANDD.BCST         klowword<>+0(SB), Z6, Z7
+	PREFETCHT0          5184(AX)
+	PREFETCHT0          5248(AX)
+	PREFETCHT0          5312(AX)
+	VMOVDQU64           1824(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           1888(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           1952(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        452(BX), Z10
+	VPDPBUSD.BCST       132(BX), Z9, Z10
+	VPDPBUSD.BCST       136(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        452(DI), Z10
+	VPDPBUSD.BCST       132(DI), Z9, Z10
+	VPDPBUSD.BCST       136(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        452(R8), Z10
+	VPDPBUSD.BCST       132(R8), Z9, Z10
+	VPDPBUSD.BCST       136(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        452(R9), Z10
+	VPDPBUSD.BCST       132(R9), Z9, Z10
+	VPDPBUSD.BCST       136(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        452(R10), Z10
+	VPDPBUSD.BCST       132(R10), Z9, Z10
+	VPDPBUSD.BCST       136(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        452(SI), Z10
+	VPDPBUSD.BCST       132(SI), Z9, Z10
+	VPDPBUSD.BCST       136(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        456(BX), Z9
+	VPDPBUSD.BCST       140(BX), Z13, Z9
+	VPDPBUSD.BCST       144(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        456(DI), Z9
+	VPDPBUSD.BCST       140(DI), Z13, Z9
+	VPDPBUSD.BCST       144(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        456(R8), Z9
+	VPDPBUSD.BCST       140(R8), Z13, Z9
+	VPDPBUSD.BCST       144(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        456(R9), Z9
+	VPDPBUSD.BCST       140(R9), Z13, Z9
+	VPDPBUSD.BCST       144(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        456(R10), Z9
+	VPDPBUSD.BCST       140(R10), Z13, Z9
+	VPDPBUSD.BCST       144(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        456(SI), Z9
+	VPDPBUSD.BCST       140(SI), Z13, Z9
+	VPDPBUSD.BCST       144(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPSRLD              $0x10, Z6, Z6
+	PREFETCHT0          5376(AX)
+	PREFETCHT0          5440(AX)
+	PREFETCHT0          5504(AX)
+	VMOVDQU64           2016(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           2080(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           2144(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        460(BX), Z9
+	VPDPBUSD.BCST       148(BX), Z8, Z9
+	VPDPBUSD.BCST       152(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        460(DI), Z9
+	VPDPBUSD.BCST       148(DI), Z8, Z9
+	VPDPBUSD.BCST       152(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        460(R8), Z9
+	VPDPBUSD.BCST       148(R8), Z8, Z9
+	VPDPBUSD.BCST       152(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        460(R9), Z9
+	VPDPBUSD.BCST       148(R9), Z8, Z9
+	VPDPBUSD.BCST       152(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        460(R10), Z9
+	VPDPBUSD.BCST       148(R10), Z8, Z9
+	VPDPBUSD.BCST       152(R10), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        460(SI), Z9
+	VPDPBUSD.BCST       148(SI), Z8, Z9
+	VPDPBUSD.BCST       152(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z5
+	VPBROADCASTD        464(BX), Z8
+	VPDPBUSD.BCST       156(BX), Z12, Z8
+	VPDPBUSD.BCST       160(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        464(DI), Z8
+	VPDPBUSD.BCST       156(DI), Z12, Z8
+	VPDPBUSD.BCST       160(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        464(R8), Z8
+	VPDPBUSD.BCST       156(R8), Z12, Z8
+	VPDPBUSD.BCST       160(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        464(R9), Z8
+	VPDPBUSD.BCST       156(R9), Z12, Z8
+	VPDPBUSD.BCST       160(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        464(R10), Z8
+	VPDPBUSD.BCST       156(R10), Z12, Z8
+	VPDPBUSD.BCST       160(R10), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPBROADCASTD        464(SI), Z8
+	VPDPBUSD.BCST       156(SI), Z12, Z8
+	VPDPBUSD.BCST       160(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z5
+	VPMOVSXBW           192(AX), Z6
+	VPANDD.BCST         klowword<>+0(SB), Z6, Z7
+	PREFETCHT0          5568(AX)
+	PREFETCHT0          5632(AX)
+	PREFETCHT0          5696(AX)
+	VMOVDQU64           2208(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           2272(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           2336(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        468(BX), Z10
+	VPDPBUSD.BCST       164(BX), Z9, Z10
+	VPDPBUSD.BCST       168(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        468(DI), Z10
+	VPDPBUSD.BCST       164(DI), Z9, Z10
+	VPDPBUSD.BCST       168(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        468(R8), Z10
+	VPDPBUSD.BCST       164(R8), Z9, Z10
+	VPDPBUSD.BCST       168(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        468(R9), Z10
+	VPDPBUSD.BCST       164(R9), Z9, Z10
+	VPDPBUSD.BCST       168(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        468(R10), Z10
+	VPDPBUSD.BCST       164(R10), Z9, Z10
+	VPDPBUSD.BCST       168(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        468(SI), Z10
+	VPDPBUSD.BCST       164(SI), Z9, Z10
+	VPDPBUSD.BCST       168(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        472(BX), Z9
+	VPDPBUSD.BCST       172(BX), Z13, Z9
+	VPDPBUSD.BCST       176(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        472(DI), Z9
+	VPDPBUSD.BCST       172(DI), Z13, Z9
+	VPDPBUSD.BCST       176(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        472(R8), Z9
+	VPDPBUSD.BCST       172(R8), Z13, Z9
+	VPDPBUSD.BCST       176(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        472(R9), Z9
+	VPDPBUSD.BCST       172(R9), Z13, Z9
+	VPDPBUSD.BCST       176(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        472(R10), Z9
+	VPDPBUSD.BCST       172(R10), Z13, Z9
+	VPDPBUSD.BCST       176(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        472(SI), Z9
+	VPDPBUSD.BCST       172(SI), Z13, Z9
+	VPDPBUSD.BCST       176(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPSRLD              $0x10, Z6, Z6
+	PREFETCHT0          5760(AX)
+	PREFETCHT0          5824(AX)
+	PREFETCHT0          5888(AX)
+	VMOVDQU64           2400(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           2464(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           2528(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        476(BX), Z9
+	VPDPBUSD.BCST       180(BX), Z8, Z9
+	VPDPBUSD.BCST       184(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        476(DI), Z9
+	VPDPBUSD.BCST       180(DI), Z8, Z9
+	VPDPBUSD.BCST       184(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        476(R8), Z9
+	VPDPBUSD.BCST       180(R8), Z8, Z9
+	VPDPBUSD.BCST       184(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        476(R9), Z9
+	VPDPBUSD.BCST       180(R9), Z8, Z9
+	VPDPBUSD.BCST       184(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        476(R10), Z9
+	VPDPBUSD.BCST       180(R10), Z8, Z9
+	VPDPBUSD.BCST       184(R10), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        476(SI), Z9
+	VPDPBUSD.BCST       180(SI), Z8, Z9
+	VPDPBUSD.BCST       184(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z5
+	VPBROADCASTD        480(BX), Z8
+	VPDPBUSD.BCST       188(BX), Z12, Z8
+	VPDPBUSD.BCST       192(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        480(DI), Z8
+	VPDPBUSD.BCST       188(DI), Z12, Z8
+	VPDPBUSD.BCST       192(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        480(R8), Z8
+	VPDPBUSD.BCST       188(R8), Z12, Z8
+	VPDPBUSD.BCST       192(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        480(R9), Z8
+	VPDPBUSD.BCST       188(R9), Z12, Z8
+	VPDPBUSD.BCST       192(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        480(R10), Z8
+	VPDPBUSD.BCST       188(R10), Z12, Z8
+	VPDPBUSD.BCST       192(R10), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPBROADCASTD        480(SI), Z8
+	VPDPBUSD.BCST       188(SI), Z12, Z8
+	VPDPBUSD.BCST       192(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z5
+	VPMOVSXBW           224(AX), Z6
+	VPANDD.BCST         klowword<>+0(SB), Z6, Z7
+	PREFETCHT0          5952(AX)
+	PREFETCHT0          6016(AX)
+	PREFETCHT0          6080(AX)
+	VMOVDQU64           2592(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           2656(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           2720(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        484(BX), Z10
+	VPDPBUSD.BCST       196(BX), Z9, Z10
+	VPDPBUSD.BCST       200(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        484(DI), Z10
+	VPDPBUSD.BCST       196(DI), Z9, Z10
+	VPDPBUSD.BCST       200(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        484(R8), Z10
+	VPDPBUSD.BCST       196(R8), Z9, Z10
+	VPDPBUSD.BCST       200(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        484(R9), Z10
+	VPDPBUSD.BCST       196(R9), Z9, Z10
+	VPDPBUSD.BCST       200(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        484(R10), Z10
+	VPDPBUSD.BCST       196(R10), Z9, Z10
+	VPDPBUSD.BCST       200(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        484(SI), Z10
+	VPDPBUSD.BCST       196(SI), Z9, Z10
+	VPDPBUSD.BCST       200(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        488(BX), Z9
+	VPDPBUSD.BCST       204(BX), Z13, Z9
+	VPDPBUSD.BCST       208(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        488(DI), Z9
+	VPDPBUSD.BCST       204(DI), Z13, Z9
+	VPDPBUSD.BCST       208(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        488(R8), Z9
+	VPDPBUSD.BCST       204(R8), Z13, Z9
+	VPDPBUSD.BCST       208(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        488(R9), Z9
+	VPDPBUSD.BCST       204(R9), Z13, Z9
+	VPDPBUSD.BCST       208(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        488(R10), Z9
+	VPDPBUSD.BCST       204(R10), Z13, Z9
+	VPDPBUSD.BCST       208(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        488(SI), Z9
+	VPDPBUSD.BCST       204(SI), Z13, Z9
+	VPDPBUSD.BCST       208(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPSRLD              $0x10, Z6, Z6
+	PREFETCHT0          6144(AX)
+	PREFETCHT0          6208(AX)
+	PREFETCHT0          6272(AX)
+	VMOVDQU64           2784(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           2848(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           2912(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        492(BX), Z9
+	VPDPBUSD.BCST       212(BX), Z8, Z9
+	VPDPBUSD.BCST       216(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        492(DI), Z9
+	VPDPBUSD.BCST       212(DI), Z8, Z9
+	VPDPBUSD.BCST       216(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        492(R8), Z9
+	VPDPBUSD.BCST       212(R8), Z8, Z9
+	VPDPBUSD.BCST       216(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        492(R9), Z9
+	VPDPBUSD.BCST       212(R9), Z8, Z9
+	VPDPBUSD.BCST       216(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        492(R10), Z9
+	VPDPBUSD.BCST       212(R10), Z8, Z9
+	VPDPBUSD.BCST       216(R10), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        492(SI), Z9
+	VPDPBUSD.BCST       212(SI), Z8, Z9
+	VPDPBUSD.BCST       216(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z5
+	VPBROADCASTD        496(BX), Z8
+	VPDPBUSD.BCST       220(BX), Z12, Z8
+	VPDPBUSD.BCST       224(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        496(DI), Z8
+	VPDPBUSD.BCST       220(DI), Z12, Z8
+	VPDPBUSD.BCST       224(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        496(R8), Z8
+	VPDPBUSD.BCST       220(R8), Z12, Z8
+	VPDPBUSD.BCST       224(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        496(R9), Z8
+	VPDPBUSD.BCST       220(R9), Z12, Z8
+	VPDPBUSD.BCST       224(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        496(R10), Z8
+	VPDPBUSD.BCST       220(R10), Z12, Z8
+	VPDPBUSD.BCST       224(R10), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPBROADCASTD        496(SI), Z8
+	VPDPBUSD.BCST       220(SI), Z12, Z8
+	VPDPBUSD.BCST       224(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z5
+	VPMOVSXBW           256(AX), Z6
+	VPANDD.BCST         klowword<>+0(SB), Z6, Z7
+	PREFETCHT0          6336(AX)
+	PREFETCHT0          6400(AX)
+	PREFETCHT0          6464(AX)
+	VMOVDQU64           2976(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           3040(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           3104(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        500(BX), Z10
+	VPDPBUSD.BCST       228(BX), Z9, Z10
+	VPDPBUSD.BCST       232(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        500(DI), Z10
+	VPDPBUSD.BCST       228(DI), Z9, Z10
+	VPDPBUSD.BCST       232(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        500(R8), Z10
+	VPDPBUSD.BCST       228(R8), Z9, Z10
+	VPDPBUSD.BCST       232(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        500(R9), Z10
+	VPDPBUSD.BCST       228(R9), Z9, Z10
+	VPDPBUSD.BCST       232(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        500(R10), Z10
+	VPDPBUSD.BCST       228(R10), Z9, Z10
+	VPDPBUSD.BCST       232(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        500(SI), Z10
+	VPDPBUSD.BCST       228(SI), Z9, Z10
+	VPDPBUSD.BCST       232(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        504(BX), Z9
+	VPDPBUSD.BCST       236(BX), Z13, Z9
+	VPDPBUSD.BCST       240(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        504(DI), Z9
+	VPDPBUSD.BCST       236(DI), Z13, Z9
+	VPDPBUSD.BCST       240(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        504(R8), Z9
+	VPDPBUSD.BCST       236(R8), Z13, Z9
+	VPDPBUSD.BCST       240(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        504(R9), Z9
+	VPDPBUSD.BCST       236(R9), Z13, Z9
+	VPDPBUSD.BCST       240(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        504(R10), Z9
+	VPDPBUSD.BCST       236(R10), Z13, Z9
+	VPDPBUSD.BCST       240(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        504(SI), Z9
+	VPDPBUSD.BCST       236(SI), Z13, Z9
+	VPDPBUSD.BCST       240(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPSRLD              $0x10, Z6, Z6
+	PREFETCHT0          6528(AX)
+	PREFETCHT0          6592(AX)
+	PREFETCHT0          6656(AX)
+	VMOVDQU64           3168(AX), Z7
+	VPANDD.BCST         klow6<>+0(SB), Z7, Z8
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z7, Z7
+	VMOVDQU64           3232(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z9, Z9
+	VMOVDQU64           3296(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z11, Z11
+	VPTERNLOGD          $0xfe, Z11, Z9, Z7
+	VPBROADCASTD        508(BX), Z9
+	VPDPBUSD.BCST       244(BX), Z8, Z9
+	VPDPBUSD.BCST       248(BX), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z0
+	VPBROADCASTD        508(DI), Z9
+	VPDPBUSD.BCST       244(DI), Z8, Z9
+	VPDPBUSD.BCST       248(DI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z1
+	VPBROADCASTD        508(R8), Z9
+	VPDPBUSD.BCST       244(R8), Z8, Z9
+	VPDPBUSD.BCST       248(R8), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z2
+	VPBROADCASTD        508(R9), Z9
+	VPDPBUSD.BCST       244(R9), Z8, Z9
+	VPDPBUSD.BCST       248(R9), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z3
+	VPBROADCASTD        508(R10), Z9
+	VPDPBUSD.BCST       244(R10), Z8, Z9
+	VPDPBUSD.BCST       248(R10), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z4
+	VPBROADCASTD        508(SI), Z9
+	VPDPBUSD.BCST       244(SI), Z8, Z9
+	VPDPBUSD.BCST       248(SI), Z10, Z9
+	VPDPWSSD            Z6, Z9, Z5
+	VPBROADCASTD        512(BX), Z8
+	VPDPBUSD.BCST       252(BX), Z12, Z8
+	VPDPBUSD.BCST       256(BX), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z0
+	VPBROADCASTD        512(DI), Z8
+	VPDPBUSD.BCST       252(DI), Z12, Z8
+	VPDPBUSD.BCST       256(DI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z1
+	VPBROADCASTD        512(R8), Z8
+	VPDPBUSD.BCST       252(R8), Z12, Z8
+	VPDPBUSD.BCST       256(R8), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z2
+	VPBROADCASTD        512(R9), Z8
+	VPDPBUSD.BCST       252(R9), Z12, Z8
+	VPDPBUSD.BCST       256(R9), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z3
+	VPBROADCASTD        512(R10), Z8
+	VPDPBUSD.BCST       252(R10), Z12, Z8
+	VPDPBUSD.BCST       256(R10), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z4
+	VPBROADCASTD        512(SI), Z8
+	VPDPBUSD.BCST       252(SI), Z12, Z8
+	VPDPBUSD.BCST       256(SI), Z7, Z8
+	VPDPWSSD            Z6, Z8, Z5
+	VCVTPH2PS           (AX), Z6
+	VMOVUPS             (SP), Z8
+	VMULPS.BCST         (BX), Z6, Z7
+	VCVTDQ2PS           Z0, Z0
+	VFMADD231PS         Z0, Z7, Z8
+	VMOVUPS             Z8, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z7
+	VMULPS.BCST         (DI), Z6, Z0
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z0, Z7
+	VMOVUPS             Z7, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z1
+	VMULPS.BCST         (R8), Z6, Z0
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 128(SP)
+	ADDQ                $0x00000204, R8
+	VMOVUPS             192(SP), Z1
+	VMULPS.BCST         (R9), Z6, Z0
+	VCVTDQ2PS           Z3, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 192(SP)
+	ADDQ                $0x00000204, R9
+	VMOVUPS             256(SP), Z1
+	VMULPS.BCST         (R10), Z6, Z0
+	VCVTDQ2PS           Z4, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 256(SP)
+	ADDQ                $0x00000204, R10
+	VMOVUPS             320(SP), Z0
+	VMULPS.BCST         (SI), Z6, Z1
+	VCVTDQ2PS           Z5, Z2
+	VFMADD231PS         Z2, Z1, Z0
+	VMOVUPS             Z0, 320(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000d20, AX
+	DECQ                R11
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 320(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q6k16Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q6k16Tile7GFNI(SB), NOSPLIT, $448-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	VMOVUPS Z0, 384(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), R10
+	LEAQ    (R10)(SI*1), R11
+	LEAQ    (R11)(SI*1), SI
+	MOVQ    nb+24(FP), R12
+
+blkloop:
+	TESTQ               R12, R12
+	JZ                  blkdone
+	VXORPS              Z0, Z0, Z0
+	VXORPS              Z1, Z1, Z1
+	VXORPS              Z2, Z2, Z2
+	VXORPS              Z3, Z3, Z3
+	VXORPS              Z4, Z4, Z4
+	VXORPS              Z5, Z5, Z5
+	VXORPS              Z6, Z6, Z6
+	VPMOVSXBW           32(AX), Z7
+	VPANDD.BCST         klowword<>+0(SB), Z7, Z8
+	PREFETCHT0          3648(AX)
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          3776(AX)
+	PREFETCHT0          3360(AX)
+	VMOVDQU64           288(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           352(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           416(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        388(BX), Z11
+	VPDPBUSD.BCST       4(BX), Z10, Z11
+	VPDPBUSD.BCST       8(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        388(DI), Z11
+	VPDPBUSD.BCST       4(DI), Z10, Z11
+	VPDPBUSD.BCST       8(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        388(R8), Z11
+	VPDPBUSD.BCST       4(R8), Z10, Z11
+	VPDPBUSD.BCST       8(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        388(R9), Z11
+	VPDPBUSD.BCST       4(R9), Z10, Z11
+	VPDPBUSD.BCST       8(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        388(R10), Z11
+	VPDPBUSD.BCST       4(R10), Z10, Z11
+	VPDPBUSD.BCST       8(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        388(R11), Z11
+	VPDPBUSD.BCST       4(R11), Z10, Z11
+	VPDPBUSD.BCST       8(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        388(SI), Z11
+	VPDPBUSD.BCST       4(SI), Z10, Z11
+	VPDPBUSD.BCST       8(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        392(BX), Z10
+	VPDPBUSD.BCST       12(BX), Z14, Z10
+	VPDPBUSD.BCST       16(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        392(DI), Z10
+	VPDPBUSD.BCST       12(DI), Z14, Z10
+	VPDPBUSD.BCST       16(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        392(R8), Z10
+	VPDPBUSD.BCST       12(R8), Z14, Z10
+	VPDPBUSD.BCST       16(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        392(R9), Z10
+	VPDPBUSD.BCST       12(R9), Z14, Z10
+	VPDPBUSD.BCST       16(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        392(R10), Z10
+	VPDPBUSD.BCST       12(R10), Z14, Z10
+	VPDPBUSD.BCST       16(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        392(R11), Z10
+	VPDPBUSD.BCST       12(R11), Z14, Z10
+	VPDPBUSD.BCST       16(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        392(SI), Z10
+	VPDPBUSD.BCST       12(SI), Z14, Z10
+	VPDPBUSD.BCST       16(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPSRLD              $0x10, Z7, Z7
+	PREFETCHT0          3840(AX)
+	PREFETCHT0          3904(AX)
+	PREFETCHT0          3968(AX)
+	PREFETCHT0          3424(AX)
+	VMOVDQU64           480(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           544(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           608(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        396(BX), Z10
+	VPDPBUSD.BCST       20(BX), Z9, Z10
+	VPDPBUSD.BCST       24(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        396(DI), Z10
+	VPDPBUSD.BCST       20(DI), Z9, Z10
+	VPDPBUSD.BCST       24(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        396(R8), Z10
+	VPDPBUSD.BCST       20(R8), Z9, Z10
+	VPDPBUSD.BCST       24(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        396(R9), Z10
+	VPDPBUSD.BCST       20(R9), Z9, Z10
+	VPDPBUSD.BCST       24(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        396(R10), Z10
+	VPDPBUSD.BCST       20(R10), Z9, Z10
+	VPDPBUSD.BCST       24(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        396(R11), Z10
+	VPDPBUSD.BCST       20(R11), Z9, Z10
+	VPDPBUSD.BCST       24(R11), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        396(SI), Z10
+	VPDPBUSD.BCST       20(SI), Z9, Z10
+	VPDPBUSD.BCST       24(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z6
+	VPBROADCASTD        400(BX), Z9
+	VPDPBUSD.BCST       28(BX), Z13, Z9
+	VPDPBUSD.BCST       32(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        400(DI), Z9
+	VPDPBUSD.BCST       28(DI), Z13, Z9
+	VPDPBUSD.BCST       32(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        400(R8), Z9
+	VPDPBUSD.BCST       28(R8), Z13, Z9
+	VPDPBUSD.BCST       32(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        400(R9), Z9
+	VPDPBUSD.BCST       28(R9), Z13, Z9
+	VPDPBUSD.BCST       32(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        400(R10), Z9
+	VPDPBUSD.BCST       28(R10), Z13, Z9
+	VPDPBUSD.BCST       32(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        400(R11), Z9
+	VPDPBUSD.BCST       28(R11), Z13, Z9
+	VPDPBUSD.BCST       32(R11), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPBROADCASTD        400(SI), Z9
+	VPDPBUSD.BCST       28(SI), Z13, Z9
+	VPDPBUSD.BCST       32(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z6
+	VPMOVSXBW           64(AX), Z7
+	VPANDD.BCST         klowword<>+0(SB), Z7, Z8
+	PREFETCHT0          4032(AX)
+	PREFETCHT0          4096(AX)
+	PREFETCHT0          4160(AX)
+	PREFETCHT0          3488(AX)
+	VMOVDQU64           672(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           736(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           800(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        404(BX), Z11
+	VPDPBUSD.BCST       36(BX), Z10, Z11
+	VPDPBUSD.BCST       40(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        404(DI), Z11
+	VPDPBUSD.BCST       36(DI), Z10, Z11
+	VPDPBUSD.BCST       40(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        404(R8), Z11
+	VPDPBUSD.BCST       36(R8), Z10, Z11
+	VPDPBUSD.BCST       40(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        404(R9), Z11
+	VPDPBUSD.BCST       36(R9), Z10, Z11
+	VPDPBUSD.BCST       40(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        404(R10), Z11
+	VPDPBUSD.BCST       36(R10), Z10, Z11
+	VPDPBUSD.BCST       40(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        404(R11), Z11
+	VPDPBUSD.BCST       36(R11), Z10, Z11
+	VPDPBUSD.BCST       40(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        404(SI), Z11
+	VPDPBUSD.BCST       36(SI), Z10, Z11
+	VPDPBUSD.BCST       40(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        408(BX), Z10
+	VPDPBUSD.BCST       44(BX), Z14, Z10
+	VPDPBUSD.BCST       48(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        408(DI), Z10
+	VPDPBUSD.BCST       44(DI), Z14, Z10
+	VPDPBUSD.BCST       48(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        408(R8), Z10
+	VPDPBUSD.BCST       44(R8), Z14, Z10
+	VPDPBUSD.BCST       48(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        408(R9), Z10
+	VPDPBUSD.BCST       44(R9), Z14, Z10
+	VPDPBUSD.BCST       48(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        408(R10), Z10
+	VPDPBUSD.BCST       44(R10), Z14, Z10
+	VPDPBUSD.BCST       48(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        408(R11), Z10
+	VPDPBUSD.BCST       44(R11), Z14, Z10
+	VPDPBUSD.BCST       48(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        408(SI), Z10
+	VPDPBUSD.BCST       44(SI), Z14, Z10
+	VPDPBUSD.BCST       48(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPSRLD              $0x10, Z7, Z7
+	PREFETCHT0          4224(AX)
+	PREFETCHT0          4288(AX)
+	PREFETCHT0          4352(AX)
+	PREFETCHT0          3552(AX)
+	VMOVDQU64           864(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           928(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           992(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        412(BX), Z10
+	VPDPBUSD.BCST       52(BX), Z9, Z10
+	VPDPBUSD.BCST       56(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        412(DI), Z10
+	VPDPBUSD.BCST       52(DI), Z9, Z10
+	VPDPBUSD.BCST       56(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        412(R8), Z10
+	VPDPBUSD.BCST       52(R8), Z9, Z10
+	VPDPBUSD.BCST       56(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        412(R9), Z10
+	VPDPBUSD.BCST       52(R9), Z9, Z10
+	VPDPBUSD.BCST       56(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        412(R10), Z10
+	VPDPBUSD.BCST       52(R10), Z9, Z10
+	VPDPBUSD.BCST       56(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        412(R11), Z10
+	VPDPBUSD.BCST       52(R11), Z9, Z10
+	VPDPBUSD.BCST       56(R11), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        412(SI), Z10
+	VPDPBUSD.BCST       52(SI), Z9, Z10
+	VPDPBUSD.BCST       56(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z6
+	VPBROADCASTD        416(BX), Z9
+	VPDPBUSD.BCST       60(BX), Z13, Z9
+	VPDPBUSD.BCST       64(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        416(DI), Z9
+	VPDPBUSD.BCST       60(DI), Z13, Z9
+	VPDPBUSD.BCST       64(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        416(R8), Z9
+	VPDPBUSD.BCST       60(R8), Z13, Z9
+	VPDPBUSD.BCST       64(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        416(R9), Z9
+	VPDPBUSD.BCST       60(R9), Z13, Z9
+	VPDPBUSD.BCST       64(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        416(R10), Z9
+	VPDPBUSD.BCST       60(R10), Z13, Z9
+	VPDPBUSD.BCST       64(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        416(R11), Z9
+	VPDPBUSD.BCST       60(R11), Z13, Z9
+	VPDPBUSD.BCST       64(R11), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPBROADCASTD        416(SI), Z9
+	VPDPBUSD.BCST       60(SI), Z13, Z9
+	VPDPBUSD.BCST       64(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z6
+	VPMOVSXBW           96(AX), Z7
+	VPANDD.BCST         klowword<>+0(SB), Z7, Z8
+	PREFETCHT0          4416(AX)
+	PREFETCHT0          4480(AX)
+	PREFETCHT0          4544(AX)
+	PREFETCHT0          3616(AX)
+	VMOVDQU64           1056(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           1120(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           1184(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        420(BX), Z11
+	VPDPBUSD.BCST       68(BX), Z10, Z11
+	VPDPBUSD.BCST       72(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        420(DI), Z11
+	VPDPBUSD.BCST       68(DI), Z10, Z11
+	VPDPBUSD.BCST       72(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        420(R8), Z11
+	VPDPBUSD.BCST       68(R8), Z10, Z11
+	VPDPBUSD.BCST       72(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        420(R9), Z11
+	VPDPBUSD.BCST       68(R9), Z10, Z11
+	VPDPBUSD.BCST       72(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        420(R10), Z11
+	VPDPBUSD.BCST       68(R10), Z10, Z11
+	VPDPBUSD.BCST       72(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        420(R11), Z11
+	VPDPBUSD.BCST       68(R11), Z10, Z11
+	VPDPBUSD.BCST       72(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        420(SI), Z11
+	VPDPBUSD.BCST       68(SI), Z10, Z11
+	VPDPBUSD.BCST       72(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        424(BX), Z10
+	VPDPBUSD.BCST       76(BX), Z14, Z10
+	VPDPBUSD.BCST       80(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        424(DI), Z10
+	VPDPBUSD.BCST       76(DI), Z14, Z10
+	VPDPBUSD.BCST       80(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        424(R8), Z10
+	VPDPBUSD.BCST       76(R8), Z14, Z10
+	VPDPBUSD.BCST       80(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        424(R9), Z10
+	VPDPBUSD.BCST       76(R9), Z14, Z10
+	VPDPBUSD.BCST       80(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        424(R10), Z10
+	VPDPBUSD.BCST       76(R10), Z14, Z10
+	VPDPBUSD.BCST       80(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        424(R11), Z10
+	VPDPBUSD.BCST       76(R11), Z14, Z10
+	VPDPBUSD.BCST       80(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        424(SI), Z10
+	VPDPBUSD.BCST       76(SI), Z14, Z10
+	VPDPBUSD.BCST       80(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPSRLD              $0x10, Z7, Z7
+	PREFETCHT0          4608(AX)
+	PREFETCHT0          4672(AX)
+	PREFETCHT0          4736(AX)
+	VMOVDQU64           1248(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           1312(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           1376(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        428(BX), Z10
+	VPDPBUSD.BCST       84(BX), Z9, Z10
+	VPDPBUSD.BCST       88(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        428(DI), Z10
+	VPDPBUSD.BCST       84(DI), Z9, Z10
+	VPDPBUSD.BCST       88(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        428(R8), Z10
+	VPDPBUSD.BCST       84(R8), Z9, Z10
+	VPDPBUSD.BCST       88(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        428(R9), Z10
+	VPDPBUSD.BCST       84(R9), Z9, Z10
+	VPDPBUSD.BCST       88(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        428(R10), Z10
+	VPDPBUSD.BCST       84(R10), Z9, Z10
+	VPDPBUSD.BCST       88(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        428(R11), Z10
+	VPDPBUSD.BCST       84(R11), Z9, Z10
+	VPDPBUSD.BCST       88(R11), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        428(SI), Z10
+	VPDPBUSD.BCST       84(SI), Z9, Z10
+	VPDPBUSD.BCST       88(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z6
+	VPBROADCASTD        432(BX), Z9
+	VPDPBUSD.BCST       92(BX), Z13, Z9
+	VPDPBUSD.BCST       96(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        432(DI), Z9
+	VPDPBUSD.BCST       92(DI), Z13, Z9
+	VPDPBUSD.BCST       96(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        432(R8), Z9
+	VPDPBUSD.BCST       92(R8), Z13, Z9
+	VPDPBUSD.BCST       96(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        432(R9), Z9
+	VPDPBUSD.BCST       92(R9), Z13, Z9
+	VPDPBUSD.BCST       96(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        432(R10), Z9
+	VPDPBUSD.BCST       92(R10), Z13, Z9
+	VPDPBUSD.BCST       96(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        432(R11), Z9
+	VPDPBUSD.BCST       92(R11), Z13, Z9
+	VPDPBUSD.BCST       96(R11), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPBROADCASTD        432(SI), Z9
+	VPDPBUSD.BCST       92(SI), Z13, Z9
+	VPDPBUSD.BCST       96(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z6
+	VPMOVSXBW           128(AX), Z7
+	VPANDD.BCST         klowword<>+0(SB), Z7, Z8
+	PREFETCHT0          4800(AX)
+	PREFETCHT0          4864(AX)
+	PREFETCHT0          4928(AX)
+	VMOVDQU64           1440(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           1504(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           1568(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        436(BX), Z11
+	VPDPBUSD.BCST       100(BX), Z10, Z11
+	VPDPBUSD.BCST       104(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        436(DI), Z11
+	VPDPBUSD.BCST       100(DI), Z10, Z11
+	VPDPBUSD.BCST       104(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        436(R8), Z11
+	VPDPBUSD.BCST       100(R8), Z10, Z11
+	VPDPBUSD.BCST       104(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        436(R9), Z11
+	VPDPBUSD.BCST       100(R9), Z10, Z11
+	VPDPBUSD.BCST       104(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        436(R10), Z11
+	VPDPBUSD.BCST       100(R10), Z10, Z11
+	VPDPBUSD.BCST       104(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        436(R11), Z11
+	VPDPBUSD.BCST       100(R11), Z10, Z11
+	VPDPBUSD.BCST       104(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        436(SI), Z11
+	VPDPBUSD.BCST       100(SI), Z10, Z11
+	VPDPBUSD.BCST       104(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        440(BX), Z10
+	VPDPBUSD.BCST       108(BX), Z14, Z10
+	VPDPBUSD.BCST       112(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        440(DI), Z10
+	VPDPBUSD.BCST       108(DI), Z14, Z10
+	VPDPBUSD.BCST       112(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        440(R8), Z10
+	VPDPBUSD.BCST       108(R8), Z14, Z10
+	VPDPBUSD.BCST       112(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        440(R9), Z10
+	VPDPBUSD.BCST       108(R9), Z14, Z10
+	VPDPBUSD.BCST       112(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        440(R10), Z10
+	VPDPBUSD.BCST       108(R10), Z14, Z10
+	VPDPBUSD.BCST       112(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        440(R11), Z10
+	VPDPBUSD.BCST       108(R11), Z14, Z10
+	VPDPBUSD.BCST       112(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        440(SI), Z10
+	VPDPBUSD.BCST       108(SI), Z14, Z10
+	VPDPBUSD.BCST       112(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPSRLD              $0x10, Z7, Z7
+	PREFETCHT0          4992(AX)
+	PREFETCHT0          5056(AX)
+	PREFETCHT0          5120(AX)
+	VMOVDQU64           1632(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           1696(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           1760(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        444(BX), Z10
+	VPDPBUSD.BCST       116(BX), Z9, Z10
+	VPDPBUSD.BCST       120(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        444(DI), Z10
+	VPDPBUSD.BCST       116(DI), Z9, Z10
+	VPDPBUSD.BCST       120(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        444(R8), Z10
+	VPDPBUSD.BCST       116(R8), Z9, Z10
+	VPDPBUSD.BCST       120(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        444(R9), Z10
+	VPDPBUSD.BCST       116(R9), Z9, Z10
+	VPDPBUSD.BCST       120(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        444(R10), Z10
+	VPDPBUSD.BCST       116(R10), Z9, Z10
+	VPDPBUSD.BCST       120(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        444(R11), Z10
+	VPDPBUSD.BCST       116(R11), Z9, Z10
+	VPDPBUSD.BCST       120(R11), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        444(SI), Z10
+	VPDPBUSD.BCST       116(SI), Z9, Z10
+	VPDPBUSD.BCST       120(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z6
+	VPBROADCASTD        448(BX), Z9
+	VPDPBUSD.BCST       124(BX), Z13, Z9
+	VPDPBUSD.BCST       128(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        448(DI), Z9
+	VPDPBUSD.BCST       124(DI), Z13, Z9
+	VPDPBUSD.BCST       128(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        448(R8), Z9
+	VPDPBUSD.BCST       124(R8), Z13, Z9
+	VPDPBUSD.BCST       128(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        448(R9), Z9
+	VPDPBUSD.BCST       124(R9), Z13, Z9
+	VPDPBUSD.BCST       128(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        448(R10), Z9
+	VPDPBUSD.BCST       124(R10), Z13, Z9
+	VPDPBUSD.BCST       128(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        448(R11), Z9
+	VPDPBUSD.BCST       124(R11), Z13, Z9
+	VPDPBUSD.BCST       128(R11), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPBROADCASTD        448(SI), Z9
+	VPDPBUSD.BCST       124(SI), Z13, Z9
+	VPDPBUSD.BCST       128(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z6
+	VPMOVSXBW           160(AX), Z7
+	VPANDD.BCST         klowword<>+0(SB), Z7, Z8
+	PREFETCHT0          5184(AX)
+	PREFETCHT0          5248(AX)
+	PREFETCHT0          5312(AX)
+	VMOVDQU64           1824(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           1888(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           1952(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        452(BX), Z11
+	VPDPBUSD.BCST       132(BX), Z10, Z11
+	VPDPBUSD.BCST       136(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        452(DI), Z11
+	VPDPBUSD.BCST       132(DI), Z10, Z11
+	VPDPBUSD.BCST       136(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        452(R8), Z11
+	VPDPBUSD.BCST       132(R8), Z10, Z11
+	VPDPBUSD.BCST       136(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        452(R9), Z11
+	VPDPBUSD.BCST       132(R9), Z10, Z11
+	VPDPBUSD.BCST       136(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        452(R10), Z11
+	VPDPBUSD.BCST       132(R10), Z10, Z11
+	VPDPBUSD.BCST       136(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        452(R11), Z11
+	VPDPBUSD.BCST       132(R11), Z10, Z11
+	VPDPBUSD.BCST       136(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        452(SI), Z11
+	VPDPBUSD.BCST       132(SI), Z10, Z11
+	VPDPBUSD.BCST       136(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        456(BX), Z10
+	VPDPBUSD.BCST       140(BX), Z14, Z10
+	VPDPBUSD.BCST       144(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        456(DI), Z10
+	VPDPBUSD.BCST       140(DI), Z14, Z10
+	VPDPBUSD.BCST       144(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        456(R8), Z10
+	VPDPBUSD.BCST       140(R8), Z14, Z10
+	VPDPBUSD.BCST       144(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        456(R9), Z10
+	VPDPBUSD.BCST       140(R9), Z14, Z10
+	VPDPBUSD.BCST       144(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        456(R10), Z10
+	VPDPBUSD.BCST       140(R10), Z14, Z10
+	VPDPBUSD.BCST       144(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        456(R11), Z10
+	VPDPBUSD.BCST       140(R11), Z14, Z10
+	VPDPBUSD.BCST       144(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        456(SI), Z10
+	VPDPBUSD.BCST       140(SI), Z14, Z10
+	VPDPBUSD.BCST       144(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPSRLD              $0x10, Z7, Z7
+	PREFETCHT0          5376(AX)
+	PREFETCHT0          5440(AX)
+	PREFETCHT0          5504(AX)
+	VMOVDQU64           2016(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           2080(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           2144(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        460(BX), Z10
+	VPDPBUSD.BCST       148(BX), Z9, Z10
+	VPDPBUSD.BCST       152(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        460(DI), Z10
+	VPDPBUSD.BCST       148(DI), Z9, Z10
+	VPDPBUSD.BCST       152(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        460(R8), Z10
+	VPDPBUSD.BCST       148(R8), Z9, Z10
+	VPDPBUSD.BCST       152(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        460(R9), Z10
+	VPDPBUSD.BCST       148(R9), Z9, Z10
+	VPDPBUSD.BCST       152(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        460(R10), Z10
+	VPDPBUSD.BCST       148(R10), Z9, Z10
+	VPDPBUSD.BCST       152(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        460(R11), Z10
+	VPDPBUSD.BCST       148(R11), Z9, Z10
+	VPDPBUSD.BCST       152(R11), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        460(SI), Z10
+	VPDPBUSD.BCST       148(SI), Z9, Z10
+	VPDPBUSD.BCST       152(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z6
+	VPBROADCASTD        464(BX), Z9
+	VPDPBUSD.BCST       156(BX), Z13, Z9
+	VPDPBUSD.BCST       160(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        464(DI), Z9
+	VPDPBUSD.BCST       156(DI), Z13, Z9
+	VPDPBUSD.BCST       160(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        464(R8), Z9
+	VPDPBUSD.BCST       156(R8), Z13, Z9
+	VPDPBUSD.BCST       160(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        464(R9), Z9
+	VPDPBUSD.BCST       156(R9), Z13, Z9
+	VPDPBUSD.BCST       160(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        464(R10), Z9
+	VPDPBUSD.BCST       156(R10), Z13, Z9
+	VPDPBUSD.BCST       160(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        464(R11), Z9
+	VPDPBUSD.BCST       156(R11), Z13, Z9
+	VPDPBUSD.BCST       160(R11), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPBROADCASTD        464(SI), Z9
+	VPDPBUSD.BCST       156(SI), Z13, Z9
+	VPDPBUSD.BCST       160(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z6
+	VPMOVSXBW           192(AX), Z7
+	VPANDD.BCST         klowword<>+0(SB), Z7, Z8
+	PREFETCHT0          5568(AX)
+	PREFETCHT0          5632(AX)
+	PREFETCHT0          5696(AX)
+	VMOVDQU64           2208(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           2272(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           2336(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        468(BX), Z11
+	VPDPBUSD.BCST       164(BX), Z10, Z11
+	VPDPBUSD.BCST       168(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        468(DI), Z11
+	VPDPBUSD.BCST       164(DI), Z10, Z11
+	VPDPBUSD.BCST       168(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        468(R8), Z11
+	VPDPBUSD.BCST       164(R8), Z10, Z11
+	VPDPBUSD.BCST       168(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        468(R9), Z11
+	VPDPBUSD.BCST       164(R9), Z10, Z11
+	VPDPBUSD.BCST       168(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        468(R10), Z11
+	VPDPBUSD.BCST       164(R10), Z10, Z11
+	VPDPBUSD.BCST       168(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        468(R11), Z11
+	VPDPBUSD.BCST       164(R11), Z10, Z11
+	VPDPBUSD.BCST       168(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        468(SI), Z11
+	VPDPBUSD.BCST       164(SI), Z10, Z11
+	VPDPBUSD.BCST       168(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        472(BX), Z10
+	VPDPBUSD.BCST       172(BX), Z14, Z10
+	VPDPBUSD.BCST       176(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        472(DI), Z10
+	VPDPBUSD.BCST       172(DI), Z14, Z10
+	VPDPBUSD.BCST       176(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        472(R8), Z10
+	VPDPBUSD.BCST       172(R8), Z14, Z10
+	VPDPBUSD.BCST       176(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        472(R9), Z10
+	VPDPBUSD.BCST       172(R9), Z14, Z10
+	VPDPBUSD.BCST       176(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        472(R10), Z10
+	VPDPBUSD.BCST       172(R10), Z14, Z10
+	VPDPBUSD.BCST       176(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        472(R11), Z10
+	VPDPBUSD.BCST       172(R11), Z14, Z10
+	VPDPBUSD.BCST       176(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        472(SI), Z10
+	VPDPBUSD.BCST       172(SI), Z14, Z10
+	VPDPBUSD.BCST       176(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPSRLD              $0x10, Z7, Z7
+	PREFETCHT0          5760(AX)
+	PREFETCHT0          5824(AX)
+	PREFETCHT0          5888(AX)
+	VMOVDQU64           2400(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           2464(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           2528(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        476(BX), Z10
+	VPDPBUSD.BCST       180(BX), Z9, Z10
+	VPDPBUSD.BCST       184(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        476(DI), Z10
+	VPDPBUSD.BCST       180(DI), Z9, Z10
+	VPDPBUSD.BCST       184(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        476(R8), Z10
+	VPDPBUSD.BCST       180(R8), Z9, Z10
+	VPDPBUSD.BCST       184(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        476(R9), Z10
+	VPDPBUSD.BCST       180(R9), Z9, Z10
+	VPDPBUSD.BCST       184(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        476(R10), Z10
+	VPDPBUSD.BCST       180(R10), Z9, Z10
+	VPDPBUSD.BCST       184(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        476(R11), Z10
+	VPDPBUSD.BCST       180(R11), Z9, Z10
+	VPDPBUSD.BCST       184(R11), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        476(SI), Z10
+	VPDPBUSD.BCST       180(SI), Z9, Z10
+	VPDPBUSD.BCST       184(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z6
+	VPBROADCASTD        480(BX), Z9
+	VPDPBUSD.BCST       188(BX), Z13, Z9
+	VPDPBUSD.BCST       192(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        480(DI), Z9
+	VPDPBUSD.BCST       188(DI), Z13, Z9
+	VPDPBUSD.BCST       192(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        480(R8), Z9
+	VPDPBUSD.BCST       188(R8), Z13, Z9
+	VPDPBUSD.BCST       192(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        480(R9), Z9
+	VPDPBUSD.BCST       188(R9), Z13, Z9
+	VPDPBUSD.BCST       192(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        480(R10), Z9
+	VPDPBUSD.BCST       188(R10), Z13, Z9
+	VPDPBUSD.BCST       192(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        480(R11), Z9
+	VPDPBUSD.BCST       188(R11), Z13, Z9
+	VPDPBUSD.BCST       192(R11), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPBROADCASTD        480(SI), Z9
+	VPDPBUSD.BCST       188(SI), Z13, Z9
+	VPDPBUSD.BCST       192(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z6
+	VPMOVSXBW           224(AX), Z7
+	VPANDD.BCST         klowword<>+0(SB), Z7, Z8
+	PREFETCHT0          5952(AX)
+	PREFETCHT0          6016(AX)
+	PREFETCHT0          6080(AX)
+	VMOVDQU64           2592(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           2656(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           2720(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        484(BX), Z11
+	VPDPBUSD.BCST       196(BX), Z10, Z11
+	VPDPBUSD.BCST       200(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        484(DI), Z11
+	VPDPBUSD.BCST       196(DI), Z10, Z11
+	VPDPBUSD.BCST       200(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        484(R8), Z11
+	VPDPBUSD.BCST       196(R8), Z10, Z11
+	VPDPBUSD.BCST       200(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        484(R9), Z11
+	VPDPBUSD.BCST       196(R9), Z10, Z11
+	VPDPBUSD.BCST       200(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        484(R10), Z11
+	VPDPBUSD.BCST       196(R10), Z10, Z11
+	VPDPBUSD.BCST       200(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        484(R11), Z11
+	VPDPBUSD.BCST       196(R11), Z10, Z11
+	VPDPBUSD.BCST       200(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        484(SI), Z11
+	VPDPBUSD.BCST       196(SI), Z10, Z11
+	VPDPBUSD.BCST       200(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        488(BX), Z10
+	VPDPBUSD.BCST       204(BX), Z14, Z10
+	VPDPBUSD.BCST       208(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        488(DI), Z10
+	VPDPBUSD.BCST       204(DI), Z14, Z10
+	VPDPBUSD.BCST       208(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        488(R8), Z10
+	VPDPBUSD.BCST       204(R8), Z14, Z10
+	VPDPBUSD.BCST       208(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        488(R9), Z10
+	VPDPBUSD.BCST       204(R9), Z14, Z10
+	VPDPBUSD.BCST       208(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        488(R10), Z10
+	VPDPBUSD.BCST       204(R10), Z14, Z10
+	VPDPBUSD.BCST       208(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        488(R11), Z10
+	VPDPBUSD.BCST       204(R11), Z14, Z10
+	VPDPBUSD.BCST       208(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        488(SI), Z10
+	VPDPBUSD.BCST       204(SI), Z14, Z10
+	VPDPBUSD.BCST       208(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPSRLD              $0x10, Z7, Z7
+	PREFETCHT0          6144(AX)
+	PREFETCHT0          6208(AX)
+	PREFETCHT0          6272(AX)
+	VMOVDQU64           2784(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           2848(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           2912(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        492(BX), Z10
+	VPDPBUSD.BCST       212(BX), Z9, Z10
+	VPDPBUSD.BCST       216(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        492(DI), Z10
+	VPDPBUSD.BCST       212(DI), Z9, Z10
+	VPDPBUSD.BCST       216(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        492(R8), Z10
+	VPDPBUSD.BCST       212(R8), Z9, Z10
+	VPDPBUSD.BCST       216(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        492(R9), Z10
+	VPDPBUSD.BCST       212(R9), Z9, Z10
+	VPDPBUSD.BCST       216(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        492(R10), Z10
+	VPDPBUSD.BCST       212(R10), Z9, Z10
+	VPDPBUSD.BCST       216(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        492(R11), Z10
+	VPDPBUSD.BCST       212(R11), Z9, Z10
+	VPDPBUSD.BCST       216(R11), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        492(SI), Z10
+	VPDPBUSD.BCST       212(SI), Z9, Z10
+	VPDPBUSD.BCST       216(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z6
+	VPBROADCASTD        496(BX), Z9
+	VPDPBUSD.BCST       220(BX), Z13, Z9
+	VPDPBUSD.BCST       224(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        496(DI), Z9
+	VPDPBUSD.BCST       220(DI), Z13, Z9
+	VPDPBUSD.BCST       224(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        496(R8), Z9
+	VPDPBUSD.BCST       220(R8), Z13, Z9
+	VPDPBUSD.BCST       224(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        496(R9), Z9
+	VPDPBUSD.BCST       220(R9), Z13, Z9
+	VPDPBUSD.BCST       224(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        496(R10), Z9
+	VPDPBUSD.BCST       220(R10), Z13, Z9
+	VPDPBUSD.BCST       224(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        496(R11), Z9
+	VPDPBUSD.BCST       220(R11), Z13, Z9
+	VPDPBUSD.BCST       224(R11), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPBROADCASTD        496(SI), Z9
+	VPDPBUSD.BCST       220(SI), Z13, Z9
+	VPDPBUSD.BCST       224(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z6
+	VPMOVSXBW           256(AX), Z7
+	VPANDD.BCST         klowword<>+0(SB), Z7, Z8
+	PREFETCHT0          6336(AX)
+	PREFETCHT0          6400(AX)
+	PREFETCHT0          6464(AX)
+	VMOVDQU64           2976(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           3040(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           3104(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        500(BX), Z11
+	VPDPBUSD.BCST       228(BX), Z10, Z11
+	VPDPBUSD.BCST       232(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        500(DI), Z11
+	VPDPBUSD.BCST       228(DI), Z10, Z11
+	VPDPBUSD.BCST       232(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        500(R8), Z11
+	VPDPBUSD.BCST       228(R8), Z10, Z11
+	VPDPBUSD.BCST       232(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        500(R9), Z11
+	VPDPBUSD.BCST       228(R9), Z10, Z11
+	VPDPBUSD.BCST       232(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        500(R10), Z11
+	VPDPBUSD.BCST       228(R10), Z10, Z11
+	VPDPBUSD.BCST       232(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        500(R11), Z11
+	VPDPBUSD.BCST       228(R11), Z10, Z11
+	VPDPBUSD.BCST       232(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        500(SI), Z11
+	VPDPBUSD.BCST       228(SI), Z10, Z11
+	VPDPBUSD.BCST       232(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        504(BX), Z10
+	VPDPBUSD.BCST       236(BX), Z14, Z10
+	VPDPBUSD.BCST       240(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        504(DI), Z10
+	VPDPBUSD.BCST       236(DI), Z14, Z10
+	VPDPBUSD.BCST       240(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        504(R8), Z10
+	VPDPBUSD.BCST       236(R8), Z14, Z10
+	VPDPBUSD.BCST       240(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        504(R9), Z10
+	VPDPBUSD.BCST       236(R9), Z14, Z10
+	VPDPBUSD.BCST       240(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        504(R10), Z10
+	VPDPBUSD.BCST       236(R10), Z14, Z10
+	VPDPBUSD.BCST       240(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        504(R11), Z10
+	VPDPBUSD.BCST       236(R11), Z14, Z10
+	VPDPBUSD.BCST       240(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        504(SI), Z10
+	VPDPBUSD.BCST       236(SI), Z14, Z10
+	VPDPBUSD.BCST       240(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPSRLD              $0x10, Z7, Z7
+	PREFETCHT0          6528(AX)
+	PREFETCHT0          6592(AX)
+	PREFETCHT0          6656(AX)
+	VMOVDQU64           3168(AX), Z8
+	VPANDD.BCST         klow6<>+0(SB), Z8, Z9
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z8, Z8
+	VMOVDQU64           3232(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z10, Z10
+	VMOVDQU64           3296(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z12, Z12
+	VPTERNLOGD          $0xfe, Z12, Z10, Z8
+	VPBROADCASTD        508(BX), Z10
+	VPDPBUSD.BCST       244(BX), Z9, Z10
+	VPDPBUSD.BCST       248(BX), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z0
+	VPBROADCASTD        508(DI), Z10
+	VPDPBUSD.BCST       244(DI), Z9, Z10
+	VPDPBUSD.BCST       248(DI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z1
+	VPBROADCASTD        508(R8), Z10
+	VPDPBUSD.BCST       244(R8), Z9, Z10
+	VPDPBUSD.BCST       248(R8), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z2
+	VPBROADCASTD        508(R9), Z10
+	VPDPBUSD.BCST       244(R9), Z9, Z10
+	VPDPBUSD.BCST       248(R9), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z3
+	VPBROADCASTD        508(R10), Z10
+	VPDPBUSD.BCST       244(R10), Z9, Z10
+	VPDPBUSD.BCST       248(R10), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z4
+	VPBROADCASTD        508(R11), Z10
+	VPDPBUSD.BCST       244(R11), Z9, Z10
+	VPDPBUSD.BCST       248(R11), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z5
+	VPBROADCASTD        508(SI), Z10
+	VPDPBUSD.BCST       244(SI), Z9, Z10
+	VPDPBUSD.BCST       248(SI), Z11, Z10
+	VPDPWSSD            Z7, Z10, Z6
+	VPBROADCASTD        512(BX), Z9
+	VPDPBUSD.BCST       252(BX), Z13, Z9
+	VPDPBUSD.BCST       256(BX), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z0
+	VPBROADCASTD        512(DI), Z9
+	VPDPBUSD.BCST       252(DI), Z13, Z9
+	VPDPBUSD.BCST       256(DI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z1
+	VPBROADCASTD        512(R8), Z9
+	VPDPBUSD.BCST       252(R8), Z13, Z9
+	VPDPBUSD.BCST       256(R8), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z2
+	VPBROADCASTD        512(R9), Z9
+	VPDPBUSD.BCST       252(R9), Z13, Z9
+	VPDPBUSD.BCST       256(R9), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z3
+	VPBROADCASTD        512(R10), Z9
+	VPDPBUSD.BCST       252(R10), Z13, Z9
+	VPDPBUSD.BCST       256(R10), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z4
+	VPBROADCASTD        512(R11), Z9
+	VPDPBUSD.BCST       252(R11), Z13, Z9
+	VPDPBUSD.BCST       256(R11), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z5
+	VPBROADCASTD        512(SI), Z9
+	VPDPBUSD.BCST       252(SI), Z13, Z9
+	VPDPBUSD.BCST       256(SI), Z8, Z9
+	VPDPWSSD            Z7, Z9, Z6
+	VCVTPH2PS           (AX), Z7
+	VMOVUPS             (SP), Z9
+	VMULPS.BCST         (BX), Z7, Z8
+	VCVTDQ2PS           Z0, Z0
+	VFMADD231PS         Z0, Z8, Z9
+	VMOVUPS             Z9, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z8
+	VMULPS.BCST         (DI), Z7, Z0
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z0, Z8
+	VMOVUPS             Z8, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z1
+	VMULPS.BCST         (R8), Z7, Z0
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 128(SP)
+	ADDQ                $0x00000204, R8
+	VMOVUPS             192(SP), Z1
+	VMULPS.BCST         (R9), Z7, Z0
+	VCVTDQ2PS           Z3, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 192(SP)
+	ADDQ                $0x00000204, R9
+	VMOVUPS             256(SP), Z1
+	VMULPS.BCST         (R10), Z7, Z0
+	VCVTDQ2PS           Z4, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 256(SP)
+	ADDQ                $0x00000204, R10
+	VMOVUPS             320(SP), Z1
+	VMULPS.BCST         (R11), Z7, Z0
+	VCVTDQ2PS           Z5, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 320(SP)
+	ADDQ                $0x00000204, R11
+	VMOVUPS             384(SP), Z0
+	VMULPS.BCST         (SI), Z7, Z1
+	VCVTDQ2PS           Z6, Z2
+	VFMADD231PS         Z2, Z1, Z0
+	VMOVUPS             Z0, 384(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000d20, AX
+	DECQ                R12
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 320(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 384(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
+	DECQ    DX
+	JMP     pair
+
+done:
+	VZEROUPPER
+	RET
+
+// func q6k16Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+// Requires: AVX, AVX512BW, AVX512DQ, AVX512F, AVX512VNNI, GFNI, MMX+
+TEXT ·q6k16Tile8GFNI(SB), NOSPLIT, $512-56
+	MOVQ w+0(FP), AX
+	MOVQ out+32(FP), CX
+	MOVQ npairs+48(FP), DX
+
+pair:
+	TESTQ   DX, DX
+	JZ      done
+	VXORPS  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	VMOVUPS Z0, 384(SP)
+	VMOVUPS Z0, 448(SP)
+	MOVQ    x+8(FP), BX
+	MOVQ    ldx+16(FP), SI
+	LEAQ    (BX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), R10
+	LEAQ    (R10)(SI*1), R11
+	LEAQ    (R11)(SI*1), R12
+	LEAQ    (R12)(SI*1), SI
+	MOVQ    nb+24(FP), R13
+
+blkloop:
+	TESTQ               R13, R13
+	JZ                  blkdone
+	VXORPS              Z0, Z0, Z0
+	VXORPS              Z1, Z1, Z1
+	VXORPS              Z2, Z2, Z2
+	VXORPS              Z3, Z3, Z3
+	VXORPS              Z4, Z4, Z4
+	VXORPS              Z5, Z5, Z5
+	VXORPS              Z6, Z6, Z6
+	VXORPS              Z7, Z7, Z7
+	VPMOVSXBW           32(AX), Z8
+	VPANDD.BCST         klowword<>+0(SB), Z8, Z9
+	PREFETCHT0          3648(AX)
+	PREFETCHT0          3712(AX)
+	PREFETCHT0          3776(AX)
+	PREFETCHT0          3360(AX)
+	VMOVDQU64           288(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z10, Z10
+	VMOVDQU64           352(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z12, Z12
+	VMOVDQU64           416(AX), Z14
+	VPANDD.BCST         klow6<>+0(SB), Z14, Z15
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z14, Z14
+	VPTERNLOGD          $0xfe, Z14, Z12, Z10
+	VPBROADCASTD        388(BX), Z12
+	VPDPBUSD.BCST       4(BX), Z11, Z12
+	VPDPBUSD.BCST       8(BX), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z0
+	VPBROADCASTD        388(DI), Z12
+	VPDPBUSD.BCST       4(DI), Z11, Z12
+	VPDPBUSD.BCST       8(DI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z1
+	VPBROADCASTD        388(R8), Z12
+	VPDPBUSD.BCST       4(R8), Z11, Z12
+	VPDPBUSD.BCST       8(R8), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z2
+	VPBROADCASTD        388(R9), Z12
+	VPDPBUSD.BCST       4(R9), Z11, Z12
+	VPDPBUSD.BCST       8(R9), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z3
+	VPBROADCASTD        388(R10), Z12
+	VPDPBUSD.BCST       4(R10), Z11, Z12
+	VPDPBUSD.BCST       8(R10), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z4
+	VPBROADCASTD        388(R11), Z12
+	VPDPBUSD.BCST       4(R11), Z11, Z12
+	VPDPBUSD.BCST       8(R11), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z5
+	VPBROADCASTD        388(R12), Z12
+	VPDPBUSD.BCST       4(R12), Z11, Z12
+	VPDPBUSD.BCST       8(R12), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z6
+	VPBROADCASTD        388(SI), Z12
+	VPDPBUSD.BCST       4(SI), Z11, Z12
+	VPDPBUSD.BCST       8(SI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z7
+	VPBROADCASTD        392(BX), Z11
+	VPDPBUSD.BCST       12(BX), Z15, Z11
+	VPDPBUSD.BCST       16(BX), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z0
+	VPBROADCASTD        392(DI), Z11
+	VPDPBUSD.BCST       12(DI), Z15, Z11
+	VPDPBUSD.BCST       16(DI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z1
+	VPBROADCASTD        392(R8), Z11
+	VPDPBUSD.BCST       12(R8), Z15, Z11
+	VPDPBUSD.BCST       16(R8), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z2
+	VPBROADCASTD        392(R9), Z11
+	VPDPBUSD.BCST       12(R9), Z15, Z11
+	VPDPBUSD.BCST       16(R9), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z3
+	VPBROADCASTD        392(R10), Z11
+	VPDPBUSD.BCST       12(R10), Z15, Z11
+	VPDPBUSD.BCST       16(R10), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z4
+	VPBROADCASTD        392(R11), Z11
+	VPDPBUSD.BCST       12(R11), Z15, Z11
+	VPDPBUSD.BCST       16(R11), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z5
+	VPBROADCASTD        392(R12), Z11
+	VPDPBUSD.BCST       12(R12), Z15, Z11
+	VPDPBUSD.BCST       16(R12), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z6
+	VPBROADCASTD        392(SI), Z11
+	VPDPBUSD.BCST       12(SI), Z15, Z11
+	VPDPBUSD.BCST       16(SI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z7
+	VPSRLD              $0x10, Z8, Z8
+	PREFETCHT0          3840(AX)
+	PREFETCHT0          3904(AX)
+	PREFETCHT0          3968(AX)
+	PREFETCHT0          3424(AX)
+	VMOVDQU64           480(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           544(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           608(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        396(BX), Z11
+	VPDPBUSD.BCST       20(BX), Z10, Z11
+	VPDPBUSD.BCST       24(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        396(DI), Z11
+	VPDPBUSD.BCST       20(DI), Z10, Z11
+	VPDPBUSD.BCST       24(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        396(R8), Z11
+	VPDPBUSD.BCST       20(R8), Z10, Z11
+	VPDPBUSD.BCST       24(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        396(R9), Z11
+	VPDPBUSD.BCST       20(R9), Z10, Z11
+	VPDPBUSD.BCST       24(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        396(R10), Z11
+	VPDPBUSD.BCST       20(R10), Z10, Z11
+	VPDPBUSD.BCST       24(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        396(R11), Z11
+	VPDPBUSD.BCST       20(R11), Z10, Z11
+	VPDPBUSD.BCST       24(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        396(R12), Z11
+	VPDPBUSD.BCST       20(R12), Z10, Z11
+	VPDPBUSD.BCST       24(R12), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        396(SI), Z11
+	VPDPBUSD.BCST       20(SI), Z10, Z11
+	VPDPBUSD.BCST       24(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z7
+	VPBROADCASTD        400(BX), Z10
+	VPDPBUSD.BCST       28(BX), Z14, Z10
+	VPDPBUSD.BCST       32(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        400(DI), Z10
+	VPDPBUSD.BCST       28(DI), Z14, Z10
+	VPDPBUSD.BCST       32(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        400(R8), Z10
+	VPDPBUSD.BCST       28(R8), Z14, Z10
+	VPDPBUSD.BCST       32(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        400(R9), Z10
+	VPDPBUSD.BCST       28(R9), Z14, Z10
+	VPDPBUSD.BCST       32(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        400(R10), Z10
+	VPDPBUSD.BCST       28(R10), Z14, Z10
+	VPDPBUSD.BCST       32(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        400(R11), Z10
+	VPDPBUSD.BCST       28(R11), Z14, Z10
+	VPDPBUSD.BCST       32(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        400(R12), Z10
+	VPDPBUSD.BCST       28(R12), Z14, Z10
+	VPDPBUSD.BCST       32(R12), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPBROADCASTD        400(SI), Z10
+	VPDPBUSD.BCST       28(SI), Z14, Z10
+	VPDPBUSD.BCST       32(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z7
+	VPMOVSXBW           64(AX), Z8
+	VPANDD.BCST         klowword<>+0(SB), Z8, Z9
+	PREFETCHT0          4032(AX)
+	PREFETCHT0          4096(AX)
+	PREFETCHT0          4160(AX)
+	PREFETCHT0          3488(AX)
+	VMOVDQU64           672(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z10, Z10
+	VMOVDQU64           736(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z12, Z12
+	VMOVDQU64           800(AX), Z14
+	VPANDD.BCST         klow6<>+0(SB), Z14, Z15
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z14, Z14
+	VPTERNLOGD          $0xfe, Z14, Z12, Z10
+	VPBROADCASTD        404(BX), Z12
+	VPDPBUSD.BCST       36(BX), Z11, Z12
+	VPDPBUSD.BCST       40(BX), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z0
+	VPBROADCASTD        404(DI), Z12
+	VPDPBUSD.BCST       36(DI), Z11, Z12
+	VPDPBUSD.BCST       40(DI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z1
+	VPBROADCASTD        404(R8), Z12
+	VPDPBUSD.BCST       36(R8), Z11, Z12
+	VPDPBUSD.BCST       40(R8), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z2
+	VPBROADCASTD        404(R9), Z12
+	VPDPBUSD.BCST       36(R9), Z11, Z12
+	VPDPBUSD.BCST       40(R9), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z3
+	VPBROADCASTD        404(R10), Z12
+	VPDPBUSD.BCST       36(R10), Z11, Z12
+	VPDPBUSD.BCST       40(R10), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z4
+	VPBROADCASTD        404(R11), Z12
+	VPDPBUSD.BCST       36(R11), Z11, Z12
+	VPDPBUSD.BCST       40(R11), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z5
+	VPBROADCASTD        404(R12), Z12
+	VPDPBUSD.BCST       36(R12), Z11, Z12
+	VPDPBUSD.BCST       40(R12), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z6
+	VPBROADCASTD        404(SI), Z12
+	VPDPBUSD.BCST       36(SI), Z11, Z12
+	VPDPBUSD.BCST       40(SI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z7
+	VPBROADCASTD        408(BX), Z11
+	VPDPBUSD.BCST       44(BX), Z15, Z11
+	VPDPBUSD.BCST       48(BX), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z0
+	VPBROADCASTD        408(DI), Z11
+	VPDPBUSD.BCST       44(DI), Z15, Z11
+	VPDPBUSD.BCST       48(DI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z1
+	VPBROADCASTD        408(R8), Z11
+	VPDPBUSD.BCST       44(R8), Z15, Z11
+	VPDPBUSD.BCST       48(R8), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z2
+	VPBROADCASTD        408(R9), Z11
+	VPDPBUSD.BCST       44(R9), Z15, Z11
+	VPDPBUSD.BCST       48(R9), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z3
+	VPBROADCASTD        408(R10), Z11
+	VPDPBUSD.BCST       44(R10), Z15, Z11
+	VPDPBUSD.BCST       48(R10), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z4
+	VPBROADCASTD        408(R11), Z11
+	VPDPBUSD.BCST       44(R11), Z15, Z11
+	VPDPBUSD.BCST       48(R11), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z5
+	VPBROADCASTD        408(R12), Z11
+	VPDPBUSD.BCST       44(R12), Z15, Z11
+	VPDPBUSD.BCST       48(R12), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z6
+	VPBROADCASTD        408(SI), Z11
+	VPDPBUSD.BCST       44(SI), Z15, Z11
+	VPDPBUSD.BCST       48(SI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z7
+	VPSRLD              $0x10, Z8, Z8
+	PREFETCHT0          4224(AX)
+	PREFETCHT0          4288(AX)
+	PREFETCHT0          4352(AX)
+	PREFETCHT0          3552(AX)
+	VMOVDQU64           864(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           928(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           992(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        412(BX), Z11
+	VPDPBUSD.BCST       52(BX), Z10, Z11
+	VPDPBUSD.BCST       56(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        412(DI), Z11
+	VPDPBUSD.BCST       52(DI), Z10, Z11
+	VPDPBUSD.BCST       56(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        412(R8), Z11
+	VPDPBUSD.BCST       52(R8), Z10, Z11
+	VPDPBUSD.BCST       56(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        412(R9), Z11
+	VPDPBUSD.BCST       52(R9), Z10, Z11
+	VPDPBUSD.BCST       56(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        412(R10), Z11
+	VPDPBUSD.BCST       52(R10), Z10, Z11
+	VPDPBUSD.BCST       56(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        412(R11), Z11
+	VPDPBUSD.BCST       52(R11), Z10, Z11
+	VPDPBUSD.BCST       56(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        412(R12), Z11
+	VPDPBUSD.BCST       52(R12), Z10, Z11
+	VPDPBUSD.BCST       56(R12), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        412(SI), Z11
+	VPDPBUSD.BCST       52(SI), Z10, Z11
+	VPDPBUSD.BCST       56(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z7
+	VPBROADCASTD        416(BX), Z10
+	VPDPBUSD.BCST       60(BX), Z14, Z10
+	VPDPBUSD.BCST       64(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        416(DI), Z10
+	VPDPBUSD.BCST       60(DI), Z14, Z10
+	VPDPBUSD.BCST       64(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        416(R8), Z10
+	VPDPBUSD.BCST       60(R8), Z14, Z10
+	VPDPBUSD.BCST       64(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        416(R9), Z10
+	VPDPBUSD.BCST       60(R9), Z14, Z10
+	VPDPBUSD.BCST       64(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        416(R10), Z10
+	VPDPBUSD.BCST       60(R10), Z14, Z10
+	VPDPBUSD.BCST       64(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        416(R11), Z10
+	VPDPBUSD.BCST       60(R11), Z14, Z10
+	VPDPBUSD.BCST       64(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        416(R12), Z10
+	VPDPBUSD.BCST       60(R12), Z14, Z10
+	VPDPBUSD.BCST       64(R12), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPBROADCASTD        416(SI), Z10
+	VPDPBUSD.BCST       60(SI), Z14, Z10
+	VPDPBUSD.BCST       64(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z7
+	VPMOVSXBW           96(AX), Z8
+	VPANDD.BCST         klowword<>+0(SB), Z8, Z9
+	PREFETCHT0          4416(AX)
+	PREFETCHT0          4480(AX)
+	PREFETCHT0          4544(AX)
+	PREFETCHT0          3616(AX)
+	VMOVDQU64           1056(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z10, Z10
+	VMOVDQU64           1120(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z12, Z12
+	VMOVDQU64           1184(AX), Z14
+	VPANDD.BCST         klow6<>+0(SB), Z14, Z15
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z14, Z14
+	VPTERNLOGD          $0xfe, Z14, Z12, Z10
+	VPBROADCASTD        420(BX), Z12
+	VPDPBUSD.BCST       68(BX), Z11, Z12
+	VPDPBUSD.BCST       72(BX), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z0
+	VPBROADCASTD        420(DI), Z12
+	VPDPBUSD.BCST       68(DI), Z11, Z12
+	VPDPBUSD.BCST       72(DI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z1
+	VPBROADCASTD        420(R8), Z12
+	VPDPBUSD.BCST       68(R8), Z11, Z12
+	VPDPBUSD.BCST       72(R8), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z2
+	VPBROADCASTD        420(R9), Z12
+	VPDPBUSD.BCST       68(R9), Z11, Z12
+	VPDPBUSD.BCST       72(R9), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z3
+	VPBROADCASTD        420(R10), Z12
+	VPDPBUSD.BCST       68(R10), Z11, Z12
+	VPDPBUSD.BCST       72(R10), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z4
+	VPBROADCASTD        420(R11), Z12
+	VPDPBUSD.BCST       68(R11), Z11, Z12
+	VPDPBUSD.BCST       72(R11), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z5
+	VPBROADCASTD        420(R12), Z12
+	VPDPBUSD.BCST       68(R12), Z11, Z12
+	VPDPBUSD.BCST       72(R12), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z6
+	VPBROADCASTD        420(SI), Z12
+	VPDPBUSD.BCST       68(SI), Z11, Z12
+	VPDPBUSD.BCST       72(SI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z7
+	VPBROADCASTD        424(BX), Z11
+	VPDPBUSD.BCST       76(BX), Z15, Z11
+	VPDPBUSD.BCST       80(BX), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z0
+	VPBROADCASTD        424(DI), Z11
+	VPDPBUSD.BCST       76(DI), Z15, Z11
+	VPDPBUSD.BCST       80(DI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z1
+	VPBROADCASTD        424(R8), Z11
+	VPDPBUSD.BCST       76(R8), Z15, Z11
+	VPDPBUSD.BCST       80(R8), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z2
+	VPBROADCASTD        424(R9), Z11
+	VPDPBUSD.BCST       76(R9), Z15, Z11
+	VPDPBUSD.BCST       80(R9), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z3
+	VPBROADCASTD        424(R10), Z11
+	VPDPBUSD.BCST       76(R10), Z15, Z11
+	VPDPBUSD.BCST       80(R10), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z4
+	VPBROADCASTD        424(R11), Z11
+	VPDPBUSD.BCST       76(R11), Z15, Z11
+	VPDPBUSD.BCST       80(R11), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z5
+	VPBROADCASTD        424(R12), Z11
+	VPDPBUSD.BCST       76(R12), Z15, Z11
+	VPDPBUSD.BCST       80(R12), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z6
+	VPBROADCASTD        424(SI), Z11
+	VPDPBUSD.BCST       76(SI), Z15, Z11
+	VPDPBUSD.BCST       80(SI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z7
+	VPSRLD              $0x10, Z8, Z8
+	PREFETCHT0          4608(AX)
+	PREFETCHT0          4672(AX)
+	PREFETCHT0          4736(AX)
+	VMOVDQU64           1248(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           1312(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           1376(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        428(BX), Z11
+	VPDPBUSD.BCST       84(BX), Z10, Z11
+	VPDPBUSD.BCST       88(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        428(DI), Z11
+	VPDPBUSD.BCST       84(DI), Z10, Z11
+	VPDPBUSD.BCST       88(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        428(R8), Z11
+	VPDPBUSD.BCST       84(R8), Z10, Z11
+	VPDPBUSD.BCST       88(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        428(R9), Z11
+	VPDPBUSD.BCST       84(R9), Z10, Z11
+	VPDPBUSD.BCST       88(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        428(R10), Z11
+	VPDPBUSD.BCST       84(R10), Z10, Z11
+	VPDPBUSD.BCST       88(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        428(R11), Z11
+	VPDPBUSD.BCST       84(R11), Z10, Z11
+	VPDPBUSD.BCST       88(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        428(R12), Z11
+	VPDPBUSD.BCST       84(R12), Z10, Z11
+	VPDPBUSD.BCST       88(R12), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        428(SI), Z11
+	VPDPBUSD.BCST       84(SI), Z10, Z11
+	VPDPBUSD.BCST       88(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z7
+	VPBROADCASTD        432(BX), Z10
+	VPDPBUSD.BCST       92(BX), Z14, Z10
+	VPDPBUSD.BCST       96(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        432(DI), Z10
+	VPDPBUSD.BCST       92(DI), Z14, Z10
+	VPDPBUSD.BCST       96(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        432(R8), Z10
+	VPDPBUSD.BCST       92(R8), Z14, Z10
+	VPDPBUSD.BCST       96(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        432(R9), Z10
+	VPDPBUSD.BCST       92(R9), Z14, Z10
+	VPDPBUSD.BCST       96(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        432(R10), Z10
+	VPDPBUSD.BCST       92(R10), Z14, Z10
+	VPDPBUSD.BCST       96(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        432(R11), Z10
+	VPDPBUSD.BCST       92(R11), Z14, Z10
+	VPDPBUSD.BCST       96(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        432(R12), Z10
+	VPDPBUSD.BCST       92(R12), Z14, Z10
+	VPDPBUSD.BCST       96(R12), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPBROADCASTD        432(SI), Z10
+	VPDPBUSD.BCST       92(SI), Z14, Z10
+	VPDPBUSD.BCST       96(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z7
+	VPMOVSXBW           128(AX), Z8
+	VPANDD.BCST         klowword<>+0(SB), Z8, Z9
+	PREFETCHT0          4800(AX)
+	PREFETCHT0          4864(AX)
+	PREFETCHT0          4928(AX)
+	VMOVDQU64           1440(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z10, Z10
+	VMOVDQU64           1504(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z12, Z12
+	VMOVDQU64           1568(AX), Z14
+	VPANDD.BCST         klow6<>+0(SB), Z14, Z15
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z14, Z14
+	VPTERNLOGD          $0xfe, Z14, Z12, Z10
+	VPBROADCASTD        436(BX), Z12
+	VPDPBUSD.BCST       100(BX), Z11, Z12
+	VPDPBUSD.BCST       104(BX), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z0
+	VPBROADCASTD        436(DI), Z12
+	VPDPBUSD.BCST       100(DI), Z11, Z12
+	VPDPBUSD.BCST       104(DI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z1
+	VPBROADCASTD        436(R8), Z12
+	VPDPBUSD.BCST       100(R8), Z11, Z12
+	VPDPBUSD.BCST       104(R8), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z2
+	VPBROADCASTD        436(R9), Z12
+	VPDPBUSD.BCST       100(R9), Z11, Z12
+	VPDPBUSD.BCST       104(R9), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z3
+	VPBROADCASTD        436(R10), Z12
+	VPDPBUSD.BCST       100(R10), Z11, Z12
+	VPDPBUSD.BCST       104(R10), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z4
+	VPBROADCASTD        436(R11), Z12
+	VPDPBUSD.BCST       100(R11), Z11, Z12
+	VPDPBUSD.BCST       104(R11), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z5
+	VPBROADCASTD        436(R12), Z12
+	VPDPBUSD.BCST       100(R12), Z11, Z12
+	VPDPBUSD.BCST       104(R12), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z6
+	VPBROADCASTD        436(SI), Z12
+	VPDPBUSD.BCST       100(SI), Z11, Z12
+	VPDPBUSD.BCST       104(SI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z7
+	VPBROADCASTD        440(BX), Z11
+	VPDPBUSD.BCST       108(BX), Z15, Z11
+	VPDPBUSD.BCST       112(BX), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z0
+	VPBROADCASTD        440(DI), Z11
+	VPDPBUSD.BCST       108(DI), Z15, Z11
+	VPDPBUSD.BCST       112(DI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z1
+	VPBROADCASTD        440(R8), Z11
+	VPDPBUSD.BCST       108(R8), Z15, Z11
+	VPDPBUSD.BCST       112(R8), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z2
+	VPBROADCASTD        440(R9), Z11
+	VPDPBUSD.BCST       108(R9), Z15, Z11
+	VPDPBUSD.BCST       112(R9), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z3
+	VPBROADCASTD        440(R10), Z11
+	VPDPBUSD.BCST       108(R10), Z15, Z11
+	VPDPBUSD.BCST       112(R10), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z4
+	VPBROADCASTD        440(R11), Z11
+	VPDPBUSD.BCST       108(R11), Z15, Z11
+	VPDPBUSD.BCST       112(R11), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z5
+	VPBROADCASTD        440(R12), Z11
+	VPDPBUSD.BCST       108(R12), Z15, Z11
+	VPDPBUSD.BCST       112(R12), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z6
+	VPBROADCASTD        440(SI), Z11
+	VPDPBUSD.BCST       108(SI), Z15, Z11
+	VPDPBUSD.BCST       112(SI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z7
+	VPSRLD              $0x10, Z8, Z8
+	PREFETCHT0          4992(AX)
+	PREFETCHT0          5056(AX)
+	PREFETCHT0          5120(AX)
+	VMOVDQU64           1632(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           1696(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           1760(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        444(BX), Z11
+	VPDPBUSD.BCST       116(BX), Z10, Z11
+	VPDPBUSD.BCST       120(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        444(DI), Z11
+	VPDPBUSD.BCST       116(DI), Z10, Z11
+	VPDPBUSD.BCST       120(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        444(R8), Z11
+	VPDPBUSD.BCST       116(R8), Z10, Z11
+	VPDPBUSD.BCST       120(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        444(R9), Z11
+	VPDPBUSD.BCST       116(R9), Z10, Z11
+	VPDPBUSD.BCST       120(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        444(R10), Z11
+	VPDPBUSD.BCST       116(R10), Z10, Z11
+	VPDPBUSD.BCST       120(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        444(R11), Z11
+	VPDPBUSD.BCST       116(R11), Z10, Z11
+	VPDPBUSD.BCST       120(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        444(R12), Z11
+	VPDPBUSD.BCST       116(R12), Z10, Z11
+	VPDPBUSD.BCST       120(R12), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        444(SI), Z11
+	VPDPBUSD.BCST       116(SI), Z10, Z11
+	VPDPBUSD.BCST       120(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z7
+	VPBROADCASTD        448(BX), Z10
+	VPDPBUSD.BCST       124(BX), Z14, Z10
+	VPDPBUSD.BCST       128(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        448(DI), Z10
+	VPDPBUSD.BCST       124(DI), Z14, Z10
+	VPDPBUSD.BCST       128(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        448(R8), Z10
+	VPDPBUSD.BCST       124(R8), Z14, Z10
+	VPDPBUSD.BCST       128(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        448(R9), Z10
+	VPDPBUSD.BCST       124(R9), Z14, Z10
+	VPDPBUSD.BCST       128(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        448(R10), Z10
+	VPDPBUSD.BCST       124(R10), Z14, Z10
+	VPDPBUSD.BCST       128(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        448(R11), Z10
+	VPDPBUSD.BCST       124(R11), Z14, Z10
+	VPDPBUSD.BCST       128(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        448(R12), Z10
+	VPDPBUSD.BCST       124(R12), Z14, Z10
+	VPDPBUSD.BCST       128(R12), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPBROADCASTD        448(SI), Z10
+	VPDPBUSD.BCST       124(SI), Z14, Z10
+	VPDPBUSD.BCST       128(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z7
+	VPMOVSXBW           160(AX), Z8
+	VPANDD.BCST         klowword<>+0(SB), Z8, Z9
+	PREFETCHT0          5184(AX)
+	PREFETCHT0          5248(AX)
+	PREFETCHT0          5312(AX)
+	VMOVDQU64           1824(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z10, Z10
+	VMOVDQU64           1888(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z12, Z12
+	VMOVDQU64           1952(AX), Z14
+	VPANDD.BCST         klow6<>+0(SB), Z14, Z15
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z14, Z14
+	VPTERNLOGD          $0xfe, Z14, Z12, Z10
+	VPBROADCASTD        452(BX), Z12
+	VPDPBUSD.BCST       132(BX), Z11, Z12
+	VPDPBUSD.BCST       136(BX), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z0
+	VPBROADCASTD        452(DI), Z12
+	VPDPBUSD.BCST       132(DI), Z11, Z12
+	VPDPBUSD.BCST       136(DI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z1
+	VPBROADCASTD        452(R8), Z12
+	VPDPBUSD.BCST       132(R8), Z11, Z12
+	VPDPBUSD.BCST       136(R8), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z2
+	VPBROADCASTD        452(R9), Z12
+	VPDPBUSD.BCST       132(R9), Z11, Z12
+	VPDPBUSD.BCST       136(R9), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z3
+	VPBROADCASTD        452(R10), Z12
+	VPDPBUSD.BCST       132(R10), Z11, Z12
+	VPDPBUSD.BCST       136(R10), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z4
+	VPBROADCASTD        452(R11), Z12
+	VPDPBUSD.BCST       132(R11), Z11, Z12
+	VPDPBUSD.BCST       136(R11), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z5
+	VPBROADCASTD        452(R12), Z12
+	VPDPBUSD.BCST       132(R12), Z11, Z12
+	VPDPBUSD.BCST       136(R12), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z6
+	VPBROADCASTD        452(SI), Z12
+	VPDPBUSD.BCST       132(SI), Z11, Z12
+	VPDPBUSD.BCST       136(SI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z7
+	VPBROADCASTD        456(BX), Z11
+	VPDPBUSD.BCST       140(BX), Z15, Z11
+	VPDPBUSD.BCST       144(BX), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z0
+	VPBROADCASTD        456(DI), Z11
+	VPDPBUSD.BCST       140(DI), Z15, Z11
+	VPDPBUSD.BCST       144(DI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z1
+	VPBROADCASTD        456(R8), Z11
+	VPDPBUSD.BCST       140(R8), Z15, Z11
+	VPDPBUSD.BCST       144(R8), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z2
+	VPBROADCASTD        456(R9), Z11
+	VPDPBUSD.BCST       140(R9), Z15, Z11
+	VPDPBUSD.BCST       144(R9), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z3
+	VPBROADCASTD        456(R10), Z11
+	VPDPBUSD.BCST       140(R10), Z15, Z11
+	VPDPBUSD.BCST       144(R10), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z4
+	VPBROADCASTD        456(R11), Z11
+	VPDPBUSD.BCST       140(R11), Z15, Z11
+	VPDPBUSD.BCST       144(R11), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z5
+	VPBROADCASTD        456(R12), Z11
+	VPDPBUSD.BCST       140(R12), Z15, Z11
+	VPDPBUSD.BCST       144(R12), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z6
+	VPBROADCASTD        456(SI), Z11
+	VPDPBUSD.BCST       140(SI), Z15, Z11
+	VPDPBUSD.BCST       144(SI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z7
+	VPSRLD              $0x10, Z8, Z8
+	PREFETCHT0          5376(AX)
+	PREFETCHT0          5440(AX)
+	PREFETCHT0          5504(AX)
+	VMOVDQU64           2016(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           2080(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           2144(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        460(BX), Z11
+	VPDPBUSD.BCST       148(BX), Z10, Z11
+	VPDPBUSD.BCST       152(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        460(DI), Z11
+	VPDPBUSD.BCST       148(DI), Z10, Z11
+	VPDPBUSD.BCST       152(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        460(R8), Z11
+	VPDPBUSD.BCST       148(R8), Z10, Z11
+	VPDPBUSD.BCST       152(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        460(R9), Z11
+	VPDPBUSD.BCST       148(R9), Z10, Z11
+	VPDPBUSD.BCST       152(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        460(R10), Z11
+	VPDPBUSD.BCST       148(R10), Z10, Z11
+	VPDPBUSD.BCST       152(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        460(R11), Z11
+	VPDPBUSD.BCST       148(R11), Z10, Z11
+	VPDPBUSD.BCST       152(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        460(R12), Z11
+	VPDPBUSD.BCST       148(R12), Z10, Z11
+	VPDPBUSD.BCST       152(R12), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        460(SI), Z11
+	VPDPBUSD.BCST       148(SI), Z10, Z11
+	VPDPBUSD.BCST       152(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z7
+	VPBROADCASTD        464(BX), Z10
+	VPDPBUSD.BCST       156(BX), Z14, Z10
+	VPDPBUSD.BCST       160(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        464(DI), Z10
+	VPDPBUSD.BCST       156(DI), Z14, Z10
+	VPDPBUSD.BCST       160(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        464(R8), Z10
+	VPDPBUSD.BCST       156(R8), Z14, Z10
+	VPDPBUSD.BCST       160(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        464(R9), Z10
+	VPDPBUSD.BCST       156(R9), Z14, Z10
+	VPDPBUSD.BCST       160(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        464(R10), Z10
+	VPDPBUSD.BCST       156(R10), Z14, Z10
+	VPDPBUSD.BCST       160(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        464(R11), Z10
+	VPDPBUSD.BCST       156(R11), Z14, Z10
+	VPDPBUSD.BCST       160(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        464(R12), Z10
+	VPDPBUSD.BCST       156(R12), Z14, Z10
+	VPDPBUSD.BCST       160(R12), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPBROADCASTD        464(SI), Z10
+	VPDPBUSD.BCST       156(SI), Z14, Z10
+	VPDPBUSD.BCST       160(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z7
+	VPMOVSXBW           192(AX), Z8
+	VPANDD.BCST         klowword<>+0(SB), Z8, Z9
+	PREFETCHT0          5568(AX)
+	PREFETCHT0          5632(AX)
+	PREFETCHT0          5696(AX)
+	VMOVDQU64           2208(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z10, Z10
+	VMOVDQU64           2272(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z12, Z12
+	VMOVDQU64           2336(AX), Z14
+	VPANDD.BCST         klow6<>+0(SB), Z14, Z15
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z14, Z14
+	VPTERNLOGD          $0xfe, Z14, Z12, Z10
+	VPBROADCASTD        468(BX), Z12
+	VPDPBUSD.BCST       164(BX), Z11, Z12
+	VPDPBUSD.BCST       168(BX), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z0
+	VPBROADCASTD        468(DI), Z12
+	VPDPBUSD.BCST       164(DI), Z11, Z12
+	VPDPBUSD.BCST       168(DI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z1
+	VPBROADCASTD        468(R8), Z12
+	VPDPBUSD.BCST       164(R8), Z11, Z12
+	VPDPBUSD.BCST       168(R8), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z2
+	VPBROADCASTD        468(R9), Z12
+	VPDPBUSD.BCST       164(R9), Z11, Z12
+	VPDPBUSD.BCST       168(R9), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z3
+	VPBROADCASTD        468(R10), Z12
+	VPDPBUSD.BCST       164(R10), Z11, Z12
+	VPDPBUSD.BCST       168(R10), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z4
+	VPBROADCASTD        468(R11), Z12
+	VPDPBUSD.BCST       164(R11), Z11, Z12
+	VPDPBUSD.BCST       168(R11), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z5
+	VPBROADCASTD        468(R12), Z12
+	VPDPBUSD.BCST       164(R12), Z11, Z12
+	VPDPBUSD.BCST       168(R12), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z6
+	VPBROADCASTD        468(SI), Z12
+	VPDPBUSD.BCST       164(SI), Z11, Z12
+	VPDPBUSD.BCST       168(SI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z7
+	VPBROADCASTD        472(BX), Z11
+	VPDPBUSD.BCST       172(BX), Z15, Z11
+	VPDPBUSD.BCST       176(BX), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z0
+	VPBROADCASTD        472(DI), Z11
+	VPDPBUSD.BCST       172(DI), Z15, Z11
+	VPDPBUSD.BCST       176(DI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z1
+	VPBROADCASTD        472(R8), Z11
+	VPDPBUSD.BCST       172(R8), Z15, Z11
+	VPDPBUSD.BCST       176(R8), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z2
+	VPBROADCASTD        472(R9), Z11
+	VPDPBUSD.BCST       172(R9), Z15, Z11
+	VPDPBUSD.BCST       176(R9), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z3
+	VPBROADCASTD        472(R10), Z11
+	VPDPBUSD.BCST       172(R10), Z15, Z11
+	VPDPBUSD.BCST       176(R10), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z4
+	VPBROADCASTD        472(R11), Z11
+	VPDPBUSD.BCST       172(R11), Z15, Z11
+	VPDPBUSD.BCST       176(R11), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z5
+	VPBROADCASTD        472(R12), Z11
+	VPDPBUSD.BCST       172(R12), Z15, Z11
+	VPDPBUSD.BCST       176(R12), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z6
+	VPBROADCASTD        472(SI), Z11
+	VPDPBUSD.BCST       172(SI), Z15, Z11
+	VPDPBUSD.BCST       176(SI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z7
+	VPSRLD              $0x10, Z8, Z8
+	PREFETCHT0          5760(AX)
+	PREFETCHT0          5824(AX)
+	PREFETCHT0          5888(AX)
+	VMOVDQU64           2400(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           2464(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           2528(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        476(BX), Z11
+	VPDPBUSD.BCST       180(BX), Z10, Z11
+	VPDPBUSD.BCST       184(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        476(DI), Z11
+	VPDPBUSD.BCST       180(DI), Z10, Z11
+	VPDPBUSD.BCST       184(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        476(R8), Z11
+	VPDPBUSD.BCST       180(R8), Z10, Z11
+	VPDPBUSD.BCST       184(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        476(R9), Z11
+	VPDPBUSD.BCST       180(R9), Z10, Z11
+	VPDPBUSD.BCST       184(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        476(R10), Z11
+	VPDPBUSD.BCST       180(R10), Z10, Z11
+	VPDPBUSD.BCST       184(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        476(R11), Z11
+	VPDPBUSD.BCST       180(R11), Z10, Z11
+	VPDPBUSD.BCST       184(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        476(R12), Z11
+	VPDPBUSD.BCST       180(R12), Z10, Z11
+	VPDPBUSD.BCST       184(R12), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        476(SI), Z11
+	VPDPBUSD.BCST       180(SI), Z10, Z11
+	VPDPBUSD.BCST       184(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z7
+	VPBROADCASTD        480(BX), Z10
+	VPDPBUSD.BCST       188(BX), Z14, Z10
+	VPDPBUSD.BCST       192(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        480(DI), Z10
+	VPDPBUSD.BCST       188(DI), Z14, Z10
+	VPDPBUSD.BCST       192(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        480(R8), Z10
+	VPDPBUSD.BCST       188(R8), Z14, Z10
+	VPDPBUSD.BCST       192(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        480(R9), Z10
+	VPDPBUSD.BCST       188(R9), Z14, Z10
+	VPDPBUSD.BCST       192(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        480(R10), Z10
+	VPDPBUSD.BCST       188(R10), Z14, Z10
+	VPDPBUSD.BCST       192(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        480(R11), Z10
+	VPDPBUSD.BCST       188(R11), Z14, Z10
+	VPDPBUSD.BCST       192(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        480(R12), Z10
+	VPDPBUSD.BCST       188(R12), Z14, Z10
+	VPDPBUSD.BCST       192(R12), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPBROADCASTD        480(SI), Z10
+	VPDPBUSD.BCST       188(SI), Z14, Z10
+	VPDPBUSD.BCST       192(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z7
+	VPMOVSXBW           224(AX), Z8
+	VPANDD.BCST         klowword<>+0(SB), Z8, Z9
+	PREFETCHT0          5952(AX)
+	PREFETCHT0          6016(AX)
+	PREFETCHT0          6080(AX)
+	VMOVDQU64           2592(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z10, Z10
+	VMOVDQU64           2656(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z12, Z12
+	VMOVDQU64           2720(AX), Z14
+	VPANDD.BCST         klow6<>+0(SB), Z14, Z15
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z14, Z14
+	VPTERNLOGD          $0xfe, Z14, Z12, Z10
+	VPBROADCASTD        484(BX), Z12
+	VPDPBUSD.BCST       196(BX), Z11, Z12
+	VPDPBUSD.BCST       200(BX), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z0
+	VPBROADCASTD        484(DI), Z12
+	VPDPBUSD.BCST       196(DI), Z11, Z12
+	VPDPBUSD.BCST       200(DI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z1
+	VPBROADCASTD        484(R8), Z12
+	VPDPBUSD.BCST       196(R8), Z11, Z12
+	VPDPBUSD.BCST       200(R8), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z2
+	VPBROADCASTD        484(R9), Z12
+	VPDPBUSD.BCST       196(R9), Z11, Z12
+	VPDPBUSD.BCST       200(R9), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z3
+	VPBROADCASTD        484(R10), Z12
+	VPDPBUSD.BCST       196(R10), Z11, Z12
+	VPDPBUSD.BCST       200(R10), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z4
+	VPBROADCASTD        484(R11), Z12
+	VPDPBUSD.BCST       196(R11), Z11, Z12
+	VPDPBUSD.BCST       200(R11), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z5
+	VPBROADCASTD        484(R12), Z12
+	VPDPBUSD.BCST       196(R12), Z11, Z12
+	VPDPBUSD.BCST       200(R12), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z6
+	VPBROADCASTD        484(SI), Z12
+	VPDPBUSD.BCST       196(SI), Z11, Z12
+	VPDPBUSD.BCST       200(SI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z7
+	VPBROADCASTD        488(BX), Z11
+	VPDPBUSD.BCST       204(BX), Z15, Z11
+	VPDPBUSD.BCST       208(BX), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z0
+	VPBROADCASTD        488(DI), Z11
+	VPDPBUSD.BCST       204(DI), Z15, Z11
+	VPDPBUSD.BCST       208(DI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z1
+	VPBROADCASTD        488(R8), Z11
+	VPDPBUSD.BCST       204(R8), Z15, Z11
+	VPDPBUSD.BCST       208(R8), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z2
+	VPBROADCASTD        488(R9), Z11
+	VPDPBUSD.BCST       204(R9), Z15, Z11
+	VPDPBUSD.BCST       208(R9), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z3
+	VPBROADCASTD        488(R10), Z11
+	VPDPBUSD.BCST       204(R10), Z15, Z11
+	VPDPBUSD.BCST       208(R10), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z4
+	VPBROADCASTD        488(R11), Z11
+	VPDPBUSD.BCST       204(R11), Z15, Z11
+	VPDPBUSD.BCST       208(R11), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z5
+	VPBROADCASTD        488(R12), Z11
+	VPDPBUSD.BCST       204(R12), Z15, Z11
+	VPDPBUSD.BCST       208(R12), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z6
+	VPBROADCASTD        488(SI), Z11
+	VPDPBUSD.BCST       204(SI), Z15, Z11
+	VPDPBUSD.BCST       208(SI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z7
+	VPSRLD              $0x10, Z8, Z8
+	PREFETCHT0          6144(AX)
+	PREFETCHT0          6208(AX)
+	PREFETCHT0          6272(AX)
+	VMOVDQU64           2784(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           2848(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           2912(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        492(BX), Z11
+	VPDPBUSD.BCST       212(BX), Z10, Z11
+	VPDPBUSD.BCST       216(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        492(DI), Z11
+	VPDPBUSD.BCST       212(DI), Z10, Z11
+	VPDPBUSD.BCST       216(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        492(R8), Z11
+	VPDPBUSD.BCST       212(R8), Z10, Z11
+	VPDPBUSD.BCST       216(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        492(R9), Z11
+	VPDPBUSD.BCST       212(R9), Z10, Z11
+	VPDPBUSD.BCST       216(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        492(R10), Z11
+	VPDPBUSD.BCST       212(R10), Z10, Z11
+	VPDPBUSD.BCST       216(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        492(R11), Z11
+	VPDPBUSD.BCST       212(R11), Z10, Z11
+	VPDPBUSD.BCST       216(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        492(R12), Z11
+	VPDPBUSD.BCST       212(R12), Z10, Z11
+	VPDPBUSD.BCST       216(R12), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        492(SI), Z11
+	VPDPBUSD.BCST       212(SI), Z10, Z11
+	VPDPBUSD.BCST       216(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z7
+	VPBROADCASTD        496(BX), Z10
+	VPDPBUSD.BCST       220(BX), Z14, Z10
+	VPDPBUSD.BCST       224(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        496(DI), Z10
+	VPDPBUSD.BCST       220(DI), Z14, Z10
+	VPDPBUSD.BCST       224(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        496(R8), Z10
+	VPDPBUSD.BCST       220(R8), Z14, Z10
+	VPDPBUSD.BCST       224(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        496(R9), Z10
+	VPDPBUSD.BCST       220(R9), Z14, Z10
+	VPDPBUSD.BCST       224(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        496(R10), Z10
+	VPDPBUSD.BCST       220(R10), Z14, Z10
+	VPDPBUSD.BCST       224(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        496(R11), Z10
+	VPDPBUSD.BCST       220(R11), Z14, Z10
+	VPDPBUSD.BCST       224(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        496(R12), Z10
+	VPDPBUSD.BCST       220(R12), Z14, Z10
+	VPDPBUSD.BCST       224(R12), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPBROADCASTD        496(SI), Z10
+	VPDPBUSD.BCST       220(SI), Z14, Z10
+	VPDPBUSD.BCST       224(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z7
+	VPMOVSXBW           256(AX), Z8
+	VPANDD.BCST         klowword<>+0(SB), Z8, Z9
+	PREFETCHT0          6336(AX)
+	PREFETCHT0          6400(AX)
+	PREFETCHT0          6464(AX)
+	VMOVDQU64           2976(AX), Z10
+	VPANDD.BCST         klow6<>+0(SB), Z10, Z11
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z10, Z10
+	VMOVDQU64           3040(AX), Z12
+	VPANDD.BCST         klow6<>+0(SB), Z12, Z13
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z12, Z12
+	VMOVDQU64           3104(AX), Z14
+	VPANDD.BCST         klow6<>+0(SB), Z14, Z15
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z14, Z14
+	VPTERNLOGD          $0xfe, Z14, Z12, Z10
+	VPBROADCASTD        500(BX), Z12
+	VPDPBUSD.BCST       228(BX), Z11, Z12
+	VPDPBUSD.BCST       232(BX), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z0
+	VPBROADCASTD        500(DI), Z12
+	VPDPBUSD.BCST       228(DI), Z11, Z12
+	VPDPBUSD.BCST       232(DI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z1
+	VPBROADCASTD        500(R8), Z12
+	VPDPBUSD.BCST       228(R8), Z11, Z12
+	VPDPBUSD.BCST       232(R8), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z2
+	VPBROADCASTD        500(R9), Z12
+	VPDPBUSD.BCST       228(R9), Z11, Z12
+	VPDPBUSD.BCST       232(R9), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z3
+	VPBROADCASTD        500(R10), Z12
+	VPDPBUSD.BCST       228(R10), Z11, Z12
+	VPDPBUSD.BCST       232(R10), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z4
+	VPBROADCASTD        500(R11), Z12
+	VPDPBUSD.BCST       228(R11), Z11, Z12
+	VPDPBUSD.BCST       232(R11), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z5
+	VPBROADCASTD        500(R12), Z12
+	VPDPBUSD.BCST       228(R12), Z11, Z12
+	VPDPBUSD.BCST       232(R12), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z6
+	VPBROADCASTD        500(SI), Z12
+	VPDPBUSD.BCST       228(SI), Z11, Z12
+	VPDPBUSD.BCST       232(SI), Z13, Z12
+	VPDPWSSD            Z9, Z12, Z7
+	VPBROADCASTD        504(BX), Z11
+	VPDPBUSD.BCST       236(BX), Z15, Z11
+	VPDPBUSD.BCST       240(BX), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z0
+	VPBROADCASTD        504(DI), Z11
+	VPDPBUSD.BCST       236(DI), Z15, Z11
+	VPDPBUSD.BCST       240(DI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z1
+	VPBROADCASTD        504(R8), Z11
+	VPDPBUSD.BCST       236(R8), Z15, Z11
+	VPDPBUSD.BCST       240(R8), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z2
+	VPBROADCASTD        504(R9), Z11
+	VPDPBUSD.BCST       236(R9), Z15, Z11
+	VPDPBUSD.BCST       240(R9), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z3
+	VPBROADCASTD        504(R10), Z11
+	VPDPBUSD.BCST       236(R10), Z15, Z11
+	VPDPBUSD.BCST       240(R10), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z4
+	VPBROADCASTD        504(R11), Z11
+	VPDPBUSD.BCST       236(R11), Z15, Z11
+	VPDPBUSD.BCST       240(R11), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z5
+	VPBROADCASTD        504(R12), Z11
+	VPDPBUSD.BCST       236(R12), Z15, Z11
+	VPDPBUSD.BCST       240(R12), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z6
+	VPBROADCASTD        504(SI), Z11
+	VPDPBUSD.BCST       236(SI), Z15, Z11
+	VPDPBUSD.BCST       240(SI), Z10, Z11
+	VPDPWSSD            Z9, Z11, Z7
+	VPSRLD              $0x10, Z8, Z8
+	PREFETCHT0          6528(AX)
+	PREFETCHT0          6592(AX)
+	PREFETCHT0          6656(AX)
+	VMOVDQU64           3168(AX), Z9
+	VPANDD.BCST         klow6<>+0(SB), Z9, Z10
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+0(SB), Z9, Z9
+	VMOVDQU64           3232(AX), Z11
+	VPANDD.BCST         klow6<>+0(SB), Z11, Z12
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+8(SB), Z11, Z11
+	VMOVDQU64           3296(AX), Z13
+	VPANDD.BCST         klow6<>+0(SB), Z13, Z14
+	VGF2P8AFFINEQB.BCST $0x00, kgftop2<>+16(SB), Z13, Z13
+	VPTERNLOGD          $0xfe, Z13, Z11, Z9
+	VPBROADCASTD        508(BX), Z11
+	VPDPBUSD.BCST       244(BX), Z10, Z11
+	VPDPBUSD.BCST       248(BX), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z0
+	VPBROADCASTD        508(DI), Z11
+	VPDPBUSD.BCST       244(DI), Z10, Z11
+	VPDPBUSD.BCST       248(DI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z1
+	VPBROADCASTD        508(R8), Z11
+	VPDPBUSD.BCST       244(R8), Z10, Z11
+	VPDPBUSD.BCST       248(R8), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z2
+	VPBROADCASTD        508(R9), Z11
+	VPDPBUSD.BCST       244(R9), Z10, Z11
+	VPDPBUSD.BCST       248(R9), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z3
+	VPBROADCASTD        508(R10), Z11
+	VPDPBUSD.BCST       244(R10), Z10, Z11
+	VPDPBUSD.BCST       248(R10), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z4
+	VPBROADCASTD        508(R11), Z11
+	VPDPBUSD.BCST       244(R11), Z10, Z11
+	VPDPBUSD.BCST       248(R11), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z5
+	VPBROADCASTD        508(R12), Z11
+	VPDPBUSD.BCST       244(R12), Z10, Z11
+	VPDPBUSD.BCST       248(R12), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z6
+	VPBROADCASTD        508(SI), Z11
+	VPDPBUSD.BCST       244(SI), Z10, Z11
+	VPDPBUSD.BCST       248(SI), Z12, Z11
+	VPDPWSSD            Z8, Z11, Z7
+	VPBROADCASTD        512(BX), Z10
+	VPDPBUSD.BCST       252(BX), Z14, Z10
+	VPDPBUSD.BCST       256(BX), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z0
+	VPBROADCASTD        512(DI), Z10
+	VPDPBUSD.BCST       252(DI), Z14, Z10
+	VPDPBUSD.BCST       256(DI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z1
+	VPBROADCASTD        512(R8), Z10
+	VPDPBUSD.BCST       252(R8), Z14, Z10
+	VPDPBUSD.BCST       256(R8), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z2
+	VPBROADCASTD        512(R9), Z10
+	VPDPBUSD.BCST       252(R9), Z14, Z10
+	VPDPBUSD.BCST       256(R9), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z3
+	VPBROADCASTD        512(R10), Z10
+	VPDPBUSD.BCST       252(R10), Z14, Z10
+	VPDPBUSD.BCST       256(R10), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z4
+	VPBROADCASTD        512(R11), Z10
+	VPDPBUSD.BCST       252(R11), Z14, Z10
+	VPDPBUSD.BCST       256(R11), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z5
+	VPBROADCASTD        512(R12), Z10
+	VPDPBUSD.BCST       252(R12), Z14, Z10
+	VPDPBUSD.BCST       256(R12), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z6
+	VPBROADCASTD        512(SI), Z10
+	VPDPBUSD.BCST       252(SI), Z14, Z10
+	VPDPBUSD.BCST       256(SI), Z9, Z10
+	VPDPWSSD            Z8, Z10, Z7
+	VCVTPH2PS           (AX), Z8
+	VMOVUPS             (SP), Z10
+	VMULPS.BCST         (BX), Z8, Z9
+	VCVTDQ2PS           Z0, Z0
+	VFMADD231PS         Z0, Z9, Z10
+	VMOVUPS             Z10, (SP)
+	ADDQ                $0x00000204, BX
+	VMOVUPS             64(SP), Z9
+	VMULPS.BCST         (DI), Z8, Z0
+	VCVTDQ2PS           Z1, Z1
+	VFMADD231PS         Z1, Z0, Z9
+	VMOVUPS             Z9, 64(SP)
+	ADDQ                $0x00000204, DI
+	VMOVUPS             128(SP), Z1
+	VMULPS.BCST         (R8), Z8, Z0
+	VCVTDQ2PS           Z2, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 128(SP)
+	ADDQ                $0x00000204, R8
+	VMOVUPS             192(SP), Z1
+	VMULPS.BCST         (R9), Z8, Z0
+	VCVTDQ2PS           Z3, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 192(SP)
+	ADDQ                $0x00000204, R9
+	VMOVUPS             256(SP), Z1
+	VMULPS.BCST         (R10), Z8, Z0
+	VCVTDQ2PS           Z4, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 256(SP)
+	ADDQ                $0x00000204, R10
+	VMOVUPS             320(SP), Z1
+	VMULPS.BCST         (R11), Z8, Z0
+	VCVTDQ2PS           Z5, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 320(SP)
+	ADDQ                $0x00000204, R11
+	VMOVUPS             384(SP), Z1
+	VMULPS.BCST         (R12), Z8, Z0
+	VCVTDQ2PS           Z6, Z2
+	VFMADD231PS         Z2, Z0, Z1
+	VMOVUPS             Z1, 384(SP)
+	ADDQ                $0x00000204, R12
+	VMOVUPS             448(SP), Z0
+	VMULPS.BCST         (SI), Z8, Z1
+	VCVTDQ2PS           Z7, Z2
+	VFMADD231PS         Z2, Z1, Z0
+	VMOVUPS             Z0, 448(SP)
+	ADDQ                $0x00000204, SI
+	ADDQ                $0x00000d20, AX
+	DECQ                R13
+	JMP                 blkloop
+
+blkdone:
+	MOVQ    CX, BX
+	MOVQ    ldo+40(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 64(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 128(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 192(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 256(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 320(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 384(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    SI, BX
+	VMOVUPS 448(SP), Z0
+	VMOVUPS Z0, (BX)
+	ADDQ    $0x40, CX
 	DECQ    DX
 	JMP     pair
 

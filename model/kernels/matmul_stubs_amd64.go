@@ -598,3 +598,123 @@ func q408Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npa
 //
 //go:noescape
 func q408Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile1VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 1 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile2VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 2 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile3VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 3 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile4VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 4 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile5VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 5 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile6VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 6 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile7VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 7 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile8VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 8 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile1GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 1 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile1GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile2GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 2 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile2GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile3GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 3 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile3GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile4GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 4 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile4GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile5GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 5 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile5GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile6GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 6 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile6GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile7GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 7 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile8GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 8 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile1GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 1 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile1GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile2GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 2 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile2GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile3GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 3 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile3GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile4GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 4 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile4GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile5GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 5 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile5GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile6GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 6 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile6GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile7GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 7 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile8GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 8 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
