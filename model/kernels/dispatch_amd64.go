@@ -864,18 +864,18 @@ func k8RowsTiles(vnni *[kvnniNX]kTileFunc, tiles *[4]kTileFunc, unit int, out []
 	}
 }
 
-var q4k16VNNI = [...]kTileFunc{q4k16Tile1VNNI, q4k16Tile2VNNI, q4k16Tile3VNNI, q4k16Tile4VNNI, q4k16Tile5VNNI, q4k16Tile6VNNI, q4k16Tile7VNNI, q4k16Tile8VNNI}
+var q4k16VNNI = [...]kTileFunc{q4k16Tile1VNNI, q4k16Tile2VNNI, q4k16Tile3VNNI, q4k16Tile4VNNI, q4k16Tile5VNNI, q4k16Tile6VNNI, q4k16Tile7VNNI, q4k16Tile8VNNI, q4k16Tile9VNNI, q4k16Tile10VNNI, q4k16Tile11VNNI, q4k16Tile12VNNI, q4k16Tile13VNNI, q4k16Tile14VNNI, q4k16Tile15VNNI, q4k16Tile16VNNI}
 
-var q6k16GFNI = [...]kTileFunc{q6k16Tile1GFNI, q6k16Tile2GFNI, q6k16Tile3GFNI, q6k16Tile4GFNI, q6k16Tile5GFNI, q6k16Tile6GFNI, q6k16Tile7GFNI, q6k16Tile8GFNI}
+var q6k16GFNI = [...]kTileFunc{q6k16Tile1GFNI, q6k16Tile2GFNI, q6k16Tile3GFNI, q6k16Tile4GFNI, q6k16Tile5GFNI, q6k16Tile6GFNI, q6k16Tile7GFNI, q6k16Tile8GFNI, q6k16Tile9GFNI, q6k16Tile10GFNI, q6k16Tile11GFNI, q6k16Tile12GFNI, q6k16Tile13GFNI, q6k16Tile14GFNI, q6k16Tile15GFNI, q6k16Tile16GFNI}
 
-var q4k16GFNI = [...]kTileFunc{q4k16Tile1GFNI, q4k16Tile2GFNI, q4k16Tile3GFNI, q4k16Tile4GFNI, q4k16Tile5GFNI, q4k16Tile6GFNI, q4k16Tile7GFNI, q4k16Tile8GFNI}
+var q4k16GFNI = [...]kTileFunc{q4k16Tile1GFNI, q4k16Tile2GFNI, q4k16Tile3GFNI, q4k16Tile4GFNI, q4k16Tile5GFNI, q4k16Tile6GFNI, q4k16Tile7GFNI, q4k16Tile8GFNI, q4k16Tile9GFNI, q4k16Tile10GFNI, q4k16Tile11GFNI, q4k16Tile12GFNI, q4k16Tile13GFNI, q4k16Tile14GFNI, q4k16Tile15GFNI, q4k16Tile16GFNI}
 
 // k16RowsTiles is k8RowsTiles for the 16-row layouts (unit bytes a
 // group and super-block, twice that a pair): r0 a multiple of 16, r1 of
 // 8; the vnni tiles take the pairs, the AVX2 tiles a last group of eight
 // rows. Where the VNNI tiles do not run (tests that force a lower level
 // on such a machine) the Go code does it all.
-func k16RowsTiles(vnni *[kvnniNX]kTileFunc, tiles *[4]kTileFunc, unit int, out []float32, m *Mat, xq []byte, n, r0, r1 int, goRows func(out []float32, m *Mat, xq []byte, n, r0, r1 int)) {
+func k16RowsTiles(vnni *[k16NX]kTileFunc, tiles *[4]kTileFunc, unit int, out []float32, m *Mat, xq []byte, n, r0, r1 int, goRows func(out []float32, m *Mat, xq []byte, n, r0, r1 int)) {
 	if f32Level != levelAVX512 || q8Level != levelAVX512 {
 		goRows(out, m, xq, n, r0, r1)
 		return
@@ -889,6 +889,11 @@ func k16RowsTiles(vnni *[kvnniNX]kTileFunc, tiles *[4]kTileFunc, unit int, out [
 		runKTiles(tiles[:], 8, unitBytes, out, m, xq, n, p1, r1)
 	}
 }
+
+// k16NX is the most activation rows of a 16-row layout's VNNI tile: up
+// to 8 in one pass over a super-block, up to 16 in two passes (the
+// second reading the weights the first unpacked from a buffer).
+const k16NX = 16
 
 // kvnniNX is the most activation rows of a VNNI tile.
 const kvnniNX = 8

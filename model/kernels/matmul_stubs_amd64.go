@@ -639,6 +639,46 @@ func q4k16Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, np
 //go:noescape
 func q4k16Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
 
+// q4k16Tile9VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 9 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile9VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile10VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 10 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile10VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile11VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 11 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile11VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile12VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 12 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile12VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile13VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 13 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile13VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile14VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 14 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile14VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile15VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 15 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile15VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile16VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile16VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
 // q4k16Tile1GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 1 Q8_K activation rows.
 //
 //go:noescape
@@ -679,6 +719,46 @@ func q4k16Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, np
 //go:noescape
 func q4k16Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
 
+// q4k16Tile9GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 9 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile9GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile10GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 10 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile10GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile11GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 11 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile11GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile12GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 12 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile12GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile13GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 13 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile13GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile14GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 14 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile14GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile15GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 15 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile15GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile16GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
 // q6k16Tile1GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 1 Q8_K activation rows.
 //
 //go:noescape
@@ -718,3 +798,43 @@ func q6k16Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, np
 //
 //go:noescape
 func q6k16Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile9GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 9 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile9GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile10GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 10 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile10GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile11GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 11 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile11GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile12GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 12 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile12GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile13GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 13 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile13GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile14GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 14 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile14GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile15GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 15 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile15GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile16GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)

@@ -20,21 +20,44 @@ const (
 	q4k16Quants = 320
 )
 
+// k16NXMax is the most activation rows of a 16-row layout's tile: up to
+// eight in one pass over a super-block (two or three ZMM registers of
+// sums each), more in two passes (phases) over it, the first keeping the
+// unpacked weight vectors in a 4 KiB buffer on the stack that the second
+// reads back (the unpacking is then paid once for all the rows: a
+// 16-branch step takes one tile, not two).
+const k16NXMax = 16
+
+// wsrc gives a tile's body weight vector k of a super-block: computed
+// by make (one pass, or the first of two, which also stores it in the
+// buffer), or read back from the buffer (the second).
+type wsrc func(k int, make func() reg.VecVirtual) reg.VecVirtual
+
 // k16Loop emits a VNNI tile for a 16-row layout of unit bytes a pair of
 // groups and super-block: func(w *byte, x *byte, ldx int, nb int, out
-// *float32, ldo int, npairs int), for each of npairs pairs nb blocks of
-// block (which advances wp past a unit and the activation pointers xr
-// past a Q8_K block, adding into the nx float sums acc, lane l for the
-// pair's row l), then the sums stored, sixteen floats for each
+// *float32, ldo int, npairs int), for each of npairs pairs, for each of
+// nb blocks, block on the activation rows (xr) of each phase, adding into
+// their float sums acc (lane l for the pair's row l), with w the weight
+// vectors' source; then the sums stored, sixteen floats for each
 // activation row.
-func k16Loop(name, doc string, nx int, block func(wp reg.Register, xr []reg.Register, acc []Mem)) {
-	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)")
+func k16Loop(name, doc string, nx, unit int, block func(wp reg.Register, xr []reg.Register, acc []Mem, w wsrc)) {
+	phases := []int{nx}
+	flags := NOSPLIT
+	if nx > 8 {
+		phases = []int{(nx + 1) / 2, nx / 2}
+		flags = 0 // the buffer is too large for a NOSPLIT frame
+	}
+	TEXT(name, flags, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)")
 	Pragma("noescape")
 	Doc(doc)
 	accMem := AllocLocal(64 * nx)
 	acc := make([]Mem, nx)
 	for i := range acc {
 		acc[i] = accMem.Offset(64 * i)
+	}
+	var buf Mem
+	if len(phases) > 1 {
+		buf = AllocLocal(64 * 64)
 	}
 	wp := Load(Param("w"), GP64())
 	outp := Load(Param("out"), GP64())
@@ -47,9 +70,40 @@ func k16Loop(name, doc string, nx int, block func(wp reg.Register, xr []reg.Regi
 	for i := range acc {
 		VMOVUPS(z, acc[i])
 	}
-	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
+	ldx := loadStride("ldx", 0)
+	xr := rowPtrs(Load(Param("x"), GP64()), ldx, phases[0])
+	var skip reg.GPVirtual // the second phase's rows: phases[0] rows on
+	if len(phases) > 1 {
+		skip = GP64()
+		IMUL3Q(U8(phases[0]), ldx, skip)
+	}
 	nb := Load(Param("nb"), GP64())
-	countLoop("blk", nb, func() { block(wp, xr, acc) })
+	countLoop("blk", nb, func() {
+		if len(phases) == 1 {
+			block(wp, xr, acc, func(k int, make func() reg.VecVirtual) reg.VecVirtual { return make() })
+		} else {
+			block(wp, xr, acc[:phases[0]], func(k int, make func() reg.VecVirtual) reg.VecVirtual {
+				v := make()
+				VMOVDQU64(v, buf.Offset(64*k))
+				return v
+			})
+			for _, p := range xr[:phases[1]] {
+				ADDQ(skip, p)
+			}
+			block(wp, xr[:phases[1]], acc[phases[0]:], func(k int, make func() reg.VecVirtual) reg.VecVirtual {
+				v := ZMM()
+				VMOVDQU64(buf.Offset(64*k), v)
+				return v
+			})
+			for _, p := range xr[:phases[1]] {
+				SUBQ(skip, p)
+			}
+		}
+		for _, p := range xr {
+			ADDQ(U32(q8kBlock), p)
+		}
+		ADDQ(U32(unit), wp)
+	})
 	op := GP64()
 	MOVQ(outp, op)
 	ldo := loadStride("ldo", 2)
@@ -89,7 +143,8 @@ func q4k16VNNI(nx int, gf bool) {
 	mask0F := cst.Offset(0)
 	doc := fmt.Sprintf("%s computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times %d Q8_K activation rows.", name, nx)
 	lowWord := constTable("klowword", func() []uint32 { return []uint32{0x0000FFFF} })
-	k16Loop(name, doc, nx, func(wp reg.Register, xr []reg.Register, acc []Mem) {
+	k16Loop(name, doc, nx, q4k16Unit, func(wp reg.Register, xr []reg.Register, acc []Mem, w wsrc) {
+		nx := len(xr)
 		// sumi starts at Σ_j sc_j*8*bsum_j: scale pairs by the
 		// activations' pairs of 8*bsum.
 		sumi := make([]reg.VecVirtual, nx)
@@ -115,19 +170,33 @@ func q4k16VNNI(nx int, gf bool) {
 			s := make([]reg.VecVirtual, nx)
 			for v := 0; v < 4; v++ {
 				off := q4k16Quants + 256*j + 64*v
-				PREFETCHT0(Mem{Base: wp, Disp: q4k16Unit + off})
-				if j < 5 && v == 0 {
-					PREFETCHT0(Mem{Base: wp, Disp: q4k16Unit + 64*j})
+				var q reg.VecVirtual
+				load := func() reg.VecVirtual {
+					if q == nil {
+						PREFETCHT0(Mem{Base: wp, Disp: q4k16Unit + off})
+						if j < 5 && v == 0 {
+							PREFETCHT0(Mem{Base: wp, Disp: q4k16Unit + 64*j})
+						}
+						q = ZMM()
+						VMOVDQU64(Mem{Base: wp, Disp: off}, q)
+					}
+					return q
 				}
-				q, lo, hi := ZMM(), ZMM(), ZMM()
-				VMOVDQU64(Mem{Base: wp, Disp: off}, q)
-				VPANDD_BCST(mask0F, q, lo)
-				if gf {
-					VGF2P8AFFINEQB_BCST(U8(0), gfShr4(), q, hi)
-				} else {
-					VPSRLW(U8(4), q, hi)
-					VPANDD_BCST(mask0F, hi, hi)
-				}
+				lo := w(2*(4*j+v), func() reg.VecVirtual {
+					lo := ZMM()
+					VPANDD_BCST(mask0F, load(), lo)
+					return lo
+				})
+				hi := w(2*(4*j+v)+1, func() reg.VecVirtual {
+					hi := ZMM()
+					if gf {
+						VGF2P8AFFINEQB_BCST(U8(0), gfShr4(), load(), hi)
+					} else {
+						VPSRLW(U8(4), load(), hi)
+						VPANDD_BCST(mask0F, hi, hi)
+					}
+					return hi
+				})
 				for i := 0; i < nx; i++ {
 					if v == 0 {
 						s[i] = ZMM()
@@ -167,19 +236,17 @@ func q4k16VNNI(nx int, gf bool) {
 			VCVTDQ2PS(mi[i], f)
 			VFNMADD231PS(f, d, a)
 			VMOVUPS(a, acc[i])
-			ADDQ(U32(q8kBlock), xr[i])
 		}
-		ADDQ(U32(q4k16Unit), wp)
 	})
 }
 
 func genK16() {
 	for _, gf := range []bool{false, true} {
-		for nx := 1; nx <= kvnniNXMax; nx++ {
+		for nx := 1; nx <= k16NXMax; nx++ {
 			q4k16VNNI(nx, gf)
 		}
 	}
-	for nx := 1; nx <= kvnniNXMax; nx++ {
+	for nx := 1; nx <= k16NXMax; nx++ {
 		q6k16VNNI(nx)
 	}
 }
@@ -210,7 +277,8 @@ func q6k16VNNI(nx int) {
 	low6 := constTable("klow6", func() []uint32 { return []uint32{0x3F3F3F3F} })
 	lowWord := constTable("klowword", func() []uint32 { return []uint32{0x0000FFFF} })
 	or3 := ternImm(func(a, b, c bool) bool { return a || b || c })
-	k16Loop(name, doc, nx, func(wp reg.Register, xr []reg.Register, acc []Mem) {
+	k16Loop(name, doc, nx, q6k16Unit, func(wp reg.Register, xr []reg.Register, acc []Mem, w wsrc) {
+		nx := len(xr)
 		sumi := make([]reg.VecVirtual, nx)
 		for i := range sumi {
 			sumi[i] = zeroed()
@@ -229,21 +297,42 @@ func q6k16VNNI(nx int) {
 				VPSRLD(U8(16), sp, sc)
 			}
 			base := q6k16Quants + 192*g
+			var v, t [3]reg.VecVirtual
+			loaded := false
+			load := func() {
+				if loaded {
+					return
+				}
+				loaded = true
+				for k := 0; k < 3; k++ {
+					PREFETCHT0(Mem{Base: wp, Disp: q6k16Unit + base + 64*k})
+				}
+				if g < 5 {
+					PREFETCHT0(Mem{Base: wp, Disp: q6k16Unit + 64*g})
+				}
+				for k := 0; k < 3; k++ {
+					v[k] = ZMM()
+					VMOVDQU64(Mem{Base: wp, Disp: base + 64*k}, v[k])
+				}
+			}
+			var o [4]reg.VecVirtual
 			for k := 0; k < 3; k++ {
-				PREFETCHT0(Mem{Base: wp, Disp: q6k16Unit + base + 64*k})
+				o[k] = w(4*g+k, func() reg.VecVirtual {
+					load()
+					ok := ZMM()
+					VPANDD_BCST(low6, v[k], ok)
+					return ok
+				})
 			}
-			if g < 5 {
-				PREFETCHT0(Mem{Base: wp, Disp: q6k16Unit + 64*g})
-			}
-			var v, o, t [4]reg.VecVirtual
-			for k := 0; k < 3; k++ {
-				v[k], o[k], t[k] = ZMM(), ZMM(), ZMM()
-				VMOVDQU64(Mem{Base: wp, Disp: base + 64*k}, v[k])
-				VPANDD_BCST(low6, v[k], o[k])
-				VGF2P8AFFINEQB_BCST(U8(0), gfTop2().Offset(8*k), v[k], t[k])
-			}
-			VPTERNLOGD(U8(or3), t[2], t[1], t[0])
-			o[3] = t[0]
+			o[3] = w(4*g+3, func() reg.VecVirtual {
+				load()
+				for k := 0; k < 3; k++ {
+					t[k] = ZMM()
+					VGF2P8AFFINEQB_BCST(U8(0), gfTop2().Offset(8*k), v[k], t[k])
+				}
+				VPTERNLOGD(U8(or3), t[2], t[1], t[0])
+				return t[0]
+			})
 			for h := 0; h < 2; h++ {
 				s := make([]reg.VecVirtual, nx)
 				for i := 0; i < nx; i++ {
@@ -265,8 +354,6 @@ func q6k16VNNI(nx int) {
 			VCVTDQ2PS(sumi[i], f)
 			VFMADD231PS(f, d, a)
 			VMOVUPS(a, acc[i])
-			ADDQ(U32(q8kBlock), xr[i])
 		}
-		ADDQ(U32(q6k16Unit), wp)
 	})
 }
