@@ -159,55 +159,68 @@ func q4k16VNNI(nx int, gf bool) {
 				VPDPWSSD_BCST(Mem{Base: xr[i], Disp: q8kSub16x8 + 4*p}, sp[p], sumi[i])
 			}
 		}
-		for j := 0; j < 8; j++ {
-			// The scale of sub-block j in the low word of each lane.
-			sc := ZMM()
-			if j%2 == 0 {
-				VPANDD_BCST(lowWord, sp[j/2], sc)
-			} else {
-				VPSRLD(U8(16), sp[j/2], sc)
+		// Sub-blocks two at a time (2*nx sums in flight: a sub-block's
+		// eight VPDPBUSD a row are a chain, and eight chains of a
+		// one-pass tile leave the VNNI ports idle between them).
+		for jp := 0; jp < 4; jp++ {
+			var sc [2]reg.VecVirtual
+			var s [2][]reg.VecVirtual
+			for h := 0; h < 2; h++ {
+				// The scale of sub-block j = 2jp+h in the low word of
+				// each lane.
+				sc[h] = ZMM()
+				if h == 0 {
+					VPANDD_BCST(lowWord, sp[jp], sc[h])
+				} else {
+					VPSRLD(U8(16), sp[jp], sc[h])
+				}
+				s[h] = make([]reg.VecVirtual, nx)
 			}
-			s := make([]reg.VecVirtual, nx)
 			for v := 0; v < 4; v++ {
-				off := q4k16Quants + 256*j + 64*v
-				var q reg.VecVirtual
-				load := func() reg.VecVirtual {
-					if q == nil {
-						PREFETCHT0(Mem{Base: wp, Disp: q4k16Unit + off})
-						if j < 5 && v == 0 {
-							PREFETCHT0(Mem{Base: wp, Disp: q4k16Unit + 64*j})
+				for h := 0; h < 2; h++ {
+					j := 2*jp + h
+					off := q4k16Quants + 256*j + 64*v
+					var q reg.VecVirtual
+					load := func() reg.VecVirtual {
+						if q == nil {
+							PREFETCHT0(Mem{Base: wp, Disp: q4k16Unit + off})
+							if j < 5 && v == 0 {
+								PREFETCHT0(Mem{Base: wp, Disp: q4k16Unit + 64*j})
+							}
+							q = ZMM()
+							VMOVDQU64(Mem{Base: wp, Disp: off}, q)
 						}
-						q = ZMM()
-						VMOVDQU64(Mem{Base: wp, Disp: off}, q)
+						return q
 					}
-					return q
-				}
-				lo := w(2*(4*j+v), func() reg.VecVirtual {
-					lo := ZMM()
-					VPANDD_BCST(mask0F, load(), lo)
-					return lo
-				})
-				hi := w(2*(4*j+v)+1, func() reg.VecVirtual {
-					hi := ZMM()
-					if gf {
-						VGF2P8AFFINEQB_BCST(U8(0), gfShr4(), load(), hi)
-					} else {
-						VPSRLW(U8(4), load(), hi)
-						VPANDD_BCST(mask0F, hi, hi)
+					lo := w(2*(4*j+v), func() reg.VecVirtual {
+						lo := ZMM()
+						VPANDD_BCST(mask0F, load(), lo)
+						return lo
+					})
+					hi := w(2*(4*j+v)+1, func() reg.VecVirtual {
+						hi := ZMM()
+						if gf {
+							VGF2P8AFFINEQB_BCST(U8(0), gfShr4(), load(), hi)
+						} else {
+							VPSRLW(U8(4), load(), hi)
+							VPANDD_BCST(mask0F, hi, hi)
+						}
+						return hi
+					})
+					for i := 0; i < nx; i++ {
+						if v == 0 {
+							s[h][i] = ZMM()
+							VPBROADCASTD(Mem{Base: xr[i], Disp: q8kNeg8 + 4*j}, s[h][i])
+						}
+						VPDPBUSD_BCST(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v}, lo, s[h][i])
+						VPDPBUSD_BCST(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v + 4}, hi, s[h][i])
 					}
-					return hi
-				})
-				for i := 0; i < nx; i++ {
-					if v == 0 {
-						s[i] = ZMM()
-						VPBROADCASTD(Mem{Base: xr[i], Disp: q8kNeg8 + 4*j}, s[i])
-					}
-					VPDPBUSD_BCST(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v}, lo, s[i])
-					VPDPBUSD_BCST(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v + 4}, hi, s[i])
 				}
 			}
-			for i := 0; i < nx; i++ {
-				VPDPWSSD(sc, s[i], sumi[i])
+			for h := 0; h < 2; h++ {
+				for i := 0; i < nx; i++ {
+					VPDPWSSD(sc[h], s[h][i], sumi[i])
+				}
 			}
 		}
 		// The mins' term: the mins' pairs by the activations' pairs of
