@@ -32,8 +32,14 @@ import (
 //     VNNI tiles (two groups of eight rows a ZMM register, VPDPBUSD with
 //     the activation quants broadcast from memory; asmgen/kvnni.go) where
 //     the F32 and Q8_0 levels are both AVX-512, else the AVX2 tiles, else
-//     pure Go. The file's layout (rows not a multiple of 8) has AVX2 tiles
-//     only.
+//     pure Go. Where those VNNI tiles run, Q4_K and (with GFNI) Q6_K
+//     matrices are made in the 16-row layouts instead (k16.go), whose
+//     VNNI tiles (asmgen/k16.go) take up to 16 activation rows; the
+//     GF2P8AFFINEQB forms where there is GFNI. A matrix in a 16-row layout
+//     at a forced lower level (tests) takes the Go code. The file's layout
+//     (rows not a multiple of 8) has AVX2 tiles only.
+//   - F16 and BF16 MatMul: the F32 tiles widening each weight vector as
+//     they load it (halfmat.go).
 //
 // (The search's row statistics, which the same generator makes, live in
 // package rowstat, policy/rowstat, with their own dispatch.)
