@@ -167,7 +167,7 @@ func benchModel(b *testing.B, dt kernels.DType) *model.Model {
 	return m
 }
 
-var dtypes = []kernels.DType{kernels.F32, kernels.Q8_0}
+var dtypes = []kernels.DType{kernels.F32, kernels.Q8_0, kernels.Q4_K} // Q4_K: the Q4_K_M mix
 
 // BenchmarkDecode is single-stream decoding: one row per Forward.
 func BenchmarkDecode(b *testing.B) {

@@ -86,21 +86,22 @@ func convert(w *model.Weights) (*Weights, error) {
 	return cw, nil
 }
 
-// newMat converts one tensor for the kernels. F32 weights are used in
-// place; Q8_0 weights are unpacked for the kernels; Q4_K, Q5_K, Q6_K and
+// newMat converts one tensor for the kernels. F32, F16 and BF16 weights
+// are used in place (the half-width ones widened as the kernels load
+// them, bit for bit the products of the widened F32 weights); Q8_0 weights are unpacked for the kernels; Q4_K, Q5_K, Q6_K and
 // Q4_0 weights keep their bits (rows a multiple of 256 long, and for Q5_K
 // and Q4_0 a matrix's rows a multiple of 8), regrouped eight matrix rows
-// at a time; F16 and BF16 are widened to F32; other quantizations (Q4_1,
+// at a time; other quantizations (Q4_1,
 // Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, and the native types' other
 // matrices) are dequantized and re-quantized to Q8_0 a panel of rows at a
 // time, which keeps their precision at a little more memory.
 //
-// From a file mapping (model.Tensor.Mapped) every matrix but F32 is
-// copied as the mapping is read, each piece of the mapping released once
+// From a file mapping (model.Tensor.Mapped) every matrix but the float
+// ones is copied as the mapping is read, each piece of the mapping released once
 // copied (see kernels.NewQ8MatMapped, NewQ4KMatMapped,
 // QuantizeQ8Mapped), so that the weights are resident once: Q8_0 at the
-// file's size, Q4_K 2.8% more, Q5_K 2.3% (F16 and BF16 take twice
-// theirs, as F32).
+// file's size, Q4_K 2.8% more, Q5_K 2.3%; the float ones are the
+// mapping's pages.
 func newMat(t *model.Tensor) (m *kernels.Mat, err error) {
 	rows, cols, data, mapped := t.Rows, t.Cols, t.Data, t.Mapped()
 	requant := func() {
@@ -122,14 +123,15 @@ func newMat(t *model.Tensor) (m *kernels.Mat, err error) {
 		} else {
 			m, err = kernels.NewQ8Mat(rows, cols, data)
 		}
-	case gguf.F32, gguf.F16, gguf.BF16:
+	case gguf.F32:
 		var w []float32
 		if w, err = t.Floats(); err == nil {
 			m, err = kernels.NewF32Mat(rows, cols, w)
-			if t.Type != gguf.F32 {
-				t.Release() // widened into Go memory
-			}
 		}
+	case gguf.F16:
+		m, err = kernels.NewF16Mat(rows, cols, data)
+	case gguf.BF16:
+		m, err = kernels.NewBF16Mat(rows, cols, data)
 	case gguf.Q4_K, gguf.Q6_K:
 		switch {
 		case native && mapped && t.Type == gguf.Q4_K:

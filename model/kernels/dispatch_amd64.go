@@ -32,8 +32,14 @@ import (
 //     VNNI tiles (two groups of eight rows a ZMM register, VPDPBUSD with
 //     the activation quants broadcast from memory; asmgen/kvnni.go) where
 //     the F32 and Q8_0 levels are both AVX-512, else the AVX2 tiles, else
-//     pure Go. The file's layout (rows not a multiple of 8) has AVX2 tiles
-//     only.
+//     pure Go. Where those VNNI tiles run, Q4_K and (with GFNI) Q6_K
+//     matrices are made in the 16-row layouts instead (k16.go), whose
+//     VNNI tiles (asmgen/k16.go) take up to 16 activation rows; the
+//     GF2P8AFFINEQB forms where there is GFNI. A matrix in a 16-row layout
+//     at a forced lower level (tests) takes the Go code. The file's layout
+//     (rows not a multiple of 8) has AVX2 tiles only.
+//   - F16 and BF16 MatMul: the F32 tiles widening each weight vector as
+//     they load it (halfmat.go).
 //
 // (The search's row statistics, which the same generator makes, live in
 // package rowstat, policy/rowstat, with their own dispatch.)
@@ -53,7 +59,11 @@ var (
 		cpu.X86.HasAVX512DQ && cpu.X86.HasBMI2
 	hasVNNI = hasAVX512 && cpu.X86.HasAVX512VNNI
 	hasF16C = hasAVX2 && cpu.X86.HasF16C
+	hasGFNI = hasAVX512 && cpu.X86.HasAVX512GFNI
 )
+
+// k16Tiles is whether the 16-row layouts' VNNI tiles run here (k16.go).
+var k16Tiles = hasVNNI
 
 // bestF32 and bestQ8 are the best levels this CPU runs.
 var bestF32, bestQ8 = func() (level, level) {
@@ -403,13 +413,67 @@ func scoresRowsAsm[E float32 | uint16](l level, out, q *float32, k *E, dim, stri
 	}
 }
 
-type f32TileFunc = func(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+// floatTile is a float tile kernel with weights of element type E
+// (float32, or float16/bfloat16 bits widened as loaded).
+type floatTile[E float32 | uint16] = func(w *E, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
 
-// f32Kernels holds the tile kernels of one ISA: t1[k-1] and t4[k-1] take
-// 1 and 4 weight rows against k activation rows, k <= nr.
-type f32Kernels struct {
+type f32TileFunc = floatTile[float32]
+
+// floatKernels holds the tile kernels of one ISA and weight type: t1[k-1]
+// and t4[k-1] take 1 and 4 weight rows against k activation rows, k <= nr.
+type floatKernels[E float32 | uint16] struct {
 	nr     int
-	t1, t4 []f32TileFunc
+	t1, t4 []floatTile[E]
+}
+
+type f32Kernels = floatKernels[float32]
+
+var f16AVX512 = floatKernels[uint16]{
+	nr: 4,
+	t1: []floatTile[uint16]{f16Tile1x1AVX512, f16Tile1x2AVX512, f16Tile1x3AVX512, f16Tile1x4AVX512},
+	t4: []floatTile[uint16]{f16Tile4x1AVX512, f16Tile4x2AVX512, f16Tile4x3AVX512, f16Tile4x4AVX512},
+}
+
+var bf16AVX512 = floatKernels[uint16]{
+	nr: 4,
+	t1: []floatTile[uint16]{bf16Tile1x1AVX512, bf16Tile1x2AVX512, bf16Tile1x3AVX512, bf16Tile1x4AVX512},
+	t4: []floatTile[uint16]{bf16Tile4x1AVX512, bf16Tile4x2AVX512, bf16Tile4x3AVX512, bf16Tile4x4AVX512},
+}
+
+// The AVX2 half-width tiles are those of f32AVX2Whole (whole vectors).
+var f16AVX2 = floatKernels[uint16]{
+	nr: 3,
+	t1: []floatTile[uint16]{f16Tile1x1AVX2, f16Tile1x2AVX2, f16Tile1x3AVX2},
+	t4: []floatTile[uint16]{f16Tile4x1AVX2, f16Tile4x2AVX2, f16Tile4x3AVX2},
+}
+
+var bf16AVX2 = floatKernels[uint16]{
+	nr: 3,
+	t1: []floatTile[uint16]{bf16Tile1x1AVX2, bf16Tile1x2AVX2, bf16Tile1x3AVX2},
+	t4: []floatTile[uint16]{bf16Tile4x1AVX2, bf16Tile4x2AVX2, bf16Tile4x3AVX2},
+}
+
+// halfRows computes output rows [r0, r1) of an F16 or BF16 MatMul: the
+// tiles of the F32 level (AVX-512; or AVX2, with F16C for F16, for rows a
+// whole number of vectors long), else Go.
+func halfRows(out []float32, m *Mat, x []float32, n, r0, r1 int) {
+	bf := m.Type == BF16
+	switch {
+	case f32Level == levelAVX512:
+		k := &f16AVX512
+		if bf {
+			k = &bf16AVX512
+		}
+		f32RowsTiles(k, out, x, m.half, n, m.Rows, m.Cols, r0, r1)
+	case f32Level >= levelAVX2 && m.Cols%8 == 0 && (bf || hasF16C):
+		k := &f16AVX2
+		if bf {
+			k = &bf16AVX2
+		}
+		f32RowsTiles(k, out, x, m.half, n, m.Rows, m.Cols, r0, r1)
+	default:
+		halfRowsGo(out, m, x, n, r0, r1)
+	}
 }
 
 var f32AVX512 = f32Kernels{
@@ -451,7 +515,7 @@ func f32Rows(out, x, w []float32, n, rows, cols, r0, r1 int) {
 // f32RowsTiles computes output rows [r0, r1) with tile kernels: for each
 // block of activation rows that fits in L2, for each 4 weight rows, every
 // group of k.nr activation rows.
-func f32RowsTiles(k *f32Kernels, out, x, w []float32, n, rows, cols, r0, r1 int) {
+func f32RowsTiles[E float32 | uint16](k *floatKernels[E], out, x []float32, w []E, n, rows, cols, r0, r1 int) {
 	xb := xBlockRows(4 * cols)
 	for b0 := 0; b0 < n; b0 += xb {
 		b1 := min(n, b0+xb)
@@ -714,6 +778,10 @@ func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		q6kRowsGo(out, m, xq, n, r0, r1)
 		return
 	}
+	if m.k16 {
+		k16RowsTiles(&q6k16GFNI, &q6k8Tiles, q6k8Unit, out, m, xq, n, r0, r1, q6kRowsGo)
+		return
+	}
 	if m.k8 {
 		k8RowsTiles(&q6k8VNNI, &q6k8Tiles, q6k8Unit, out, m, xq, n, r0, r1)
 		return
@@ -728,6 +796,14 @@ func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	if f32Level < levelAVX2 {
 		q4kRowsGo(out, m, xq, n, r0, r1)
+		return
+	}
+	if m.k16 {
+		vnni := &q4k16VNNI
+		if hasGFNI {
+			vnni = &q4k16GFNI
+		}
+		k16RowsTiles(vnni, &q4k8Tiles, q4k8Unit, out, m, xq, n, r0, r1, q4kRowsGo)
 		return
 	}
 	if m.k8 {
@@ -793,6 +869,37 @@ func k8RowsTiles(vnni *[kvnniNX]kTileFunc, tiles *[4]kTileFunc, unit int, out []
 		runKTiles(tiles[:], 8, unitBytes, out, m, xq, n, r0+pairs, r1)
 	}
 }
+
+var q4k16VNNI = [...]kTileFunc{q4k16Tile1VNNI, q4k16Tile2VNNI, q4k16Tile3VNNI, q4k16Tile4VNNI, q4k16Tile5VNNI, q4k16Tile6VNNI, q4k16Tile7VNNI, q4k16Tile8VNNI, q4k16Tile9VNNI, q4k16Tile10VNNI, q4k16Tile11VNNI, q4k16Tile12VNNI, q4k16Tile13VNNI, q4k16Tile14VNNI, q4k16Tile15VNNI, q4k16Tile16VNNI}
+
+var q6k16GFNI = [...]kTileFunc{q6k16Tile1GFNI, q6k16Tile2GFNI, q6k16Tile3GFNI, q6k16Tile4GFNI, q6k16Tile5GFNI, q6k16Tile6GFNI, q6k16Tile7GFNI, q6k16Tile8GFNI, q6k16Tile9GFNI, q6k16Tile10GFNI, q6k16Tile11GFNI, q6k16Tile12GFNI, q6k16Tile13GFNI, q6k16Tile14GFNI, q6k16Tile15GFNI, q6k16Tile16GFNI}
+
+var q4k16GFNI = [...]kTileFunc{q4k16Tile1GFNI, q4k16Tile2GFNI, q4k16Tile3GFNI, q4k16Tile4GFNI, q4k16Tile5GFNI, q4k16Tile6GFNI, q4k16Tile7GFNI, q4k16Tile8GFNI, q4k16Tile9GFNI, q4k16Tile10GFNI, q4k16Tile11GFNI, q4k16Tile12GFNI, q4k16Tile13GFNI, q4k16Tile14GFNI, q4k16Tile15GFNI, q4k16Tile16GFNI}
+
+// k16RowsTiles is k8RowsTiles for the 16-row layouts (unit bytes a
+// group and super-block, twice that a pair): r0 a multiple of 16, r1 of
+// 8; the vnni tiles take the pairs, the AVX2 tiles a last group of eight
+// rows. Where the VNNI tiles do not run (tests that force a lower level
+// on such a machine) the Go code does it all.
+func k16RowsTiles(vnni *[k16NX]kTileFunc, tiles *[4]kTileFunc, unit int, out []float32, m *Mat, xq []byte, n, r0, r1 int, goRows func(out []float32, m *Mat, xq []byte, n, r0, r1 int)) {
+	if f32Level != levelAVX512 || q8Level != levelAVX512 {
+		goRows(out, m, xq, n, r0, r1)
+		return
+	}
+	unitBytes := m.Cols / QKBlockSize * unit
+	p1 := min(r1, m.Rows/16*16)
+	if r0 < p1 {
+		runKTiles(vnni[:], 16, 2*unitBytes, out, m, xq, n, r0, p1)
+	}
+	if p1 < r1 {
+		runKTiles(tiles[:], 8, unitBytes, out, m, xq, n, p1, r1)
+	}
+}
+
+// k16NX is the most activation rows of a 16-row layout's VNNI tile: up
+// to 8 in one pass over a super-block, up to 16 in two passes (the
+// second reading the weights the first unpacked from a buffer).
+const k16NX = 16
 
 // kvnniNX is the most activation rows of a VNNI tile.
 const kvnniNX = 8

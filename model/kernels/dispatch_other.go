@@ -18,6 +18,16 @@ func f32Rows(out, x, w []float32, n, rows, cols, r0, r1 int) {
 	f32RowsGo(out, x, w, n, rows, cols, r0, r1)
 }
 
+// hasGFNI: no GFNI tiles here.
+var hasGFNI bool
+
+// k16Tiles is whether the 16-row layouts' VNNI tiles run here: never.
+const k16Tiles = false
+
+func halfRows(out []float32, m *Mat, x []float32, n, r0, r1 int) {
+	halfRowsGo(out, m, x, n, r0, r1)
+}
+
 func quantizeQ8Rows(dst []byte, x []float32, n, cols int) { quantizeQ8RowsGo(dst, x, n, cols) }
 
 func q8Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) { q8RowsGo(out, m, xq, n, r0, r1) }

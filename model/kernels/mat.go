@@ -18,6 +18,8 @@ const (
 	Q6_K              // ggml Q6_K: super-blocks of 256 6-bit weights (q6k.go), as stored
 	Q5_K              // ggml Q5_K: super-blocks of 256 5-bit weights (q5k.go), as stored
 	Q4_0              // ggml Q4_0: blocks of 32 4-bit weights with a float16 scale (q40.go), as stored
+	F16               // IEEE float16, row-major, as stored (halfmat.go)
+	BF16              // bfloat16, row-major, as stored (halfmat.go)
 )
 
 func (t DType) String() string {
@@ -34,6 +36,10 @@ func (t DType) String() string {
 		return "Q5_K"
 	case Q4_0:
 		return "Q4_0"
+	case F16:
+		return "F16"
+	case BF16:
+		return "BF16"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(t))
 }
@@ -41,10 +47,11 @@ func (t DType) String() string {
 // SameActs reports whether products with matrices of types a and b take
 // their activations in the same form, so that one MatMulMany serves both:
 // the same type, or two of Q4_K, Q5_K, Q6_K and Q4_0 (activations in
-// Q8_K).
+// Q8_K), or two of F32, F16 and BF16 (float activations).
 func SameActs(a, b DType) bool {
 	k := func(t DType) bool { return t == Q4_K || t == Q5_K || t == Q6_K || t == Q4_0 }
-	return a == b || k(a) && k(b)
+	f := func(t DType) bool { return t == F32 || t == F16 || t == BF16 }
+	return a == b || k(a) && k(b) || f(a) && f(b)
 }
 
 // Q8BlockSize is the number of weights that share one scale in Q8_0.
@@ -62,7 +69,8 @@ type Mat struct {
 	Type       DType
 	Rows, Cols int
 
-	f32 []float32 // F32: Rows*Cols
+	f32  []float32 // F32: Rows*Cols
+	half []uint16  // F16, BF16: Rows*Cols
 
 	// Q8_0 (layout in q8.go): panel p (rows 16p..16p+15) is
 	// q8q[p*q8Stride:][:q8Stride].
@@ -79,6 +87,7 @@ type Mat struct {
 	kq   []byte
 	kRow int
 	k8   bool
+	k16  bool // Q4_K, Q6_K with k8: in pairs of groups (k16.go)
 }
 
 // NewF32Mat wraps row-major float32 weights (not copied).
@@ -219,6 +228,8 @@ func (m *Mat) Row(dst []float32, r int) {
 	switch m.Type {
 	case F32:
 		copy(dst[:m.Cols], m.f32[r*m.Cols:])
+	case F16, BF16:
+		m.halfRow(dst[:m.Cols], r)
 	case Q4_K:
 		m.q4kRow(dst[:m.Cols], r)
 	case Q6_K:
@@ -242,7 +253,7 @@ func (m *Mat) Row(dst []float32, r int) {
 
 // Bytes is the memory the matrix's weights take.
 func (m *Mat) Bytes() int64 {
-	return int64(len(m.f32))*4 + int64(len(m.q8q)) + int64(len(m.kq))
+	return int64(len(m.f32))*4 + int64(len(m.half))*2 + int64(len(m.q8q)) + int64(len(m.kq))
 }
 
 // MatMul computes out[b*Rows+r] = sum_i m[r,i] * x[b*Cols+i] for the n rows
@@ -282,7 +293,7 @@ func MatMulMany(mats []*Mat, outs [][]float32, x []float32, n int) {
 		return
 	}
 	switch mats[0].Type {
-	case F32:
+	case F32, F16, BF16:
 		matMul(j)
 	case Q8_0:
 		cols := mats[0].Cols
@@ -382,6 +393,9 @@ func (m *Mat) rowBlock() int {
 	case Q8_0:
 		return 2 * q8PanelRows
 	case Q4_K, Q5_K, Q6_K, Q4_0:
+		if m.k16 {
+			return 16
+		}
 		return 8
 	}
 	return 4
@@ -417,6 +431,8 @@ func (j *matMulJob) Run(lo, hi int) {
 		switch m.Type {
 		case F32:
 			f32Rows(j.out[i], j.x, m.f32, j.n, m.Rows, m.Cols, r0, r1)
+		case F16, BF16:
+			halfRows(j.out[i], m, j.x, j.n, r0, r1)
 		case Q8_0:
 			q8Rows(j.out[i], m, j.xq, j.n, r0, r1)
 		case Q4_K:

@@ -44,6 +44,86 @@ func f32Tile4x3AVX512(w *float32, ldw int, x *float32, ldx int, cols int, out *f
 //go:noescape
 func f32Tile4x4AVX512(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
 
+// f16Tile1x1AVX512 computes a 1x1 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile1x1AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x2AVX512 computes a 1x2 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile1x2AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x3AVX512 computes a 1x3 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile1x3AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x4AVX512 computes a 1x4 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile1x4AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x1AVX512 computes a 4x1 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile4x1AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x2AVX512 computes a 4x2 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile4x2AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x3AVX512 computes a 4x3 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile4x3AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x4AVX512 computes a 4x4 tile of dot products of F16 weight rows and activation rows.
+//
+//go:noescape
+func f16Tile4x4AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x1AVX512 computes a 1x1 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile1x1AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x2AVX512 computes a 1x2 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile1x2AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x3AVX512 computes a 1x3 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile1x3AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x4AVX512 computes a 1x4 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile1x4AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x1AVX512 computes a 4x1 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile4x1AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x2AVX512 computes a 4x2 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile4x2AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x3AVX512 computes a 4x3 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile4x3AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x4AVX512 computes a 4x4 tile of dot products of BF16 weight rows and activation rows.
+//
+//go:noescape
+func bf16Tile4x4AVX512(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
 // f32Tile1x1AVX2 computes a 1x1 tile of dot products of F32 weight rows and activation rows.
 //
 //go:noescape
@@ -73,6 +153,66 @@ func f32Tile4x2AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *flo
 //
 //go:noescape
 func f32Tile4x3AVX2(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x1AVX2 computes a 1x1 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile1x1AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x2AVX2 computes a 1x2 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile1x2AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile1x3AVX2 computes a 1x3 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile1x3AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x1AVX2 computes a 4x1 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile4x1AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x2AVX2 computes a 4x2 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile4x2AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// f16Tile4x3AVX2 computes a 4x3 tile of dot products of F16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func f16Tile4x3AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x1AVX2 computes a 1x1 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile1x1AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x2AVX2 computes a 1x2 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile1x2AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile1x3AVX2 computes a 1x3 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile1x3AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x1AVX2 computes a 4x1 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile4x1AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x2AVX2 computes a 4x2 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile4x2AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
+
+// bf16Tile4x3AVX2 computes a 4x3 tile of dot products of BF16 weight rows and activation rows; cols must be a multiple of 8.
+//
+//go:noescape
+func bf16Tile4x3AVX2(w *uint16, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)
 
 // q8PanelTile1x1VNNI computes 1 panels of 16 Q8_0 weight rows times nt*1 quantized activation rows.
 //
@@ -458,3 +598,243 @@ func q408Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npa
 //
 //go:noescape
 func q408Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile1VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 1 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile2VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 2 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile3VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 3 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile4VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 4 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile5VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 5 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile6VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 6 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile7VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 7 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile8VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 8 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile9VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 9 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile9VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile10VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 10 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile10VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile11VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 11 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile11VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile12VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 12 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile12VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile13VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 13 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile13VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile14VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 14 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile14VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile15VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 15 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile15VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile16VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile16VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile1GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 1 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile1GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile2GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 2 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile2GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile3GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 3 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile3GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile4GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 4 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile4GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile5GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 5 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile5GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile6GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 6 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile6GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile7GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 7 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile8GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 8 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile9GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 9 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile9GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile10GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 10 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile10GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile11GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 11 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile11GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile12GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 12 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile12GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile13GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 13 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile13GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile14GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 14 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile14GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile15GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 15 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile15GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile16GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile1GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 1 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile1GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile2GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 2 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile2GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile3GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 3 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile3GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile4GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 4 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile4GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile5GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 5 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile5GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile6GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 6 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile6GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile7GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 7 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile8GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 8 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile9GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 9 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile9GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile10GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 10 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile10GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile11GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 11 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile11GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile12GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 12 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile12GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile13GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 13 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile13GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile14GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 14 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile14GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile15GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 15 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile15GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile16GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)

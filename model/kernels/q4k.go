@@ -16,9 +16,13 @@ import (
 // holds two sub-blocks, low nibbles first. Weight i of sub-block j is
 // d*sc_j*q_i - dmin*m_j.
 //
-// A Q8_K activation block (this package's layout, 324 bytes) holds the
+// A Q8_K activation block (this package's layout, 516 bytes) holds the
 // float32 scale d_y, 256 int8 quants, the 16 int16 sums of their runs of
-// 16 and the 8 int32 sums of their runs of 32. Then the dot product of a super-block is
+// 16 and the 8 int32 sums of their runs of 32, then what the AVX-512
+// VNNI tiles of the 16-row layouts (k16.go) take from memory as they are:
+// the runs of 32's sums times -8 (int32), the same sums as int16 and
+// times 8 as int16, and the sums of the runs of 8 times -32 (int32).
+// Then the dot product of a super-block is
 //
 //	d_y*d * Σ_j sc_j Σ_{i in j} q_i*y_i  -  d_y*dmin * Σ_j m_j*(bsum_2j + bsum_2j+1)
 //
@@ -26,10 +30,14 @@ import (
 const (
 	QKBlockSize   = 256 // weights of a K-quant super-block
 	q4kBlockBytes = 144
-	q8kBlockBytes = 324
+	q8kBlockBytes = 516
 	q8kQuantOff   = 4
 	q8kSumsOff    = 260
 	q8kSubSumsOff = 292 // 8 int32: the sums of the quants' runs of 32 (for Q4_0)
+	q8kNeg8Off    = 324 // 8 int32: -8 times the runs of 32's sums
+	q8kSub16Off   = 356 // 8 int16: the runs of 32's sums
+	q8kSub16x8Off = 372 // 8 int16: 8 times the runs of 32's sums
+	q8kNeg32Off   = 388 // 32 int32: -32 times the runs of 8's sums
 )
 
 // Q4_K matrices whose rows are a multiple of 8 are kept in groups of
@@ -69,7 +77,7 @@ func NewQ4KMat(rows, cols int, raw []byte) (*Mat, error) {
 	}
 	m := &Mat{Type: Q4_K, Rows: rows, Cols: cols, kq: raw, kRow: rb}
 	if rows%8 == 0 {
-		m.repack8(raw, false, q4kBlockBytes, q4k8Unit, repackQ4K8)
+		m.repackK(raw, false, q4kBlockBytes, q4k8Unit, repackQ4K8, repackQ4K16)
 	}
 	return m, nil
 }
@@ -97,7 +105,7 @@ func NewQ4KMatMapped(rows, cols int, raw []byte) (*Mat, error) {
 		return nil, fmt.Errorf("kernels: Q4_K matrix %dx%d needs %d bytes, have %d", rows, cols, rows*rb, len(raw))
 	}
 	m := &Mat{Type: Q4_K, Rows: rows, Cols: cols, kRow: rb}
-	m.repack8(raw, true, q4kBlockBytes, q4k8Unit, repackQ4K8)
+	m.repackK(raw, true, q4kBlockBytes, q4k8Unit, repackQ4K8, repackQ4K16)
 	return m, nil
 }
 
@@ -107,23 +115,45 @@ func NewQ4KMatMapped(rows, cols int, raw []byte) (*Mat, error) {
 // the others stride bytes apart); raw's pages are released as it goes
 // when release is set.
 func (m *Mat) repack8(raw []byte, release bool, blk, unit int, pack func(dst, src []byte, stride int)) {
+	m.repackK(raw, release, blk, unit, pack, nil)
+}
+
+// repackK is repack8, but with pack16 not nil and useK16 set it makes
+// the 16-row layout: pairs of groups in units of 2*unit bytes written by
+// pack16 from sixteen rows' blocks, a last group of eight by pack.
+func (m *Mat) repackK(raw []byte, release bool, blk, unit int, pack, pack16 func(dst, src []byte, stride int)) {
 	nb := m.Cols / QKBlockSize
 	group := 8 * m.kRow // source bytes of a group
 	m.kq, m.mem = weightBytes(m.Rows / 8 * nb * unit)
 	m.k8 = true
+	m.k16 = pack16 != nil && useK16
 	const piece = 4 << 20
-	per := max(1, piece/group) // groups a piece
+	per := max(2, piece/group&^1) // groups a piece, pairs whole
 	for g0 := 0; g0 < m.Rows/8; g0 += per {
 		g1 := min(m.Rows/8, g0+per)
 		// The piece's groups on the kernel threads: a 1B model's 800 MB
 		// take seconds on one.
-		Parallel(g1-g0, func(lo, hi int) {
-			for g := g0 + lo; g < g0+hi; g++ {
-				for b := 0; b < nb; b++ {
-					pack(m.kq[(g*nb+b)*unit:][:unit], raw[g*group+b*blk:], m.kRow)
+		if !m.k16 {
+			Parallel(g1-g0, func(lo, hi int) {
+				for g := g0 + lo; g < g0+hi; g++ {
+					for b := 0; b < nb; b++ {
+						pack(m.kq[(g*nb+b)*unit:][:unit], raw[g*group+b*blk:], m.kRow)
+					}
 				}
-			}
-		})
+			})
+		} else {
+			Parallel((g1-g0+1)/2, func(lo, hi int) {
+				for g := g0 + 2*lo; g < min(g1, g0+2*hi); g += 2 {
+					for b := 0; b < nb; b++ {
+						if g+1 < m.Rows/8 {
+							pack16(m.kq[(g*nb+2*b)*unit:][:2*unit], raw[g*group+b*blk:], m.kRow)
+						} else {
+							pack(m.kq[(g*nb+b)*unit:][:unit], raw[g*group+b*blk:], m.kRow)
+						}
+					}
+				}
+			})
+		}
 		if release {
 			releaseMapped(raw[g0*group : g1*group])
 		}
@@ -207,6 +237,10 @@ func q4kScaleMin(j int, q []byte) (sc, m byte) {
 
 // q4kRow dequantizes row r into dst.
 func (m *Mat) q4kRow(dst []float32, r int) {
+	if m.k16 {
+		m.q4k16Row(dst, r)
+		return
+	}
 	if m.k8 {
 		nb := m.Cols / QKBlockSize
 		for b := 0; b < nb; b++ {
@@ -276,6 +310,16 @@ func quantizeQ8KRow(dst []byte, x []float32) {
 		for j := range 8 {
 			s := int32(int16(binary.LittleEndian.Uint16(o[q8kSumsOff+4*j:]))) + int32(int16(binary.LittleEndian.Uint16(o[q8kSumsOff+4*j+2:])))
 			binary.LittleEndian.PutUint32(o[q8kSubSumsOff+4*j:], uint32(s))
+			binary.LittleEndian.PutUint32(o[q8kNeg8Off+4*j:], uint32(-8*s))
+			binary.LittleEndian.PutUint16(o[q8kSub16Off+2*j:], uint16(s))
+			binary.LittleEndian.PutUint16(o[q8kSub16x8Off+2*j:], uint16(8*s))
+		}
+		for r := range 32 {
+			var s int32
+			for _, v := range q[8*r : 8*r+8] {
+				s += int32(int8(v))
+			}
+			binary.LittleEndian.PutUint32(o[q8kNeg32Off+4*r:], uint32(-32*s))
 		}
 	}
 }
@@ -310,28 +354,7 @@ func q4kDotGo(w, y []byte, nb int) float32 {
 // k45DotGo is q4kDotGo for row l of a group in the q4k8 or q5k8 layout
 // (unit bytes a unit, weight its accessor), w the group's units.
 func k45DotGo(w []byte, l int, y []byte, nb, unit int, weight func(u []byte, r, j, i int) (sc, mn, q byte)) float32 {
-	var sum float32
-	for b := 0; b < nb; b++ {
-		u, yb := w[b*unit:], y[b*q8kBlockBytes:]
-		dy := math.Float32frombits(binary.LittleEndian.Uint32(yb))
-		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:])) * dy
-		dmin := HalfToFloat(binary.LittleEndian.Uint16(u[16+2*l:])) * dy
-		var si, mi int32
-		for j := range 8 {
-			var s int32
-			var sc, mn byte
-			for i := range 32 {
-				var q byte
-				sc, mn, q = weight(u, l, j, i)
-				s += int32(q) * int32(int8(yb[q8kQuantOff+32*j+i]))
-			}
-			si += int32(sc) * s
-			bs := int32(int16(binary.LittleEndian.Uint16(yb[q8kSumsOff+4*j:]))) + int32(int16(binary.LittleEndian.Uint16(yb[q8kSumsOff+4*j+2:])))
-			mi += int32(mn) * bs
-		}
-		sum += d*float32(si) - dmin*float32(mi)
-	}
-	return sum
+	return k45DotAt(w, l, y, nb, unit, 16, weight)
 }
 
 // k8RowsGo computes output rows [r0, r1) (multiples of 8) of a MatMul of
@@ -350,6 +373,10 @@ func k8RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1, unit int, dot func(w 
 // q4kRowsGo computes output rows [r0, r1) of a Q4_K MatMul from the n
 // quantized activation rows xq.
 func q4kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	if m.k16 {
+		q4k16RowsGo(out, m, xq, n, r0, r1)
+		return
+	}
 	if m.k8 {
 		k8RowsGo(out, m, xq, n, r0, r1, q4k8Unit, func(w []byte, l int, y []byte, nb int) float32 {
 			return k45DotGo(w, l, y, nb, q4k8Unit, q4k8Weight)

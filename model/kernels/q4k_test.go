@@ -64,6 +64,21 @@ func TestQ5KMatMul(t *testing.T) { testKQuantMatMul(t, EncodeQ5K, NewQ5KMat) }
 func TestQ40MatMul(t *testing.T) { testKQuantMatMul(t, EncodeQ40, NewQ40Mat) }
 
 func testKQuantMatMul(t *testing.T, encode func(rows, cols int, w []float32) ([]byte, error), newMat func(rows, cols int, raw []byte) (*Mat, error)) {
+	for _, k16 := range []bool{false, true} {
+		withK16(t, k16, func() { testKQuantMatMulLayout(t, encode, newMat) })
+	}
+}
+
+// withK16 runs fn with new K-quant matrices in the 16-row layouts or not.
+func withK16(t testing.TB, on bool, fn func()) {
+	t.Helper()
+	old := useK16
+	useK16 = on
+	defer func() { useK16 = old }()
+	fn()
+}
+
+func testKQuantMatMulLayout(t *testing.T, encode func(rows, cols int, w []float32) ([]byte, error), newMat func(rows, cols int, raw []byte) (*Mat, error)) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, cols := range []int{256, 768} {
 		for _, rows := range []int{1, 7, 16, 40, 45} { // 40: two pairs of groups and one more (VNNI)
@@ -189,6 +204,24 @@ func TestQuantizeQ8K(t *testing.T) {
 			if got := int32(binary.LittleEndian.Uint32(o[q8kSubSumsOff+4*j:])); got != sum {
 				t.Fatalf("block %d run of 32 %d: sum %d, want %d", b, j, got, sum)
 			}
+			if got := int32(binary.LittleEndian.Uint32(o[q8kNeg8Off+4*j:])); got != -8*sum {
+				t.Fatalf("block %d run of 32 %d: -8 sum %d, want %d", b, j, got, -8*sum)
+			}
+			if got := int16(binary.LittleEndian.Uint16(o[q8kSub16Off+2*j:])); int32(got) != sum {
+				t.Fatalf("block %d run of 32 %d: int16 sum %d, want %d", b, j, got, sum)
+			}
+			if got := int16(binary.LittleEndian.Uint16(o[q8kSub16x8Off+2*j:])); int32(got) != 8*sum {
+				t.Fatalf("block %d run of 32 %d: int16 8 sum %d, want %d", b, j, got, 8*sum)
+			}
+		}
+		for r := range 32 {
+			var sum int32
+			for i := 8 * r; i < 8*r+8; i++ {
+				sum += int32(int8(o[q8kQuantOff+i]))
+			}
+			if got := int32(binary.LittleEndian.Uint32(o[q8kNeg32Off+4*r:])); got != -32*sum {
+				t.Fatalf("block %d run of 8 %d: -32 sum %d, want %d", b, r, got, -32*sum)
+			}
 		}
 	}
 }
@@ -212,25 +245,44 @@ func TestK8Repack(t *testing.T) {
 	} {
 		raw, _ := c.encode(rows, cols, randVec(r, rows*cols))
 		plain := &Mat{Type: c.typ, Rows: rows, Cols: cols, kq: raw, kRow: cols / 256 * c.blk}
-		m, err := c.newMat(rows, cols, append([]byte(nil), raw...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !m.k8 || m.Bytes() != int64(rows/8*cols/256*c.unit) {
-			t.Fatalf("%v: k8 %v, %d bytes", c.typ, m.k8, m.Bytes())
-		}
-		want, got := make([]float32, cols), make([]float32, cols)
-		for i := range rows {
-			plain.Row(want, i)
-			m.Row(got, i)
-			for k := range cols {
-				if got[k] != want[k] {
-					t.Fatalf("%v row %d col %d: %g, want %g", c.typ, i, k, got[k], want[k])
-				}
+		for _, k16 := range []bool{false, true} {
+			var m *Mat
+			var err error
+			want16 := false
+			withK16(t, k16, func() {
+				m, err = c.newMat(rows, cols, append([]byte(nil), raw...))
+				want16 = k16 && (c.typ == Q4_K || k16Q6())
+			})
+			if err != nil {
+				t.Fatal(err)
 			}
+			if !m.k8 || m.Bytes() != int64(rows/8*cols/256*c.unit) || m.k16 != want16 {
+				t.Fatalf("%v: k8 %v, k16 %v, %d bytes", c.typ, m.k8, m.k16, m.Bytes())
+			}
+			testRowsMatch(t, c.typ, m, plain)
 		}
 		if m, _ := c.newMat(3, cols, raw[:3*cols/256*c.blk]); m.k8 {
 			t.Errorf("%v: 3 rows were repacked", c.typ)
+		}
+	}
+}
+
+// testRowsMatch checks that m's rows dequantize exactly as plain's.
+func testRowsMatch(t *testing.T, typ DType, m, plain *Mat) {
+	t.Helper()
+	rows, cols := m.Rows, m.Cols
+	{
+		{
+			want, got := make([]float32, cols), make([]float32, cols)
+			for i := range rows {
+				plain.Row(want, i)
+				m.Row(got, i)
+				for k := range cols {
+					if got[k] != want[k] {
+						t.Fatalf("%v row %d col %d: %g, want %g", typ, i, k, got[k], want[k])
+					}
+				}
+			}
 		}
 	}
 }
@@ -337,10 +389,10 @@ func FuzzNewKQuantMat(f *testing.F) {
 	})
 }
 
-// The AVX-512 VNNI tiles of the eight-row layouts give the AVX2 tiles'
-// products bit for bit: the same integer sums, the same float steps in
-// the same order lane by lane (pairs of groups and an odd last one, tile
-// widths 1 to 8).
+// The AVX-512 VNNI tiles of the eight- and 16-row layouts give the AVX2
+// tiles' products bit for bit: the same integer sums, the same float
+// steps in the same order lane by lane (pairs of groups and an odd last
+// one, tile widths 1 to 8).
 func TestK8VNNIMatchesAVX2(t *testing.T) {
 	if !slices.Contains(f32Levels(), levelAVX512) || !slices.Contains(q8Levels(), levelAVX512) {
 		t.Skip("no AVX-512 VNNI")
@@ -352,18 +404,30 @@ func TestK8VNNIMatchesAVX2(t *testing.T) {
 	}{{EncodeQ4K, NewQ4KMat}, {EncodeQ6K, NewQ6KMat}, {EncodeQ5K, NewQ5KMat}, {EncodeQ40, NewQ40Mat}} {
 		rows, cols := 40, 768
 		raw, _ := ty.encode(rows, cols, randVec(r, rows*cols))
-		m, err := ty.newMat(rows, cols, raw)
-		if err != nil {
-			t.Fatal(err)
+		var m8, m16 *Mat
+		var err8, err16 error
+		withK16(t, false, func() { m8, err8 = ty.newMat(rows, cols, raw) })
+		withK16(t, true, func() { m16, err16 = ty.newMat(rows, cols, raw) })
+		if err8 != nil || err16 != nil {
+			t.Fatal(err8, err16)
 		}
-		for _, n := range []int{1, 3, 7, 16} {
+		for _, n := range []int{1, 3, 7, 9, 16} {
 			x := randVec(r, n*cols)
-			a, b := make([]float32, n*rows), make([]float32, n*rows)
-			withLevels(t, levelAVX2, levelAVX512, func() { m.MatMul(a, x, n) })
-			withLevels(t, levelAVX512, levelAVX512, func() { m.MatMul(b, x, n) })
+			a, b, c := make([]float32, n*rows), make([]float32, n*rows), make([]float32, n*rows)
+			withLevels(t, levelAVX2, levelAVX512, func() { m8.MatMul(a, x, n) })
+			withLevels(t, levelAVX512, levelAVX512, func() { m8.MatMul(b, x, n) })
 			if !slices.Equal(a, b) {
-				t.Errorf("%v n=%d: the VNNI and AVX2 tiles differ", m.Type, n)
+				t.Errorf("%v n=%d: the eight-row VNNI and AVX2 tiles differ", m8.Type, n)
 			}
+			gfni := hasGFNI
+			for _, gf := range []bool{false, gfni} {
+				hasGFNI = gf
+				withLevels(t, levelAVX512, levelAVX512, func() { m16.MatMul(c, x, n) })
+				if !slices.Equal(a, c) {
+					t.Errorf("%v n=%d: the 16-row VNNI (k16 %v, GFNI %v) and AVX2 tiles differ", m16.Type, n, m16.k16, gf)
+				}
+			}
+			hasGFNI = gfni
 		}
 	}
 }

@@ -36,7 +36,7 @@ const (
 func NewQ6KMat(rows, cols int, raw []byte) (*Mat, error) {
 	m, err := newQ6KMat(rows, cols, raw)
 	if err == nil && rows%8 == 0 {
-		m.repack8(raw, false, q6kBlockBytes, q6k8Unit, repackQ6K8)
+		m.repackK(raw, false, q6kBlockBytes, q6k8Unit, repackQ6K8, q6k16Packer())
 	}
 	return m, err
 }
@@ -59,7 +59,7 @@ func NewQ6KMatMapped(rows, cols int, raw []byte) (*Mat, error) {
 		return nil, err
 	}
 	if rows%8 == 0 {
-		m.repack8(raw, true, q6kBlockBytes, q6k8Unit, repackQ6K8)
+		m.repackK(raw, true, q6kBlockBytes, q6k8Unit, repackQ6K8, q6k16Packer())
 	} else {
 		m.adoptMapped()
 	}
@@ -122,8 +122,21 @@ func q6kValue(blk []byte, e int) int {
 	return int(ql&15) | int(blk[128+32*h+l]>>(2*k)&3)<<4
 }
 
+// q6k16Packer returns repackQ6K16 where new Q6_K matrices take the
+// q6k16 layout, else nil.
+func q6k16Packer() func(dst, src []byte, stride int) {
+	if k16Q6() {
+		return repackQ6K16
+	}
+	return nil
+}
+
 // q6kRow dequantizes row r into dst.
 func (m *Mat) q6kRow(dst []float32, r int) {
+	if m.k16 {
+		m.q6k16Row(dst, r)
+		return
+	}
 	if m.k8 {
 		nb := m.Cols / QKBlockSize
 		for b := 0; b < nb; b++ {
@@ -171,30 +184,15 @@ func q6kDotGo(w, y []byte, nb int) float32 {
 // q6k8DotGo is q6kDotGo for row l of a group in the q6k8 layout, w the
 // group's units.
 func q6k8DotGo(w []byte, l int, y []byte, nb int) float32 {
-	var sum float32
-	for b := 0; b < nb; b++ {
-		u, yb := w[b*q6k8Unit:], y[b*q8kBlockBytes:]
-		dy := math.Float32frombits(binary.LittleEndian.Uint32(yb))
-		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:])) * dy
-		var si int32
-		for g := range 16 {
-			var s int32
-			var sc int8
-			for e := 16 * g; e < 16*g+16; e++ {
-				var q int
-				q, sc = q6k8Value(u, l, e)
-				s += int32(q) * int32(int8(yb[q8kQuantOff+e]))
-			}
-			bs := int32(int16(binary.LittleEndian.Uint16(yb[q8kSumsOff+2*g:])))
-			si += int32(sc) * (s - 32*bs)
-		}
-		sum += d * float32(si)
-	}
-	return sum
+	return q6kDotAt(w, l, y, nb, q6k8Unit, q6k8Value)
 }
 
 // q6kRowsGo computes output rows [r0, r1) of a Q6_K MatMul.
 func q6kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	if m.k16 {
+		q6k16RowsGo(out, m, xq, n, r0, r1)
+		return
+	}
 	if m.k8 {
 		k8RowsGo(out, m, xq, n, r0, r1, q6k8Unit, q6k8DotGo)
 		return

@@ -110,8 +110,10 @@ func build(s Shape, dtype kernels.DType, seed uint64, raw bool) ([]*tensor, erro
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if dtype != kernels.F32 && dtype != kernels.Q8_0 && dtype != kernels.Q4_K {
-		return nil, fmt.Errorf("synth: weight type %v is not supported (want F32, Q8_0 or Q4_K)", dtype)
+	switch dtype {
+	case kernels.F32, kernels.Q8_0, kernels.Q4_K, kernels.Q6_K, kernels.Q5_K, kernels.Q4_0, kernels.F16, kernels.BF16:
+	default:
+		return nil, fmt.Errorf("synth: weight type %v is not supported (want F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K or Q4_0)", dtype)
 	}
 	ts := tensors(s)
 	order := make([]int, len(ts))
@@ -159,6 +161,29 @@ func make1(t *tensor, ti int, dtype kernels.DType, seed uint64, raw bool) error 
 		return nil
 	}
 	var err error
+	if dtype == kernels.F16 || dtype == kernels.BF16 {
+		t.typ = gguf.F16
+		if dtype == kernels.BF16 {
+			t.typ = gguf.BF16
+		}
+		t.raw = halfBytes(t.f32, dtype == kernels.BF16)
+		t.f32 = nil
+		return nil
+	}
+	if (dtype == kernels.Q5_K || dtype == kernels.Q4_0) && t.rows%8 == 0 && t.cols%kernels.QKBlockSize == 0 {
+		// (Rows a multiple of 8: the kernels keep these types' bits
+		// only in groups of eight rows.)
+		t.typ = gguf.Q5_K
+		encode := kernels.EncodeQ5K
+		if dtype == kernels.Q4_0 {
+			t.typ, encode = gguf.Q4_0, kernels.EncodeQ40
+		}
+		if t.raw, err = encode(t.rows, t.cols, t.f32); err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		t.f32 = nil
+		return nil
+	}
 	if (dtype == kernels.Q4_K || dtype == kernels.Q6_K) && t.cols%kernels.QKBlockSize == 0 {
 		t.typ = gguf.Q4_K
 		encode := kernels.EncodeQ4K
@@ -171,7 +196,7 @@ func make1(t *tensor, ti int, dtype kernels.DType, seed uint64, raw bool) error 
 		t.f32 = nil
 		return nil
 	}
-	if (dtype == kernels.Q8_0 || dtype == kernels.Q4_K || dtype == kernels.Q6_K) && t.quantizable() {
+	if dtype != kernels.F32 && t.quantizable() {
 		t.typ = gguf.Q8_0
 		if t.raw, err = kernels.EncodeQ8(t.rows, t.cols, t.f32); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
@@ -214,6 +239,20 @@ func moreBits(name string, layers int, tied bool) bool {
 	return l < layers/8 || l >= 7*layers/8 || (l-layers/8)%3 == 2
 }
 
+// halfBytes encodes x as float16 (or bfloat16, truncated) little-endian,
+// as GGUF stores F16 and BF16 tensors.
+func halfBytes(x []float32, bf bool) []byte {
+	b := make([]byte, 2*len(x))
+	for i, v := range x {
+		h := kernels.FloatToHalf(v)
+		if bf {
+			h = uint16(math.Float32bits(v) >> 16)
+		}
+		binary.LittleEndian.PutUint16(b[2*i:], h)
+	}
+	return b
+}
+
 // f32Bytes encodes x little-endian, as GGUF stores F32 tensors.
 func f32Bytes(x []float32) []byte {
 	b := make([]byte, 4*len(x))
@@ -229,7 +268,9 @@ func f32Bytes(x []float32) []byte {
 // long stays F32; Q4_K is llama.cpp's Q4_K_M mix, Q6_K for the output
 // and some attn_v and ffn_down matrices (moreBits), Q4_K for the others,
 // and a matrix whose rows are not a multiple of 256 long Q8_0, or F32 as
-// under Q8_0). The
+// under Q8_0; also kernels.Q6_K, Q5_K and Q4_0 for every matrix that has
+// the type's shape (Q5_K and Q4_0 also rows a multiple of 8), the others
+// as under Q4_K, and F16 and BF16 for every matrix). The
 // model's tokenizer is SyntheticVocab(shape.Vocab). The same arguments
 // always give the same model, the one WriteGGUF writes.
 func Generate(shape Shape, dtype kernels.DType, seed uint64) (*model.Model, error) {

@@ -13,8 +13,13 @@ import (
 // mix, see Generate).
 const (
 	fileTypeAllF32     = 0
+	fileTypeMostlyF16  = 1
+	fileTypeMostlyQ40  = 2
 	fileTypeMostlyQ80  = 7
 	fileTypeMostlyQ4KM = 15
+	fileTypeMostlyQ5KS = 16
+	fileTypeMostlyQ6K  = 18
+	fileTypeMostlyBF16 = 32
 )
 
 // WriteGGUF writes the model Generate(shape, dtype, seed) builds as a GGUF
@@ -46,6 +51,16 @@ func WriteGGUF(w io.Writer, shape Shape, dtype kernels.DType, seed uint64, vocab
 		fileType = fileTypeMostlyQ80
 	case kernels.Q4_K:
 		fileType = fileTypeMostlyQ4KM
+	case kernels.Q5_K:
+		fileType = fileTypeMostlyQ5KS
+	case kernels.Q6_K:
+		fileType = fileTypeMostlyQ6K
+	case kernels.Q4_0:
+		fileType = fileTypeMostlyQ40
+	case kernels.F16:
+		fileType = fileTypeMostlyF16
+	case kernels.BF16:
+		fileType = fileTypeMostlyBF16
 	}
 	wts := make([]gguf.WriteTensor, len(ts))
 	for i, t := range ts {

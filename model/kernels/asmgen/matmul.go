@@ -33,9 +33,11 @@ func genMatMul() {
 		if !s.evex {
 			nrMax = f32NRAVX2
 		}
-		for _, mr := range []int{1, 4} {
-			for nr := 1; nr <= nrMax; nr++ {
-				f32Tile(s, mr, nr)
+		for _, wk := range []weightKind{wF32, wF16, wBF16} {
+			for _, mr := range []int{1, 4} {
+				for nr := 1; nr <= nrMax; nr++ {
+					f32Tile(s, mr, nr, wk)
+				}
 			}
 		}
 	}
@@ -108,22 +110,53 @@ func storeSum4(s isa, acc []reg.VecVirtual, out Mem) {
 	VMOVUPS(a, out)
 }
 
-// f32Tile generates f32Tile{mr}x{nr}{isa}: for i < mr, j < nr,
-// out[j*ldo+i] = sum_k w[i*ldw+k] * x[j*ldx+k] over k < cols.
-func f32Tile(s isa, mr, nr int) {
-	name := fmt.Sprintf("f32Tile%dx%d%s", mr, nr, s.name)
-	TEXT(name, NOSPLIT, "func(w *float32, ldw int, x *float32, ldx int, cols int, out *float32, ldo int)")
+// weightKind is the element type of a float tile's weights: float32,
+// or float16 or bfloat16 widened to float32 as they are loaded.
+type weightKind int
+
+const (
+	wF32 weightKind = iota
+	wF16
+	wBF16
+)
+
+// f32Tile generates f32Tile{mr}x{nr}{isa} (F32 weights), or
+// f16Tile{mr}x{nr}{isa} and bf16Tile{mr}x{nr}{isa} for wk's half-width
+// weights: for i < mr, j < nr, out[j*ldo+i] = sum_k w[i*ldw+k] *
+// x[j*ldx+k] over k < cols. The half-width tiles widen each weight vector
+// exactly to float32 as they load it (VCVTPH2PS, or a zero-extension and
+// a shift for bfloat16) and then do the F32 tile's operations in the same
+// order, so their sums are bit for bit the F32 tile's on the widened
+// weights; on AVX2 they take whole vectors only (cols a multiple of 8).
+func f32Tile(s isa, mr, nr int, wk weightKind) {
+	prefix, typ := "f32", "F32"
+	switch wk {
+	case wF16:
+		prefix, typ = "f16", "F16"
+	case wBF16:
+		prefix, typ = "bf16", "BF16"
+	}
+	name := fmt.Sprintf("%sTile%dx%d%s", prefix, mr, nr, s.name)
+	wsig := "*float32"
+	if wk != wF32 {
+		wsig = "*uint16"
+	}
+	TEXT(name, NOSPLIT, "func(w "+wsig+", ldw int, x *float32, ldx int, cols int, out *float32, ldo int)")
 	Pragma("noescape")
 	// AVX2 has 16 vector registers: a 4x3 tile's 12 sums, 3 activation
 	// vectors and a weight vector leave none for a tail mask.
-	whole := !s.evex && mr*nr+nr+1 >= 16
+	whole := !s.evex && (mr*nr+nr+1 >= 16 || wk != wF32)
 	if whole {
-		Doc(fmt.Sprintf("%s computes a %dx%d tile of dot products of F32 weight rows and activation rows; cols must be a multiple of %d.", name, mr, nr, s.lanes))
+		Doc(fmt.Sprintf("%s computes a %dx%d tile of dot products of %s weight rows and activation rows; cols must be a multiple of %d.", name, mr, nr, typ, s.lanes))
 	} else {
-		Doc(fmt.Sprintf("%s computes a %dx%d tile of dot products of F32 weight rows and activation rows.", name, mr, nr))
+		Doc(fmt.Sprintf("%s computes a %dx%d tile of dot products of %s weight rows and activation rows.", name, mr, nr, typ))
 	}
 
-	wr := rowPtrs(Load(Param("w"), GP64()), loadStride("ldw", 2), mr)
+	wshift := uint8(2)
+	if wk != wF32 {
+		wshift = 1
+	}
+	wr := rowPtrs(Load(Param("w"), GP64()), loadStride("ldw", wshift), mr)
 	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 2), nr)
 
 	acc := make([][]reg.VecVirtual, mr)
@@ -142,8 +175,25 @@ func f32Tile(s isa, mr, nr int) {
 	SHLQ(U8(2), end)
 	off := GP64()
 	XORQ(off, off)
+	var offh reg.GPVirtual // the weights' offset: half off for half-width weights
+	if wk != wF32 {
+		offh = GP64()
+		XORQ(offh, offh)
+	}
+	// loadW widens the weight vector at m into dst.
+	loadW := func(m Mem, dst reg.VecVirtual) {
+		switch wk {
+		case wF16:
+			VCVTPH2PS(m, dst)
+		case wBF16:
+			VPMOVZXWD(m, dst)
+			VPSLLD(U8(16), dst, dst)
+		default:
+			VMOVUPS(m, dst)
+		}
+	}
 
-	step := func(load func(m Mem, dst reg.VecVirtual)) {
+	step := func(load func(m Mem, dst reg.VecVirtual), loadW func(m Mem, dst reg.VecVirtual)) {
 		xv := make([]reg.VecVirtual, nr)
 		for j := range xv {
 			xv[j] = s.vec()
@@ -151,7 +201,11 @@ func f32Tile(s isa, mr, nr int) {
 		}
 		for i := 0; i < mr; i++ {
 			wv := s.vec()
-			load(Mem{Base: wr[i], Index: off, Scale: 1}, wv)
+			if wk == wF32 {
+				loadW(Mem{Base: wr[i], Index: off, Scale: 1}, wv)
+			} else {
+				loadW(Mem{Base: wr[i], Index: offh, Scale: 1}, wv)
+			}
 			for j := 0; j < nr; j++ {
 				VFMADD231PS(wv, xv[j], acc[i][j])
 			}
@@ -161,8 +215,11 @@ func f32Tile(s isa, mr, nr int) {
 	Label("loop")
 	CMPQ(off, end)
 	JAE(LabelRef("tail"))
-	step(func(m Mem, dst reg.VecVirtual) { VMOVUPS(m, dst) })
+	step(func(m Mem, dst reg.VecVirtual) { VMOVUPS(m, dst) }, loadW)
 	ADDQ(U32(4*s.lanes), off)
+	if wk != wF32 {
+		ADDQ(U32(2*s.lanes), offh)
+	}
 	JMP(LabelRef("loop"))
 
 	Label("tail")
@@ -177,10 +234,22 @@ func f32Tile(s isa, mr, nr int) {
 			BZHIQ(rem, bits, bits)
 			k := K()
 			KMOVW(bits.As32(), k)
-			step(func(m Mem, dst reg.VecVirtual) { VMOVUPS_Z(m, k, dst) })
+			masked := func(m Mem, dst reg.VecVirtual) { VMOVUPS_Z(m, k, dst) }
+			maskedW := masked
+			switch wk {
+			case wF16:
+				maskedW = func(m Mem, dst reg.VecVirtual) { VCVTPH2PS_Z(m, k, dst) }
+			case wBF16:
+				maskedW = func(m Mem, dst reg.VecVirtual) {
+					VPMOVZXWD_Z(m, k, dst)
+					VPSLLD(U8(16), dst, dst)
+				}
+			}
+			step(masked, maskedW)
 		} else {
 			mask := avx2TailMask(rem)
-			step(func(m Mem, dst reg.VecVirtual) { VMASKMOVPS(m, mask, dst) })
+			masked := func(m Mem, dst reg.VecVirtual) { VMASKMOVPS(m, mask, dst) }
+			step(masked, masked)
 		}
 	}
 

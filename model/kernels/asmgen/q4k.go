@@ -16,10 +16,14 @@ import (
 // q4k.go in the kernels package.
 const (
 	q4kBlock   = 144
-	q8kBlock   = 324
+	q8kBlock   = 516
 	q8kQuants  = 4
 	q8kSums    = 260
 	q8kSubSums = 292 // 8 int32: the sums of the quants' runs of 32
+	q8kNeg8    = 324 // 8 int32: -8 times the runs of 32's sums
+	q8kSub16   = 356 // 8 int16: the runs of 32's sums
+	q8kSub16x8 = 372 // 8 int16: 8 times the runs of 32's sums
+	q8kNeg32   = 388 // 32 int32: -32 times the runs of 8's sums
 	q4kNXMax   = 4   // activation rows per tile
 )
 
@@ -628,6 +632,7 @@ func genQ4K() {
 		q408TileAVX2(nx)
 	}
 	genKVNNI()
+	genK16()
 }
 
 // Q6_K super-block (210 bytes): 128 bytes of low nibbles (ql), 64 of high

@@ -598,7 +598,8 @@ func quantQ8AVX2() {
 
 // quantQ8KAVX2 generates quantQ8KAVX2(x *float32, nb int, dst *byte) bool:
 // quantizeQ8KRow's work for nb blocks of 256 (the Q8_K layout: float32 d,
-// 256 quants, 16 int16 sums of runs of 16, 8 int32 sums of runs of 32),
+// 256 quants, 16 int16 sums of runs of 16, 8 int32 sums of runs of 32,
+// and those sums' forms for the VNNI tiles, and the runs of 8's),
 // bit for bit, with quantQ8AVX2's report of non-finite input (or a
 // subnormal block maximum), where the caller redoes the row in Go.
 func quantQ8KAVX2() {
@@ -627,6 +628,8 @@ func quantQ8KAVX2() {
 		VMOVSS(d, Mem{Base: dst})
 		pv := YMM()
 		VMOVDQU(perm, pv)
+		zero := XMM()
+		VPXOR(zero, zero, zero)
 		// Groups of 32 in pairs: quants, and the pair's four run sums.
 		for k := 0; k < 8; k += 2 {
 			var runs [2]reg.VecVirtual
@@ -637,6 +640,17 @@ func quantQ8KAVX2() {
 					VMULPS(Mem{Base: x, Disp: 128*(k+e) + 32*i}, idv, v[i])
 					VCVTPS2DQ(v[i], v[i])
 				}
+				// The runs of 8 (one a vector) summed, times -32.
+				t1, t2 := YMM(), YMM()
+				VPHADDD(v[1], v[0], t1)
+				VPHADDD(v[3], v[2], t2)
+				VPHADDD(t2, t1, t1)
+				r8 := XMM()
+				VEXTRACTI128(U8(1), t1, r8)
+				VPADDD(r8, t1.AsX(), r8)
+				VPSLLD(U8(5), r8, r8)
+				VPSUBD(r8, zero, r8)
+				VMOVDQU(r8, Mem{Base: dst, Disp: q8kNeg32 + 16*(k+e)})
 				a, b := YMM(), YMM()
 				VPADDD(v[1], v[0], a) // run 2(k+e)
 				VPADDD(v[3], v[2], b) // run 2(k+e)+1
@@ -655,6 +669,14 @@ func quantQ8KAVX2() {
 			s32 := XMM()
 			VPHADDD(r, r, s32) // runs of 32: k, k+1
 			VMOVQ(s32, Mem{Base: dst, Disp: q8kSubSums + 4*k})
+			n8, w := XMM(), XMM()
+			VPSLLD(U8(3), s32, n8)
+			VPSUBD(n8, zero, n8)
+			VMOVQ(n8, Mem{Base: dst, Disp: q8kNeg8 + 4*k})
+			VPACKSSDW(s32, s32, w)
+			VMOVD(w, Mem{Base: dst, Disp: q8kSub16 + 2*k})
+			VPSLLW(U8(3), w, w)
+			VMOVD(w, Mem{Base: dst, Disp: q8kSub16x8 + 2*k})
 			VPACKSSDW(r, r, r)
 			VMOVQ(r, Mem{Base: dst, Disp: q8kSums + 4*k})
 		}
