@@ -419,6 +419,9 @@ func TestK8VNNIMatchesAVX2(t *testing.T) {
 			if !slices.Equal(a, b) {
 				t.Errorf("%v n=%d: the eight-row VNNI and AVX2 tiles differ", m8.Type, n)
 			}
+			if m16.k16 != (m16.Type != Q5_K) {
+				t.Errorf("%v: k16 %v", m16.Type, m16.k16)
+			}
 			gfni := hasGFNI
 			for _, gf := range []bool{false, gfni} {
 				hasGFNI = gf

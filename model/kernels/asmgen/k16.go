@@ -262,6 +262,11 @@ func genK16() {
 	for nx := 1; nx <= k16NXMax; nx++ {
 		q6k16VNNI(nx)
 	}
+	for _, gf := range []bool{false, true} {
+		for nx := 1; nx <= k16NXMax; nx++ {
+			q4016VNNI(nx, gf)
+		}
+	}
 }
 
 const (
@@ -366,6 +371,95 @@ func q6k16VNNI(nx int) {
 			VMULPS_BCST(Mem{Base: xr[i]}, dD, d)
 			VCVTDQ2PS(sumi[i], f)
 			VFMADD231PS(f, d, a)
+			VMOVUPS(a, acc[i])
+		}
+	})
+}
+
+const (
+	q4016Unit   = 2 * q408Unit
+	q4016Quants = 256
+)
+
+// q4016VNNI generates q4016Tile{nx}VNNI (or GFNI): the q408 tiles' sums
+// (q408Tile) on the q4016 layout, each block's sums started from -8 times
+// the activations' sums, two blocks at a time.
+func q4016VNNI(nx int, gf bool) {
+	suffix := "VNNI"
+	if gf {
+		suffix = "GFNI"
+	}
+	name := fmt.Sprintf("q4016Tile%d%s", nx, suffix)
+	mask0F := vnniConsts().Offset(0)
+	doc := fmt.Sprintf("%s computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times %d Q8_K activation rows.", name, nx)
+	k16Loop(name, doc, nx, q4016Unit, func(wp reg.Register, xr []reg.Register, acc []Mem, w wsrc) {
+		nx := len(xr)
+		fb := make([]reg.VecVirtual, nx)
+		for jp := 0; jp < 4; jp++ {
+			var s [2][]reg.VecVirtual
+			for h := range s {
+				s[h] = make([]reg.VecVirtual, nx)
+			}
+			for v := 0; v < 4; v++ {
+				for h := 0; h < 2; h++ {
+					j := 2*jp + h
+					off := q4016Quants + 256*j + 64*v
+					var q reg.VecVirtual
+					load := func() reg.VecVirtual {
+						if q == nil {
+							PREFETCHT0(Mem{Base: wp, Disp: q4016Unit + off})
+							if j < 4 && v == 0 {
+								PREFETCHT0(Mem{Base: wp, Disp: q4016Unit + 64*j})
+							}
+							q = ZMM()
+							VMOVDQU64(Mem{Base: wp, Disp: off}, q)
+						}
+						return q
+					}
+					lo := w(2*(4*j+v), func() reg.VecVirtual {
+						lo := ZMM()
+						VPANDD_BCST(mask0F, load(), lo)
+						return lo
+					})
+					hi := w(2*(4*j+v)+1, func() reg.VecVirtual {
+						hi := ZMM()
+						if gf {
+							VGF2P8AFFINEQB_BCST(U8(0), gfShr4(), load(), hi)
+						} else {
+							VPSRLW(U8(4), load(), hi)
+							VPANDD_BCST(mask0F, hi, hi)
+						}
+						return hi
+					})
+					for i := 0; i < nx; i++ {
+						if v == 0 {
+							s[h][i] = ZMM()
+							VPBROADCASTD(Mem{Base: xr[i], Disp: q8kNeg8 + 4*j}, s[h][i])
+						}
+						VPDPBUSD_BCST(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v}, lo, s[h][i])
+						VPDPBUSD_BCST(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v + 4}, hi, s[h][i])
+					}
+				}
+			}
+			for h := 0; h < 2; h++ {
+				j := 2*jp + h
+				d := ZMM()
+				VCVTPH2PS(Mem{Base: wp, Disp: 32 * j}, d)
+				for i := 0; i < nx; i++ {
+					VCVTDQ2PS(s[h][i], s[h][i])
+					if j == 0 {
+						fb[i] = ZMM()
+						VMULPS(d, s[h][i], fb[i])
+					} else {
+						VFMADD231PS(d, s[h][i], fb[i])
+					}
+				}
+			}
+		}
+		for i := 0; i < nx; i++ {
+			a := ZMM()
+			VMOVUPS(acc[i], a)
+			VFMADD231PS_BCST(Mem{Base: xr[i]}, fb[i], a)
 			VMOVUPS(a, acc[i])
 		}
 	})
