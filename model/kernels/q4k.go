@@ -111,18 +111,13 @@ func NewQ4KMatMapped(rows, cols int, raw []byte) (*Mat, error) {
 	return m, nil
 }
 
-// repack8 puts the row-major super-blocks raw (blk bytes each) into m.kq
+// repackK puts the row-major super-blocks raw (blk bytes each) into m.kq
 // in groups of eight rows, unit bytes per group and super-block, each
 // unit written by pack from the eight rows' blocks (the first at src[0:],
-// the others stride bytes apart); raw's pages are released as it goes
-// when release is set.
-func (m *Mat) repack8(raw []byte, release bool, blk, unit int, pack func(dst, src []byte, stride int)) {
-	m.repackK(raw, release, blk, unit, pack, nil)
-}
-
-// repackK is repack8, but with pack16 not nil and useK16 set it makes
-// the 16-row layout: pairs of groups in units of 2*unit bytes written by
-// pack16 from sixteen rows' blocks, a last group of eight by pack.
+// the others stride bytes apart); or, with pack16 not nil and useK16
+// set, in the 16-row layout: pairs of groups in units of 2*unit bytes
+// written by pack16 from sixteen rows' blocks, a last group of eight by
+// pack. raw's pages are released as it goes when release is set.
 func (m *Mat) repackK(raw []byte, release bool, blk, unit int, pack, pack16 func(dst, src []byte, stride int)) {
 	nb := m.Cols / QKBlockSize
 	group := 8 * m.kRow // source bytes of a group
