@@ -27,7 +27,9 @@ func init() {
 	register("gguf", "write a generated model as a GGUF file (for llama.cpp)", runGGUF)
 }
 
-// parseDTypes reads -dtype: q8_0, f32 or (when both is allowed) both.
+// parseDTypes reads -dtype: q8_0, q4_k (llama.cpp's Q4_K_M mix), q5_k,
+// q6_k, q4_0, f16, bf16, f32 or (when both is allowed) both (F32 and
+// Q8_0).
 func parseDTypes(s string, both bool) ([]kernels.DType, error) {
 	switch strings.ToLower(s) {
 	case "q8_0", "q8":
@@ -36,16 +38,29 @@ func parseDTypes(s string, both bool) ([]kernels.DType, error) {
 		return []kernels.DType{kernels.F32}, nil
 	case "q4_k", "q4k":
 		return []kernels.DType{kernels.Q4_K}, nil
+	case "q5_k", "q5k":
+		return []kernels.DType{kernels.Q5_K}, nil
+	case "q6_k", "q6k":
+		return []kernels.DType{kernels.Q6_K}, nil
+	case "q4_0":
+		return []kernels.DType{kernels.Q4_0}, nil
+	case "f16":
+		return []kernels.DType{kernels.F16}, nil
+	case "bf16":
+		return []kernels.DType{kernels.BF16}, nil
 	case "both":
 		if both {
 			return []kernels.DType{kernels.F32, kernels.Q8_0}, nil
 		}
 	}
 	if both {
-		return nil, usagef("-dtype %q: want q8_0, q4_k, f32 or both", s)
+		return nil, usagef("-dtype %q: want %s or both", s, dtypeNames)
 	}
-	return nil, usagef("-dtype %q: want q8_0, q4_k or f32", s)
+	return nil, usagef("-dtype %q: want %s", s, dtypeNames)
 }
+
+// dtypeNames lists -dtype's weight types.
+const dtypeNames = "q8_0, q4_k (the Q4_K_M mix), q5_k, q6_k, q4_0, f16, bf16 or f32"
 
 // vocabFor reads the GGUF vocabulary from a llama2.c tokenizer.bin, or
 // returns nil (synthetic) when path is empty.
@@ -59,7 +74,7 @@ func vocabFor(path string, shape synth.Shape) (*tokenizer.Vocab, error) {
 func runSpeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("speed", "[-shape stories110M] [-dtype q8_0|q4_k|f32|both] [-kv auto|f32|f16] [-quick]", stderr)
 	shapeName := fs.String("shape", "stories110M", "model shape: "+strings.Join(synth.Names(), ", "))
-	dtypeName := fs.String("dtype", "both", "weight type: q8_0, q4_k (llama.cpp's Q4_K_M mix), f32 or both (f32 and q8_0)")
+	dtypeName := fs.String("dtype", "both", "weight type: "+dtypeNames+", or both (f32 and q8_0)")
 	quick := fs.Bool("quick", false, "fewer rounds and tokens: under a minute")
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	threads := fs.Int("threads", 0, "kernel threads (0: GOMAXPROCS)")
@@ -293,9 +308,9 @@ func versusLlama(ctx context.Context, bin string, m *model.Model, shape synth.Sh
 }
 
 func runGGUF(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gguf", "-shape NAME -dtype q8_0|q4_k|f32 -o FILE", stderr)
+	fs := newFlagSet("gguf", "-shape NAME -dtype q8_0|q4_k|q5_k|q6_k|q4_0|f16|bf16|f32 -o FILE", stderr)
 	shapeName := fs.String("shape", "stories110M", "model shape: "+strings.Join(synth.Names(), ", "))
-	dtypeName := fs.String("dtype", "q8_0", "weight type: q8_0, q4_k or f32")
+	dtypeName := fs.String("dtype", "q8_0", "weight type: "+dtypeNames)
 	seed := fs.Uint64("seed", 1, "seed of the random weights")
 	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer.bin whose vocabulary the file carries (default: synthetic)")
 	out := fs.String("o", "", "output file (required)")

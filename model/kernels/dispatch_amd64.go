@@ -32,8 +32,8 @@ import (
 //     VNNI tiles (two groups of eight rows a ZMM register, VPDPBUSD with
 //     the activation quants broadcast from memory; asmgen/kvnni.go) where
 //     the F32 and Q8_0 levels are both AVX-512, else the AVX2 tiles, else
-//     pure Go. Where those VNNI tiles run, Q4_K and (with GFNI) Q6_K
-//     matrices are made in the 16-row layouts instead (k16.go), whose
+//     pure Go. Where those VNNI tiles run, Q4_K, Q5_K, Q4_0 and (with
+//     GFNI) Q6_K matrices are made in the 16-row layouts instead (k16.go), whose
 //     VNNI tiles (asmgen/k16.go) take up to 16 activation rows; the
 //     GF2P8AFFINEQB forms where there is GFNI. A matrix in a 16-row layout
 //     at a forced lower level (tests) takes the Go code. The file's layout
@@ -828,6 +828,14 @@ func q40Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		q40RowsGo(out, m, xq, n, r0, r1)
 		return
 	}
+	if m.k16 {
+		vnni := &q4016VNNI
+		if hasGFNI {
+			vnni = &q4016GFNI
+		}
+		k16RowsTiles(vnni, &q408Tiles, q408Unit, out, m, xq, n, r0, r1, q40RowsGo)
+		return
+	}
 	k8RowsTiles(&q408VNNI, &q408Tiles, q408Unit, out, m, xq, n, r0, r1)
 }
 
@@ -836,6 +844,14 @@ func q40Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	if f32Level < levelAVX2 {
 		q5kRowsGo(out, m, xq, n, r0, r1)
+		return
+	}
+	if m.k16 {
+		vnni := &q5k16VNNI
+		if hasGFNI {
+			vnni = &q5k16GFNI
+		}
+		k16RowsTiles(vnni, &q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1, q5kRowsGo)
 		return
 	}
 	k8RowsTiles(&q5k8VNNI, &q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1)
@@ -871,6 +887,14 @@ func k8RowsTiles(vnni *[kvnniNX]kTileFunc, tiles *[4]kTileFunc, unit int, out []
 }
 
 var q4k16VNNI = [...]kTileFunc{q4k16Tile1VNNI, q4k16Tile2VNNI, q4k16Tile3VNNI, q4k16Tile4VNNI, q4k16Tile5VNNI, q4k16Tile6VNNI, q4k16Tile7VNNI, q4k16Tile8VNNI, q4k16Tile9VNNI, q4k16Tile10VNNI, q4k16Tile11VNNI, q4k16Tile12VNNI, q4k16Tile13VNNI, q4k16Tile14VNNI, q4k16Tile15VNNI, q4k16Tile16VNNI}
+
+var q4016VNNI = [...]kTileFunc{q4016Tile1VNNI, q4016Tile2VNNI, q4016Tile3VNNI, q4016Tile4VNNI, q4016Tile5VNNI, q4016Tile6VNNI, q4016Tile7VNNI, q4016Tile8VNNI, q4016Tile9VNNI, q4016Tile10VNNI, q4016Tile11VNNI, q4016Tile12VNNI, q4016Tile13VNNI, q4016Tile14VNNI, q4016Tile15VNNI, q4016Tile16VNNI}
+
+var q4016GFNI = [...]kTileFunc{q4016Tile1GFNI, q4016Tile2GFNI, q4016Tile3GFNI, q4016Tile4GFNI, q4016Tile5GFNI, q4016Tile6GFNI, q4016Tile7GFNI, q4016Tile8GFNI, q4016Tile9GFNI, q4016Tile10GFNI, q4016Tile11GFNI, q4016Tile12GFNI, q4016Tile13GFNI, q4016Tile14GFNI, q4016Tile15GFNI, q4016Tile16GFNI}
+
+var q5k16VNNI = [...]kTileFunc{q5k16Tile1VNNI, q5k16Tile2VNNI, q5k16Tile3VNNI, q5k16Tile4VNNI, q5k16Tile5VNNI, q5k16Tile6VNNI, q5k16Tile7VNNI, q5k16Tile8VNNI, q5k16Tile9VNNI, q5k16Tile10VNNI, q5k16Tile11VNNI, q5k16Tile12VNNI, q5k16Tile13VNNI, q5k16Tile14VNNI, q5k16Tile15VNNI, q5k16Tile16VNNI}
+
+var q5k16GFNI = [...]kTileFunc{q5k16Tile1GFNI, q5k16Tile2GFNI, q5k16Tile3GFNI, q5k16Tile4GFNI, q5k16Tile5GFNI, q5k16Tile6GFNI, q5k16Tile7GFNI, q5k16Tile8GFNI, q5k16Tile9GFNI, q5k16Tile10GFNI, q5k16Tile11GFNI, q5k16Tile12GFNI, q5k16Tile13GFNI, q5k16Tile14GFNI, q5k16Tile15GFNI, q5k16Tile16GFNI}
 
 var q6k16GFNI = [...]kTileFunc{q6k16Tile1GFNI, q6k16Tile2GFNI, q6k16Tile3GFNI, q6k16Tile4GFNI, q6k16Tile5GFNI, q6k16Tile6GFNI, q6k16Tile7GFNI, q6k16Tile8GFNI, q6k16Tile9GFNI, q6k16Tile10GFNI, q6k16Tile11GFNI, q6k16Tile12GFNI, q6k16Tile13GFNI, q6k16Tile14GFNI, q6k16Tile15GFNI, q6k16Tile16GFNI}
 

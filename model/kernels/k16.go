@@ -268,3 +268,183 @@ func q6kDotAt(w []byte, l int, y []byte, nb, unit int, value func(u []byte, r, e
 	}
 	return sum
 }
+
+// Q4_0 matrices take the q4016 layout where the VNNI tiles run: per pair
+// of groups and run of 256 columns a unit of q4016Unit bytes (two q408
+// units' bytes, the file's size): the eight blocks' d of the sixteen rows
+// (block j at 32j, row r at 2r), then the nibbles as q4k16 has them
+// (block j, quarter v at 256+256j+64v). The tiles start each block's
+// sums from -8 times the activations' sum (the Q8_K block holds it), as
+// the eight-row tiles subtract it, so the sums are theirs.
+const (
+	q4016Unit   = 2 * q408Unit
+	q4016Quants = 256
+)
+
+// repackQ4016 writes the q4016 unit of sixteen rows' runs of eight
+// blocks, the first at src[0:144] and the others stride bytes apart.
+func repackQ4016(dst, src []byte, stride int) {
+	var u [q408Unit]byte
+	for h := range 2 {
+		repackQ408(u[:], src[8*h*stride:], stride)
+		for r := range 8 {
+			l := 8*h + r
+			for j := range 8 {
+				copy(dst[32*j+2*l:32*j+2*l+2], u[16*j+2*r:])
+				for v := range 4 {
+					copy(dst[q4016Quants+256*j+64*v+4*l:][:4], u[q408Quants+128*j+32*v+4*r:])
+				}
+			}
+		}
+	}
+}
+
+// q4016Quant returns quant i (0..15) of block j of row r of a pair's
+// q4016 unit u.
+func q4016Quant(u []byte, r, j, i int) byte {
+	v, k := i/8, i%8
+	b := u[q4016Quants+256*j+64*v+4*r+k%4]
+	if k < 4 {
+		return b & 15
+	}
+	return b >> 4
+}
+
+// q40DotAt is q408DotGo for row l of a group or pair in an eight- or
+// 16-row layout (unit bytes a unit, the d of block j at ds*j + 2l, quant
+// its accessor).
+func q40DotAt(w []byte, l int, y []byte, nb, unit, ds int, quant func(u []byte, r, j, i int) byte) float32 {
+	w = w[: nb*unit : nb*unit]
+	var sum float32
+	for b := 0; b < nb; b++ {
+		u, yb := w[b*unit:], y[b*q8kBlockBytes:]
+		dy := math.Float32frombits(binary.LittleEndian.Uint32(yb))
+		var f float32
+		for j := range 8 {
+			var s int32
+			for i := range 32 {
+				s += int32(quant(u, l, j, i)) * int32(int8(yb[q8kQuantOff+32*j+i]))
+			}
+			s -= 8 * int32(binary.LittleEndian.Uint32(yb[q8kSubSumsOff+4*j:]))
+			f += float32(s) * HalfToFloat(binary.LittleEndian.Uint16(u[ds*j+2*l:]))
+		}
+		sum += f * dy
+	}
+	return sum
+}
+
+// q4016Row dequantizes row r of a q4016 matrix into dst.
+func (m *Mat) q4016Row(dst []float32, r int) {
+	for b := 0; b < m.Cols/QKBlockSize; b++ {
+		u, pair := m.k16Unit(r, b, q4016Unit, q408Unit)
+		quant, l, ds := q408Quant, r%8, 16
+		if pair {
+			quant, l, ds = q4016Quant, r%16, 32
+		}
+		for j := range 8 {
+			d := HalfToFloat(binary.LittleEndian.Uint16(u[ds*j+2*l:]))
+			for i := range 32 {
+				dst[b*QKBlockSize+32*j+i] = d * float32(int(quant(u, l, j, i))-8)
+			}
+		}
+	}
+}
+
+// q4016RowsGo computes output rows [r0, r1) of a MatMul of a q4016
+// matrix in Go.
+func q4016RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
+	for r := r0; r < r1; r++ {
+		u, pair := m.k16Unit(r, 0, q4016Unit, q408Unit)
+		for j := 0; j < n; j++ {
+			y := xq[j*rb : (j+1)*rb]
+			if pair {
+				out[j*m.Rows+r] = q40DotAt(u, r%16, y, nb, q4016Unit, 32, q4016Quant)
+			} else {
+				out[j*m.Rows+r] = q40DotAt(u, r%8, y, nb, q408Unit, 16, q408Quant)
+			}
+		}
+	}
+}
+
+// Q5_K matrices take the q5k16 layout where the VNNI tiles run: the
+// q4k16 unit (the nibbles' low four bits) followed by the fifth bits, 64
+// bytes a sub-block at q4k16Unit+64j, bits 2v and 2v+1 of byte 4r+i
+// holding those of row r's weights 8v+i and 8v+4+i (the nibbles' own
+// places): two q5k8 units' bytes. Its values reach 31, so the tiles sum
+// each half sub-block (16 products) from -16 times the activations' run
+// sum (the Q8_K block holds it), Σ (q-16)·y within ±16·16·127, and add
+// it in by one VPDPWSSD; the 16·Σy terms come back through the scale
+// pairs times 16.
+const q5k16Unit = q4k16Unit + 512
+
+// repackQ5K16 writes the q5k16 unit of sixteen rows' super-blocks, the
+// first at src[0:176] and the others stride bytes apart.
+func repackQ5K16(dst, src []byte, stride int) {
+	var u [q5k8Unit]byte
+	for h := range 2 {
+		clear(u[:])
+		repackQ5K8(u[:], src[8*h*stride:], stride)
+		for r := range 8 {
+			l := 8*h + r
+			copy(dst[2*l:2*l+2], u[2*r:])
+			copy(dst[q4k16DMin+2*l:q4k16DMin+2*l+2], u[16+2*r:])
+			for j := range 8 {
+				dst[q4k16Scales+32*(j/2)+2*l+j%2] = u[q4k8Scales+8*j+r]
+				dst[q4k16Mins+32*(j/2)+2*l+j%2] = u[q4k8Mins+16*(j/2)+2*r+j&1]
+				for v := range 4 {
+					copy(dst[q4k16Quants+256*j+64*v+4*l:][:4], u[q4k8Quants+128*j+32*v+4*r:])
+				}
+				copy(dst[q4k16Unit+64*j+4*l:][:4], u[q4k8Unit+32*j+4*r:])
+			}
+		}
+	}
+}
+
+// q5k16Weight is q4k16Weight for the q5k16 layout: quant i of sub-block
+// j with its fifth bit.
+func q5k16Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
+	sc, mn, q = q4k16Weight(u, r, j, i)
+	v, k := i/8, i%8
+	bit := 2 * v
+	if k >= 4 {
+		bit++
+	}
+	return sc, mn, q | u[q4k16Unit+64*j+4*r+k%4]>>bit&1<<4
+}
+
+// q5k16Row dequantizes row r of a q5k16 matrix into dst.
+func (m *Mat) q5k16Row(dst []float32, r int) {
+	for b := 0; b < m.Cols/QKBlockSize; b++ {
+		u, pair := m.k16Unit(r, b, q5k16Unit, q5k8Unit)
+		weight, l, dm := q5k8Weight, r%8, 16
+		if pair {
+			weight, l, dm = q5k16Weight, r%16, q4k16DMin
+		}
+		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:]))
+		dmin := HalfToFloat(binary.LittleEndian.Uint16(u[dm+2*l:]))
+		for j := range 8 {
+			for i := range 32 {
+				sc, mn, q := weight(u, l, j, i)
+				dst[b*QKBlockSize+32*j+i] = d*float32(sc)*float32(q) - dmin*float32(mn)
+			}
+		}
+	}
+}
+
+// q5k16RowsGo computes output rows [r0, r1) of a MatMul of a q5k16
+// matrix in Go.
+func q5k16RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
+	for r := r0; r < r1; r++ {
+		u, pair := m.k16Unit(r, 0, q5k16Unit, q5k8Unit)
+		for j := 0; j < n; j++ {
+			y := xq[j*rb : (j+1)*rb]
+			if pair {
+				out[j*m.Rows+r] = k45DotAt(u, r%16, y, nb, q5k16Unit, q4k16DMin, q5k16Weight)
+			} else {
+				out[j*m.Rows+r] = k45DotAt(u, r%8, y, nb, q5k8Unit, 16, q5k8Weight)
+			}
+		}
+	}
+}

@@ -34,7 +34,7 @@ const (
 func NewQ40Mat(rows, cols int, raw []byte) (*Mat, error) {
 	m, err := newQ40Mat(rows, cols, raw)
 	if err == nil {
-		m.repack8(raw, false, 8*q40BlockBytes, q408Unit, repackQ408)
+		m.repackK(raw, false, 8*q40BlockBytes, q408Unit, repackQ408, repackQ4016)
 	}
 	return m, err
 }
@@ -44,7 +44,7 @@ func NewQ40Mat(rows, cols int, raw []byte) (*Mat, error) {
 func NewQ40MatMapped(rows, cols int, raw []byte) (*Mat, error) {
 	m, err := newQ40Mat(rows, cols, raw)
 	if err == nil {
-		m.repack8(raw, true, 8*q40BlockBytes, q408Unit, repackQ408)
+		m.repackK(raw, true, 8*q40BlockBytes, q408Unit, repackQ408, repackQ4016)
 	}
 	return m, err
 }
@@ -96,6 +96,10 @@ func q408Quant(u []byte, r, j, i int) byte {
 
 // q40Row dequantizes row r into dst.
 func (m *Mat) q40Row(dst []float32, r int) {
+	if m.k16 {
+		m.q4016Row(dst, r)
+		return
+	}
 	nb := m.Cols / QKBlockSize
 	for b := 0; b < nb; b++ {
 		u := m.kq[(r/8*nb+b)*q408Unit:][:q408Unit]
@@ -111,26 +115,15 @@ func (m *Mat) q40Row(dst []float32, r int) {
 // q408DotGo is the Q4_0 x Q8_K dot product of row l of a group (w its
 // units) and one activation row of nb blocks of 256.
 func q408DotGo(w []byte, l int, y []byte, nb int) float32 {
-	var sum float32
-	for b := 0; b < nb; b++ {
-		u, yb := w[b*q408Unit:], y[b*q8kBlockBytes:]
-		dy := math.Float32frombits(binary.LittleEndian.Uint32(yb))
-		var f float32
-		for j := range 8 {
-			var s int32
-			for i := range 32 {
-				s += int32(q408Quant(u, l, j, i)) * int32(int8(yb[q8kQuantOff+32*j+i]))
-			}
-			s -= 8 * int32(binary.LittleEndian.Uint32(yb[q8kSubSumsOff+4*j:]))
-			f += float32(s) * HalfToFloat(binary.LittleEndian.Uint16(u[16*j+2*l:]))
-		}
-		sum += f * dy
-	}
-	return sum
+	return q40DotAt(w, l, y, nb, q408Unit, 16, q408Quant)
 }
 
 // q40RowsGo computes output rows [r0, r1) of a Q4_0 MatMul.
 func q40RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	if m.k16 {
+		q4016RowsGo(out, m, xq, n, r0, r1)
+		return
+	}
 	k8RowsGo(out, m, xq, n, r0, r1, q408Unit, q408DotGo)
 }
 

@@ -16,12 +16,13 @@ import (
 // holds two sub-blocks, low nibbles first. Weight i of sub-block j is
 // d*sc_j*q_i - dmin*m_j.
 //
-// A Q8_K activation block (this package's layout, 516 bytes) holds the
+// A Q8_K activation block (this package's layout, 580 bytes) holds the
 // float32 scale d_y, 256 int8 quants, the 16 int16 sums of their runs of
 // 16 and the 8 int32 sums of their runs of 32, then what the AVX-512
 // VNNI tiles of the 16-row layouts (k16.go) take from memory as they are:
 // the runs of 32's sums times -8 (int32), the same sums as int16 and
-// times 8 as int16, and the sums of the runs of 8 times -32 (int32).
+// times 8 as int16, the sums of the runs of 8 times -32 (int32) and those
+// of the runs of 16 times -16 (int32).
 // Then the dot product of a super-block is
 //
 //	d_y*d * Σ_j sc_j Σ_{i in j} q_i*y_i  -  d_y*dmin * Σ_j m_j*(bsum_2j + bsum_2j+1)
@@ -30,7 +31,7 @@ import (
 const (
 	QKBlockSize   = 256 // weights of a K-quant super-block
 	q4kBlockBytes = 144
-	q8kBlockBytes = 516
+	q8kBlockBytes = 580
 	q8kQuantOff   = 4
 	q8kSumsOff    = 260
 	q8kSubSumsOff = 292 // 8 int32: the sums of the quants' runs of 32 (for Q4_0)
@@ -38,6 +39,7 @@ const (
 	q8kSub16Off   = 356 // 8 int16: the runs of 32's sums
 	q8kSub16x8Off = 372 // 8 int16: 8 times the runs of 32's sums
 	q8kNeg32Off   = 388 // 32 int32: -32 times the runs of 8's sums
+	q8kNeg16Off   = 516 // 16 int32: -16 times the runs of 16's sums
 )
 
 // Q4_K matrices whose rows are a multiple of 8 are kept in groups of
@@ -109,18 +111,13 @@ func NewQ4KMatMapped(rows, cols int, raw []byte) (*Mat, error) {
 	return m, nil
 }
 
-// repack8 puts the row-major super-blocks raw (blk bytes each) into m.kq
+// repackK puts the row-major super-blocks raw (blk bytes each) into m.kq
 // in groups of eight rows, unit bytes per group and super-block, each
 // unit written by pack from the eight rows' blocks (the first at src[0:],
-// the others stride bytes apart); raw's pages are released as it goes
-// when release is set.
-func (m *Mat) repack8(raw []byte, release bool, blk, unit int, pack func(dst, src []byte, stride int)) {
-	m.repackK(raw, release, blk, unit, pack, nil)
-}
-
-// repackK is repack8, but with pack16 not nil and useK16 set it makes
-// the 16-row layout: pairs of groups in units of 2*unit bytes written by
-// pack16 from sixteen rows' blocks, a last group of eight by pack.
+// the others stride bytes apart); or, with pack16 not nil and useK16
+// set, in the 16-row layout: pairs of groups in units of 2*unit bytes
+// written by pack16 from sixteen rows' blocks, a last group of eight by
+// pack. raw's pages are released as it goes when release is set.
 func (m *Mat) repackK(raw []byte, release bool, blk, unit int, pack, pack16 func(dst, src []byte, stride int)) {
 	nb := m.Cols / QKBlockSize
 	group := 8 * m.kRow // source bytes of a group
@@ -306,6 +303,7 @@ func quantizeQ8KRow(dst []byte, x []float32) {
 				s += int16(v)
 			}
 			binary.LittleEndian.PutUint16(o[q8kSumsOff+2*g:], uint16(s))
+			binary.LittleEndian.PutUint32(o[q8kNeg16Off+4*g:], uint32(-16*int32(s)))
 		}
 		for j := range 8 {
 			s := int32(int16(binary.LittleEndian.Uint16(o[q8kSumsOff+4*j:]))) + int32(int16(binary.LittleEndian.Uint16(o[q8kSumsOff+4*j+2:])))

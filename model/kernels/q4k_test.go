@@ -195,6 +195,9 @@ func TestQuantizeQ8K(t *testing.T) {
 			if got := int16(binary.LittleEndian.Uint16(o[q8kSumsOff+2*g:])); got != sum {
 				t.Fatalf("block %d run %d: sum %d, want %d", b, g, got, sum)
 			}
+			if got := int32(binary.LittleEndian.Uint32(o[q8kNeg16Off+4*g:])); got != -16*int32(sum) {
+				t.Fatalf("block %d run %d: -16 sum %d, want %d", b, g, got, -16*int32(sum))
+			}
 		}
 		for j := range 8 {
 			var sum int32
@@ -418,6 +421,9 @@ func TestK8VNNIMatchesAVX2(t *testing.T) {
 			withLevels(t, levelAVX512, levelAVX512, func() { m8.MatMul(b, x, n) })
 			if !slices.Equal(a, b) {
 				t.Errorf("%v n=%d: the eight-row VNNI and AVX2 tiles differ", m8.Type, n)
+			}
+			if !m16.k16 {
+				t.Errorf("%v: k16 %v", m16.Type, m16.k16)
 			}
 			gfni := hasGFNI
 			for _, gf := range []bool{false, gfni} {

@@ -30,7 +30,7 @@ const (
 func NewQ5KMat(rows, cols int, raw []byte) (*Mat, error) {
 	m, err := newQ5KMat(rows, cols, raw)
 	if err == nil {
-		m.repack8(raw, false, q5kBlockBytes, q5k8Unit, repackQ5K8)
+		m.repackK(raw, false, q5kBlockBytes, q5k8Unit, repackQ5K8, repackQ5K16)
 	}
 	return m, err
 }
@@ -40,7 +40,7 @@ func NewQ5KMat(rows, cols int, raw []byte) (*Mat, error) {
 func NewQ5KMatMapped(rows, cols int, raw []byte) (*Mat, error) {
 	m, err := newQ5KMat(rows, cols, raw)
 	if err == nil {
-		m.repack8(raw, true, q5kBlockBytes, q5k8Unit, repackQ5K8)
+		m.repackK(raw, true, q5kBlockBytes, q5k8Unit, repackQ5K8, repackQ5K16)
 	}
 	return m, err
 }
@@ -89,6 +89,10 @@ func q5k8Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
 
 // q5kRow dequantizes row r into dst.
 func (m *Mat) q5kRow(dst []float32, r int) {
+	if m.k16 {
+		m.q5k16Row(dst, r)
+		return
+	}
 	nb := m.Cols / QKBlockSize
 	for b := 0; b < nb; b++ {
 		u := m.kq[(r/8*nb+b)*q5k8Unit:][:q5k8Unit]
@@ -106,6 +110,10 @@ func (m *Mat) q5kRow(dst []float32, r int) {
 
 // q5kRowsGo computes output rows [r0, r1) of a Q5_K MatMul.
 func q5kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
+	if m.k16 {
+		q5k16RowsGo(out, m, xq, n, r0, r1)
+		return
+	}
 	k8RowsGo(out, m, xq, n, r0, r1, q5k8Unit, func(w []byte, l int, y []byte, nb int) float32 {
 		return k45DotGo(w, l, y, nb, q5k8Unit, q5k8Weight)
 	})

@@ -262,6 +262,16 @@ func genK16() {
 	for nx := 1; nx <= k16NXMax; nx++ {
 		q6k16VNNI(nx)
 	}
+	for _, gf := range []bool{false, true} {
+		for nx := 1; nx <= k16NXMax; nx++ {
+			q4016VNNI(nx, gf)
+		}
+	}
+	for _, gf := range []bool{false, true} {
+		for nx := 1; nx <= k16NXMax; nx++ {
+			q5k16VNNI(nx, gf)
+		}
+	}
 }
 
 const (
@@ -366,6 +376,234 @@ func q6k16VNNI(nx int) {
 			VMULPS_BCST(Mem{Base: xr[i]}, dD, d)
 			VCVTDQ2PS(sumi[i], f)
 			VFMADD231PS(f, d, a)
+			VMOVUPS(a, acc[i])
+		}
+	})
+}
+
+const (
+	q4016Unit   = 2 * q408Unit
+	q4016Quants = 256
+)
+
+// q4016VNNI generates q4016Tile{nx}VNNI (or GFNI): the q408 tiles' sums
+// (q408Tile) on the q4016 layout, each block's sums started from -8 times
+// the activations' sums, two blocks at a time.
+func q4016VNNI(nx int, gf bool) {
+	suffix := "VNNI"
+	if gf {
+		suffix = "GFNI"
+	}
+	name := fmt.Sprintf("q4016Tile%d%s", nx, suffix)
+	mask0F := vnniConsts().Offset(0)
+	doc := fmt.Sprintf("%s computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times %d Q8_K activation rows.", name, nx)
+	k16Loop(name, doc, nx, q4016Unit, func(wp reg.Register, xr []reg.Register, acc []Mem, w wsrc) {
+		nx := len(xr)
+		fb := make([]reg.VecVirtual, nx)
+		for jp := 0; jp < 4; jp++ {
+			var s [2][]reg.VecVirtual
+			for h := range s {
+				s[h] = make([]reg.VecVirtual, nx)
+			}
+			for v := 0; v < 4; v++ {
+				for h := 0; h < 2; h++ {
+					j := 2*jp + h
+					off := q4016Quants + 256*j + 64*v
+					var q reg.VecVirtual
+					load := func() reg.VecVirtual {
+						if q == nil {
+							PREFETCHT0(Mem{Base: wp, Disp: q4016Unit + off})
+							if j < 4 && v == 0 {
+								PREFETCHT0(Mem{Base: wp, Disp: q4016Unit + 64*j})
+							}
+							q = ZMM()
+							VMOVDQU64(Mem{Base: wp, Disp: off}, q)
+						}
+						return q
+					}
+					lo := w(2*(4*j+v), func() reg.VecVirtual {
+						lo := ZMM()
+						VPANDD_BCST(mask0F, load(), lo)
+						return lo
+					})
+					hi := w(2*(4*j+v)+1, func() reg.VecVirtual {
+						hi := ZMM()
+						if gf {
+							VGF2P8AFFINEQB_BCST(U8(0), gfShr4(), load(), hi)
+						} else {
+							VPSRLW(U8(4), load(), hi)
+							VPANDD_BCST(mask0F, hi, hi)
+						}
+						return hi
+					})
+					for i := 0; i < nx; i++ {
+						if v == 0 {
+							s[h][i] = ZMM()
+							VPBROADCASTD(Mem{Base: xr[i], Disp: q8kNeg8 + 4*j}, s[h][i])
+						}
+						VPDPBUSD_BCST(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v}, lo, s[h][i])
+						VPDPBUSD_BCST(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v + 4}, hi, s[h][i])
+					}
+				}
+			}
+			for h := 0; h < 2; h++ {
+				j := 2*jp + h
+				d := ZMM()
+				VCVTPH2PS(Mem{Base: wp, Disp: 32 * j}, d)
+				for i := 0; i < nx; i++ {
+					VCVTDQ2PS(s[h][i], s[h][i])
+					if j == 0 {
+						fb[i] = ZMM()
+						VMULPS(d, s[h][i], fb[i])
+					} else {
+						VFMADD231PS(d, s[h][i], fb[i])
+					}
+				}
+			}
+		}
+		for i := 0; i < nx; i++ {
+			a := ZMM()
+			VMOVUPS(acc[i], a)
+			VFMADD231PS_BCST(Mem{Base: xr[i]}, fb[i], a)
+			VMOVUPS(a, acc[i])
+		}
+	})
+}
+
+const q5k16Unit = q4k16Unit + 512
+
+// q5k16VNNI generates q5k16Tile{nx}VNNI (or GFNI): the q5k8 tiles' sums
+// (k8Tile45) on the q5k16 layout, a half sub-block's 16 products of a row
+// summed from -16 times the activations' run sum and added in by one
+// VPDPWSSD.
+func q5k16VNNI(nx int, gf bool) {
+	suffix := "VNNI"
+	if gf {
+		suffix = "GFNI"
+	}
+	name := fmt.Sprintf("q5k16Tile%d%s", nx, suffix)
+	cst := vnniConsts()
+	mask0F, bit4 := cst.Offset(0), cst.Offset(4)
+	orBit := ternImm(func(a, b, c bool) bool { return a || b && c })
+	doc := fmt.Sprintf("%s computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times %d Q8_K activation rows.", name, nx)
+	lowWord := constTable("klowword", func() []uint32 { return []uint32{0x0000FFFF} })
+	k16Loop(name, doc, nx, q5k16Unit, func(wp reg.Register, xr []reg.Register, acc []Mem, w wsrc) {
+		nx := len(xr)
+		// sumi starts at Σ_j 16*sc_j*bsum_j: the scale pairs times 16
+		// by the activations' pairs of bsum.
+		sumi := make([]reg.VecVirtual, nx)
+		sp := make([]reg.VecVirtual, 4)
+		for p := range sp {
+			sp[p] = ZMM()
+			VPMOVZXBW(Mem{Base: wp, Disp: q4k16Scales + 32*p}, sp[p])
+			s16 := ZMM()
+			VPSLLW(U8(4), sp[p], s16)
+			for i := 0; i < nx; i++ {
+				if p == 0 {
+					sumi[i] = zeroed()
+				}
+				VPDPWSSD_BCST(Mem{Base: xr[i], Disp: q8kSub16 + 4*p}, s16, sumi[i])
+			}
+		}
+		for j := 0; j < 8; j++ {
+			sc := ZMM()
+			if j%2 == 0 {
+				VPANDD_BCST(lowWord, sp[j/2], sc)
+			} else {
+				VPSRLD(U8(16), sp[j/2], sc)
+			}
+			var fifth reg.VecVirtual
+			for half := 0; half < 2; half++ {
+				s := make([]reg.VecVirtual, nx)
+				for i := 0; i < nx; i++ {
+					s[i] = ZMM()
+					VPBROADCASTD(Mem{Base: xr[i], Disp: q8kNeg16 + 4*(2*j+half)}, s[i])
+				}
+				for v := 2 * half; v < 2*half+2; v++ {
+					off := q4k16Quants + 256*j + 64*v
+					var q reg.VecVirtual
+					load := func() reg.VecVirtual {
+						if q == nil {
+							PREFETCHT0(Mem{Base: wp, Disp: q5k16Unit + off})
+							if v == 0 {
+								PREFETCHT0(Mem{Base: wp, Disp: q5k16Unit + q4k16Unit + 64*j})
+								if j < 5 {
+									PREFETCHT0(Mem{Base: wp, Disp: q5k16Unit + 64*j})
+								}
+							}
+							q = ZMM()
+							VMOVDQU64(Mem{Base: wp, Disp: off}, q)
+						}
+						return q
+					}
+					getFifth := func() reg.VecVirtual {
+						if fifth == nil {
+							fifth = ZMM()
+							VMOVDQU64(Mem{Base: wp, Disp: q4k16Unit + 64*j}, fifth)
+						}
+						return fifth
+					}
+					var vec [2]reg.VecVirtual
+					for h := 0; h < 2; h++ {
+						k := 2*v + h
+						vec[h] = w(2*(4*j+v)+h, func() reg.VecVirtual {
+							qv := ZMM()
+							switch {
+							case h == 0:
+								VPANDD_BCST(mask0F, load(), qv)
+							case gf:
+								VGF2P8AFFINEQB_BCST(U8(0), gfShr4(), load(), qv)
+							default:
+								VPSRLW(U8(4), load(), qv)
+								VPANDD_BCST(mask0F, qv, qv)
+							}
+							// The fifth bit k, moved to bit 4, ORed in.
+							t := ZMM()
+							switch {
+							case k < 4:
+								VPSLLW(U8(4-k), getFifth(), t)
+							case k > 4:
+								VPSRLW(U8(k-4), getFifth(), t)
+							default:
+								t = getFifth()
+							}
+							VPTERNLOGD_BCST(U8(orBit), bit4, t, qv)
+							return qv
+						})
+					}
+					for i := 0; i < nx; i++ {
+						VPDPBUSD_BCST(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v}, vec[0], s[i])
+						VPDPBUSD_BCST(Mem{Base: xr[i], Disp: q8kQuants + 32*j + 8*v + 4}, vec[1], s[i])
+					}
+				}
+				for i := 0; i < nx; i++ {
+					VPDPWSSD(sc, s[i], sumi[i])
+				}
+			}
+		}
+		mi := make([]reg.VecVirtual, nx)
+		for p := 0; p < 4; p++ {
+			m := ZMM()
+			VPMOVZXBW(Mem{Base: wp, Disp: q4k16Mins + 32*p}, m)
+			for i := 0; i < nx; i++ {
+				if p == 0 {
+					mi[i] = zeroed()
+				}
+				VPDPWSSD_BCST(Mem{Base: xr[i], Disp: q8kSub16 + 4*p}, m, mi[i])
+			}
+		}
+		dD, dM := ZMM(), ZMM()
+		VCVTPH2PS(Mem{Base: wp}, dD)
+		VCVTPH2PS(Mem{Base: wp, Disp: q4k16DMin}, dM)
+		for i := 0; i < nx; i++ {
+			d, f, a := ZMM(), ZMM(), ZMM()
+			VMOVUPS(acc[i], a)
+			VMULPS_BCST(Mem{Base: xr[i]}, dD, d)
+			VCVTDQ2PS(sumi[i], f)
+			VFMADD231PS(f, d, a)
+			VMULPS_BCST(Mem{Base: xr[i]}, dM, d)
+			VCVTDQ2PS(mi[i], f)
+			VFNMADD231PS(f, d, a)
 			VMOVUPS(a, acc[i])
 		}
 	})

@@ -16,7 +16,7 @@ import (
 // q4k.go in the kernels package.
 const (
 	q4kBlock   = 144
-	q8kBlock   = 516
+	q8kBlock   = 580
 	q8kQuants  = 4
 	q8kSums    = 260
 	q8kSubSums = 292 // 8 int32: the sums of the quants' runs of 32
@@ -24,6 +24,7 @@ const (
 	q8kSub16   = 356 // 8 int16: the runs of 32's sums
 	q8kSub16x8 = 372 // 8 int16: 8 times the runs of 32's sums
 	q8kNeg32   = 388 // 32 int32: -32 times the runs of 8's sums
+	q8kNeg16   = 516 // 16 int32: -16 times the runs of 16's sums
 	q4kNXMax   = 4   // activation rows per tile
 )
 

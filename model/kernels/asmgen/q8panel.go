@@ -666,6 +666,10 @@ func quantQ8KAVX2() {
 			r := XMM()
 			VEXTRACTI128(U8(1), runs[0], r)
 			VPADDD(r, runs[0].AsX(), r) // runs 2k .. 2k+3, int32
+			n16 := XMM()
+			VPSLLD(U8(4), r, n16)
+			VPSUBD(n16, zero, n16)
+			VMOVDQU(n16, Mem{Base: dst, Disp: q8kNeg16 + 8*k})
 			s32 := XMM()
 			VPHADDD(r, r, s32) // runs of 32: k, k+1
 			VMOVQ(s32, Mem{Base: dst, Disp: q8kSubSums + 4*k})
