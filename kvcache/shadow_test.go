@@ -77,9 +77,6 @@ func poisonFree(p *Pool) {
 	}
 }
 
-// writeNaN writes NaN keys and values into every layer of position pos of s.
-func writeNaN(p *Pool, s *Seq, pos int) { writeSlot(p, s, pos, nanVals(p)) }
-
 // fill writes recognizable values into every layer of position pos of s.
 func fill(p *Pool, s *Seq, pos int, tag float32) {
 	v := make([]float32, 0, p.layers*2*p.kvDim)

@@ -13,17 +13,17 @@ import (
 // slots hold NaN through reuse, forks, copies on write of staged and
 // sealed blocks, truncates and refills: after every step each live
 // position reads back exactly as last written, through ReadK/ReadV and
-// the block views (opsRun.verify), and a masked attention over every
+// the block views (storageStore.Check), and a masked attention over every
 // sequence, reading each block's valid slots as the forward pass does,
 // stays finite.
 func TestStaleDataNeverShows(t *testing.T) {
 	for _, dt := range []DType{F32, F16} {
 		t.Run(dt.String(), func(t *testing.T) {
 			p := newPool(t, Config{Layers: 2, KVDim: 4, HeadDim: 2, BlockSize: 4, DType: dt, MaxBlocks: 64})
-			r := &opsRun{t: t, p: p, hits: new(pathHits)}
+			r := &staleRun{p: storageStore{p}}
 			check := func(what string) {
 				t.Helper()
-				r.verify()
+				r.check(t)
 				for i, m := range r.live {
 					if err := maskedAttention(p, m.s); err != nil {
 						t.Fatalf("%s: sequence %d: %v", what, i, err)
@@ -32,7 +32,7 @@ func TestStaleDataNeverShows(t *testing.T) {
 			}
 			add := func(m *modelSeq, n int) {
 				for range n {
-					r.append(m)
+					r.append(t, m)
 					if pos := m.s.Len() - 1; (pos+1)%p.blockSize == 0 {
 						sealAll(p, m.s, pos/p.blockSize) // as the forward pass does
 					}
@@ -109,6 +109,45 @@ func TestStaleDataNeverShows(t *testing.T) {
 			checkInvariants(t, p, nil)
 		})
 	}
+}
+
+// staleRun is the model of the live sequences: per position, the values
+// last written there.
+type staleRun struct {
+	p    storageStore
+	live []*modelSeq
+	next float32
+}
+
+type modelSeq struct {
+	s   *Seq
+	pos [][]float32
+}
+
+// append appends a position to m and writes fresh values there, exact in
+// binary16.
+func (r *staleRun) append(t *testing.T, m *modelSeq) {
+	t.Helper()
+	pos, err := r.p.Append(m.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]float32, r.p.layers*2*r.p.kvDim)
+	for i := range vals {
+		r.next++
+		vals[i] = float32(int(r.next) % 2048)
+	}
+	r.p.Write(m.s, pos, vals)
+	m.pos = append(m.pos, vals)
+}
+
+func (r *staleRun) check(t *testing.T) {
+	t.Helper()
+	live, want := make([]*Seq, len(r.live)), make([][][]float32, len(r.live))
+	for i, m := range r.live {
+		live[i], want[i] = m.s, m.pos
+	}
+	r.p.Check(t, live, want)
 }
 
 // sealAll seals every kv head of block i of s in every layer.
