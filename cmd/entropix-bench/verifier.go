@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +28,7 @@ func init() {
 	register("train-verifier", "train an outcome verifier for a task model on its own answers to the arith training problems", runTrainVerifier)
 }
 
-const trainVerifierArgs = "[-m arith.gguf] [-o arith-verifier.gguf] [-n N] [-steps N] [-cache DIR] ..."
+const trainVerifierArgs = "[-m arith.gguf] [-base MODEL.gguf] [-o arith-verifier.gguf] [-n N] [-steps N] [-cache DIR] ..."
 
 // Verdict tokens of the arith verifier: single-character pieces of the
 // arith vocabulary.
@@ -34,7 +36,11 @@ const verdictYes, verdictNo = "Y", "N"
 
 func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("train-verifier", trainVerifierArgs, stderr)
-	modelPath := fs.String("m", "bench/models/arith.gguf", "the task model whose answers the verifier judges (an F32 GGUF written by train); the verifier starts from its weights")
+	modelPath := fs.String("m", "bench/models/arith.gguf", "the task model whose answers the verifier judges")
+	basePath := fs.String("base", "", "the model the verifier starts from, of the task model's vocabulary (an F32 GGUF written by train; default: -m)")
+	mixedRepeat := fs.Int("mixed-repeat", 1, "each answer to a problem with both right and wrong answers counts this many times, so that telling them apart outweighs telling hard problems from easy ones")
+	uniformShare := fs.Float64("uniform-share", 1, "share of the answers to problems whose answers are all right or all wrong kept (drawn with -seed)")
+	lmShare := fs.Float64("lm-share", 0, "also train the base to write the right answers: this many language-model examples per verdict example (the loss on their tokens too)")
 	out := fs.String("o", "arith-verifier.gguf", "the verifier, GGUF (written atomically at the end)")
 	dataPath := fs.String("data", "", "training problems, GSM8K-format JSONL, optionally gzipped (default: ../shared/"+sharedArithTrain+")")
 	testPath := fs.String("test", "", "test problems for the verifier's accuracy and calibration (default: ../shared/"+sharedArith+")")
@@ -60,8 +66,14 @@ func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *n < 1 || *steps < 1 || *batch < 1 || *samples < 1 || *rows < 1 || *maxTokens < 1 || *testN < 0 || *testFrom < 0 {
-		return usagef("-n, -steps, -batch, -samples, -rows and -max-tokens take numbers > 0")
+	if *n < 1 || *steps < 1 || *batch < 1 || *samples < 1 || *rows < 1 || *maxTokens < 1 || *testN < 0 || *testFrom < 0 || *mixedRepeat < 1 {
+		return usagef("-n, -steps, -batch, -samples, -rows, -max-tokens and -mixed-repeat take numbers > 0")
+	}
+	if !(*uniformShare >= 0 && *uniformShare <= 1) || !(*lmShare >= 0 && *lmShare <= 10) {
+		return usagef("-uniform-share takes a share in [0, 1], -lm-share one in [0, 10]")
+	}
+	if *basePath == "" {
+		*basePath = *modelPath
 	}
 	if *threads > 0 {
 		kernels.SetThreads(*threads)
@@ -97,6 +109,16 @@ func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writ
 	no, okN := m.Tokenizer.Lookup(verdictNo)
 	if !okY || !okN {
 		return fmt.Errorf("train-verifier: %s's vocabulary lacks the verdict tokens %q and %q", *modelPath, verdictYes, verdictNo)
+	}
+	base := m
+	if *basePath != *modelPath {
+		if base, err = model.Load(*basePath, ""); err != nil {
+			return err
+		}
+		defer base.Close()
+		if err := sameVocab(base, m); err != nil {
+			return fmt.Errorf("train-verifier: -base %s cannot judge %s: %w", *basePath, *modelPath, err)
+		}
 	}
 	dcfg := bench.VerifierDataConfig{MaxTokens: *maxTokens, AdaptiveRows: *rows, Samples: *samples, Temperature: *temp, Seed: *seed, Parallel: *parallel}
 	draw := func(name, path string, from, count int) ([]bench.VerifierPath, error) {
@@ -139,20 +161,12 @@ func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writ
 			return err
 		}
 	}
-	right := 0
-	examples := make([]train.Example, len(trainPaths))
-	for i, p := range trainPaths {
-		v := no
-		if p.Right {
-			v, right = yes, right+1
-		}
-		in := append(append(append([]int(nil), p.Prompt...), p.Tokens...), m.Tokenizer.EOS())
-		examples[i] = train.VerdictExample(in, v)
-	}
-	fmt.Fprintf(stderr, "data: %d answers, %d right (%.1f%%)\n", len(examples), right, 100*float64(right)/float64(len(examples)))
+	examples, right := verifierExamples(trainPaths, m.Tokenizer.EOS(), yes, no, exampleMix{MixedRepeat: *mixedRepeat, UniformShare: *uniformShare, LMShare: *lmShare, Seed: *seed})
+	fmt.Fprintf(stderr, "data: %d answers, %d right (%.1f%%); %d examples (-mixed-repeat %d, -uniform-share %g, -lm-share %g)\n",
+		len(trainPaths), right, 100*float64(right)/float64(max(len(trainPaths), 1)), len(examples), *mixedRepeat, *uniformShare, *lmShare)
 
-	shape := train.ShapeOf("arith-verifier", m.Config)
-	init, err := train.TensorsFromGGUF(*modelPath, shape)
+	shape := train.ShapeOf("arith-verifier", base.Config)
+	init, err := train.TensorsFromGGUF(*basePath, shape)
 	if err != nil {
 		return err
 	}
@@ -170,7 +184,7 @@ func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	fmt.Fprintf(stderr, "training: %d steps of %d answers (%.2f epochs), lr %g -> %g, from %s, %d threads\n",
-		run.Steps, run.PerStep, loader.Epoch(run.Steps), run.LR, run.MinLR, *modelPath, kernels.Threads())
+		run.Steps, run.PerStep, loader.Epoch(run.Steps), run.LR, run.MinLR, *basePath, kernels.Threads())
 	tr := &train.Trainer{Model: tm, Opt: train.NewAdamW(tm.Tensors(), *wd), Data: loader, Run: run, Log: stderr}
 	var avg float64
 	tr.OnStep = func(st train.StepStats) {
@@ -222,10 +236,88 @@ func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writ
 	return nil
 }
 
+// sameVocab reports whether base, the starting point of a verifier, reads
+// the task model m's tokens (the check the engine makes of a verifier).
+func sameVocab(base, m *model.Model) error {
+	v, err := engine.NewVerifier(base, verdictYes, verdictNo)
+	if err != nil {
+		return err
+	}
+	return v.Fits(m)
+}
+
+// exampleMix says how a verifier's training examples are drawn from the
+// labelled answers.
+type exampleMix struct {
+	MixedRepeat  int     // times each answer to a problem with right and wrong answers counts
+	UniformShare float64 // share kept of the answers to problems whose answers agree
+	LMShare      float64 // language-model examples of right answers per verdict example
+	Seed         uint64
+}
+
+// verifierExamples returns the training examples of labelled answers ps
+// (verdict examples, then language-model ones, whose loss is on the answer
+// and its end of text) and how many of ps are right. Problems with both
+// right and wrong answers teach what a verifier is for, telling a right
+// answer from a wrong one to the same question; those whose answers agree
+// teach mostly how hard a problem looks, so mix can weigh them down.
+func verifierExamples(ps []bench.VerifierPath, eos, yes, no int, mix exampleMix) ([]train.Example, int) {
+	mixed := map[int][2]bool{}
+	right := 0
+	for _, p := range ps {
+		k := mixed[p.Problem]
+		if p.Right {
+			k[0] = true
+			right++
+		} else {
+			k[1] = true
+		}
+		mixed[p.Problem] = k
+	}
+	r := rand.New(rand.NewPCG(mix.Seed, 0x7e11))
+	var out []train.Example
+	var lm []train.Example
+	for _, p := range ps {
+		in := append(append(append([]int(nil), p.Prompt...), p.Tokens...), eos)
+		v := no
+		if p.Right {
+			v = yes
+			lm = append(lm, train.Example{Tokens: toInt32(in), PromptLen: len(p.Prompt)})
+		}
+		times := mix.MixedRepeat
+		if k := mixed[p.Problem]; !k[0] || !k[1] {
+			times = 0
+			if r.Float64() < mix.UniformShare {
+				times = 1
+			}
+		}
+		for range times {
+			out = append(out, train.VerdictExample(in, v))
+		}
+	}
+	if len(lm) > 0 {
+		n := int(math.Round(mix.LMShare * float64(len(out))))
+		for i := range n {
+			out = append(out, lm[i%len(lm)])
+		}
+	}
+	return out, right
+}
+
+// toInt32 returns the tokens ts as the trainer's int32s.
+func toInt32(ts []int) []int32 {
+	out := make([]int32, len(ts))
+	for i, t := range ts {
+		out[i] = int32(t)
+	}
+	return out
+}
+
 // judgeCalibration judges every path with v and measures the verdicts.
 func judgeCalibration(v *engine.Verifier, ps []bench.VerifierPath) (bench.Calibration, error) {
 	probs := make([]float64, len(ps))
 	right := make([]bool, len(ps))
+	problem := make([]int, len(ps))
 	for i := 0; i < len(ps); {
 		j := i
 		var paths [][]int
@@ -239,11 +331,11 @@ func judgeCalibration(v *engine.Verifier, ps []bench.VerifierPath) (bench.Calibr
 		}
 		copy(probs[i:], got)
 		for k := i; k < j; k++ {
-			right[k] = ps[k].Right
+			right[k], problem[k] = ps[k].Right, ps[k].Problem
 		}
 		i = j
 	}
-	return bench.Calibrate(probs, right, 10), nil
+	return bench.Calibrate(probs, right, 10).WithPairs(probs, right, problem), nil
 }
 
 // writePaths writes drawn answers as gzipped JSON lines.
