@@ -52,7 +52,8 @@ func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writ
 	temp := fs.Float64("temp", 0.8, "sampling temperature")
 	maxTokens := fs.Int("max-tokens", 192, "new tokens per answer")
 	parallel := fs.Int("parallel", 8, "searches at once while drawing answers (batched in one engine)")
-	steps := fs.Int("steps", 800, "optimizer steps")
+	steps := fs.Int("steps", 800, "optimizer steps (0 with -head: the base as it is)")
+	fitHead := fs.Bool("head", false, "also fit a head on the training answers that weighs in the verifier model's own log-probability of the answer (its least and summed token log-probability) with the verdict")
 	batch := fs.Int("batch", 48, "examples per step")
 	lr := fs.Float64("lr", 1e-3, "peak learning rate")
 	minLR := fs.Float64("min-lr", 1e-4, "learning rate at the end of the cosine decay")
@@ -66,8 +67,8 @@ func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *n < 1 || *steps < 1 || *batch < 1 || *samples < 1 || *rows < 1 || *maxTokens < 1 || *testN < 0 || *testFrom < 0 || *mixedRepeat < 1 {
-		return usagef("-n, -steps, -batch, -samples, -rows, -max-tokens and -mixed-repeat take numbers > 0")
+	if *n < 1 || *steps < 0 || (*steps == 0 && !*fitHead) || *batch < 1 || *samples < 1 || *rows < 1 || *maxTokens < 1 || *testN < 0 || *testFrom < 0 || *mixedRepeat < 1 {
+		return usagef("-n, -steps (but with -head), -batch, -samples, -rows, -max-tokens and -mixed-repeat take numbers > 0")
 	}
 	if !(*uniformShare >= 0 && *uniformShare <= 1) || !(*lmShare >= 0 && *lmShare <= 10) {
 		return usagef("-uniform-share takes a share in [0, 1], -lm-share one in [0, 10]")
@@ -176,31 +177,9 @@ func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	run := train.Run{Steps: *steps, Warmup: min(*warmup, *steps), LR: *lr, MinLR: min(*minLR, *lr), WeightDecay: *wd, Clip: *clip,
 		Seed: *seed, PerStep: *batch, RowLen: shape.ContextLen}
-	if err := run.Validate(); err != nil {
-		return usagef("%v", err)
-	}
-	loader, err := train.NewLoader(examples, *batch, shape.ContextLen, *seed)
-	if err != nil {
+	if err := trainVerifierModel(ctx, tm, examples, run, *basePath, *wd, stderr); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "training: %d steps of %d answers (%.2f epochs), lr %g -> %g, from %s, %d threads\n",
-		run.Steps, run.PerStep, loader.Epoch(run.Steps), run.LR, run.MinLR, *basePath, kernels.Threads())
-	tr := &train.Trainer{Model: tm, Opt: train.NewAdamW(tm.Tensors(), *wd), Data: loader, Run: run, Log: stderr}
-	var avg float64
-	tr.OnStep = func(st train.StepStats) {
-		avg = 0.9*avg + 0.1*st.Loss
-		if st.Step == 1 {
-			avg = st.Loss
-		}
-		if st.Step%20 == 0 || st.Step == run.Steps {
-			fmt.Fprintf(stderr, "step %d/%d loss %.4f (avg %.4f) lr %.2e %.0f tok/s ETA %s\n", st.Step, run.Steps, st.Loss, avg, st.LR, st.TokPerSec, st.ETA.Round(time.Second))
-		}
-	}
-	t0 := time.Now()
-	if err := tr.Train(ctx); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "trained %d steps in %s\n", run.Steps, time.Since(t0).Round(time.Second))
 
 	var buf bytes.Buffer
 	name := fmt.Sprintf("arith-verifier-d%d-l%d-seed%d", shape.Dim, shape.Layers, run.Seed)
@@ -209,6 +188,26 @@ func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	if err := writeFile(*out, func(w io.Writer) error { return engine.MarkVerifier(w, buf.Bytes(), verdictYes, verdictNo) }); err != nil {
 		return err
+	}
+	if *fitHead {
+		v, err := engine.LoadVerifier(*out)
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		fs, err := pathFeatures(v, trainPaths)
+		v.Model().Close()
+		if err != nil {
+			return err
+		}
+		w := mixWeights(trainPaths, *mixedRepeat, *uniformShare)
+		head := fitVerifierHead(fs, trainPaths, w)
+		fmt.Fprintf(stderr, "head fitted on %d training answers in %s: %+v\n", len(fs), time.Since(t0).Round(time.Second), head)
+		if err := writeFile(*out, func(w io.Writer) error {
+			return engine.MarkVerifierHead(w, buf.Bytes(), verdictYes, verdictNo, &head)
+		}); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", *out)
 	if len(testPaths) == 0 {
@@ -233,6 +232,39 @@ func runTrainVerifier(ctx context.Context, args []string, stdout, stderr io.Writ
 			return cal.WriteSVG(w, fmt.Sprintf("arith verifier: reliability on %d test answers", cal.N))
 		})
 	}
+	return nil
+}
+
+// trainVerifierModel fine-tunes tm on examples (nothing for 0 steps).
+func trainVerifierModel(ctx context.Context, tm *train.Model, examples []train.Example, run train.Run, from string, wd float64, stderr io.Writer) error {
+	if run.Steps == 0 {
+		return nil
+	}
+	if err := run.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	loader, err := train.NewLoader(examples, run.PerStep, run.RowLen, run.Seed)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "training: %d steps of %d answers (%.2f epochs), lr %g -> %g, from %s, %d threads\n",
+		run.Steps, run.PerStep, loader.Epoch(run.Steps), run.LR, run.MinLR, from, kernels.Threads())
+	tr := &train.Trainer{Model: tm, Opt: train.NewAdamW(tm.Tensors(), wd), Data: loader, Run: run, Log: stderr}
+	var avg float64
+	tr.OnStep = func(st train.StepStats) {
+		avg = 0.9*avg + 0.1*st.Loss
+		if st.Step == 1 {
+			avg = st.Loss
+		}
+		if st.Step%20 == 0 || st.Step == run.Steps {
+			fmt.Fprintf(stderr, "step %d/%d loss %.4f (avg %.4f) lr %.2e %.0f tok/s ETA %s\n", st.Step, run.Steps, st.Loss, avg, st.LR, st.TokPerSec, st.ETA.Round(time.Second))
+		}
+	}
+	t0 := time.Now()
+	if err := tr.Train(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "trained %d steps in %s\n", run.Steps, time.Since(t0).Round(time.Second))
 	return nil
 }
 
@@ -437,4 +469,171 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return writeFile(*svgPath, func(w io.Writer) error { return bench.CompareSVG(w, *title, series) })
 	}
 	return nil
+}
+
+// pathFeatures reads every path with v (grouped by problem, as drawn).
+func pathFeatures(v *engine.Verifier, ps []bench.VerifierPath) ([]engine.PathFeatures, error) {
+	out := make([]engine.PathFeatures, len(ps))
+	for i := 0; i < len(ps); {
+		j := i
+		var paths [][]int
+		for j < len(ps) && ps[j].Problem == ps[i].Problem {
+			paths = append(paths, ps[j].Tokens)
+			j++
+		}
+		fs, err := v.Features(ps[i].Prompt, paths)
+		if err != nil {
+			return nil, err
+		}
+		copy(out[i:], fs)
+		i = j
+	}
+	return out, nil
+}
+
+// mixWeights returns each answer's weight in fitting the head, as
+// verifierExamples weighs them: mixedRepeat for an answer to a problem
+// with right and wrong answers, uniformShare for the others.
+func mixWeights(ps []bench.VerifierPath, mixedRepeat int, uniformShare float64) []float64 {
+	kinds := map[int][2]bool{}
+	for _, p := range ps {
+		k := kinds[p.Problem]
+		if p.Right {
+			k[0] = true
+		} else {
+			k[1] = true
+		}
+		kinds[p.Problem] = k
+	}
+	w := make([]float64, len(ps))
+	for i, p := range ps {
+		w[i] = uniformShare
+		if k := kinds[p.Problem]; k[0] && k[1] {
+			w[i] = float64(mixedRepeat)
+		}
+	}
+	return w
+}
+
+// fitVerifierHead fits the head's weights by weighted logistic regression
+// of the answers' labels on their features (Newton's method on
+// standardized features, a small ridge; answers with a NaN verdict left
+// out).
+func fitVerifierHead(fs []engine.PathFeatures, ps []bench.VerifierPath, w []float64) engine.VerifierHead {
+	const k = 4
+	var xs [][k]float64
+	var ys, ws []float64
+	for i, f := range fs {
+		if math.IsNaN(f.Verdict) || w[i] == 0 {
+			continue
+		}
+		xs = append(xs, [k]float64{f.Verdict, f.MinLogProb, f.SumLogProb, 1})
+		y := 0.0
+		if ps[i].Right {
+			y = 1
+		}
+		ys, ws = append(ys, y), append(ws, w[i])
+	}
+	if len(xs) == 0 {
+		return engine.VerifierHead{}
+	}
+	// Standardize the three features.
+	var mean, sd [k]float64
+	var wsum float64
+	for i, x := range xs {
+		wsum += ws[i]
+		for j := range k - 1 {
+			mean[j] += ws[i] * x[j]
+		}
+	}
+	for j := range k - 1 {
+		mean[j] /= wsum
+	}
+	for i, x := range xs {
+		for j := range k - 1 {
+			d := x[j] - mean[j]
+			sd[j] += ws[i] * d * d
+		}
+	}
+	for j := range k - 1 {
+		sd[j] = math.Sqrt(sd[j] / wsum)
+		if sd[j] == 0 {
+			sd[j] = 1
+		}
+	}
+	z := make([][k]float64, len(xs))
+	for i, x := range xs {
+		for j := range k - 1 {
+			z[i][j] = (x[j] - mean[j]) / sd[j]
+		}
+		z[i][k-1] = 1
+	}
+	var b [k]float64
+	const ridge = 1e-3
+	for range 50 {
+		var g [k]float64
+		var h [k][k]float64
+		for i, x := range z {
+			s := 0.0
+			for j := range k {
+				s += b[j] * x[j]
+			}
+			p := 1 / (1 + math.Exp(-s))
+			for j := range k {
+				g[j] += ws[i] * (p - ys[i]) * x[j]
+				for l := range k {
+					h[j][l] += ws[i] * p * (1 - p) * x[j] * x[l]
+				}
+			}
+		}
+		for j := range k - 1 {
+			g[j] += ridge * wsum * b[j]
+			h[j][j] += ridge * wsum
+		}
+		d, ok := solve(h, g)
+		if !ok {
+			break
+		}
+		for j := range k {
+			b[j] -= d[j]
+		}
+	}
+	head := engine.VerifierHead{Verdict: b[0] / sd[0], MinLogProb: b[1] / sd[1], SumLogProb: b[2] / sd[2], Bias: b[3]}
+	head.Bias -= head.Verdict*mean[0] + head.MinLogProb*mean[1] + head.SumLogProb*mean[2]
+	return head
+}
+
+// solve solves h x = g by Gaussian elimination with partial pivoting,
+// false when h is singular.
+func solve(h [4][4]float64, g [4]float64) ([4]float64, bool) {
+	const n = 4
+	for c := range n {
+		p := c
+		for r := c + 1; r < n; r++ {
+			if math.Abs(h[r][c]) > math.Abs(h[p][c]) {
+				p = r
+			}
+		}
+		if math.Abs(h[p][c]) < 1e-12 {
+			return g, false
+		}
+		h[c], h[p] = h[p], h[c]
+		g[c], g[p] = g[p], g[c]
+		for r := c + 1; r < n; r++ {
+			f := h[r][c] / h[c][c]
+			for l := c; l < n; l++ {
+				h[r][l] -= f * h[c][l]
+			}
+			g[r] -= f * g[c]
+		}
+	}
+	var x [4]float64
+	for r := n - 1; r >= 0; r-- {
+		s := g[r]
+		for l := r + 1; l < n; l++ {
+			s -= h[r][l] * x[l]
+		}
+		x[r] = s / h[r][r]
+	}
+	return x, true
 }
