@@ -57,4 +57,4 @@ func (r *Report) coveragePlot(t *TaskReport) (*plot.Plot, error) {
 }
 
 // verifierRule says how the modes use a verifier's verdicts.
-const verifierRule = "beam-adaptive and beam vote on the answer with the summed probability × verdict of its paths, self-consistency with the summed verdicts of its samples, best-of-N takes the best-judged sample"
+const verifierRule = "beam-adaptive, beam and self-consistency vote on the answer with the summed verdicts of their paths, best-of-N takes the best-judged sample"

@@ -24,6 +24,55 @@ type Calibration struct {
 	// path gets a higher p than a wrong one (ties count half).
 	Accuracy, Brier, ECE, AUC float64
 	Bins                      []CalibrationBin
+	// PairRanking is the share of Pairs, each a right and a wrong path to
+	// the same problem, in which the right one gets the higher p (ties
+	// count half): what choosing among one problem's paths needs, which
+	// AUC mixes with telling hard problems from easy ones. Set by
+	// WithPairs.
+	PairRanking float64
+	Pairs       int
+}
+
+// WithPairs returns c with its pair ranking measured: probs and right as
+// given to Calibrate, problem the problem of each path.
+func (c Calibration) WithPairs(probs []float64, right []bool, problem []int) Calibration {
+	type side struct{ pos, neg []float64 }
+	by := map[int]*side{}
+	for i, p := range probs {
+		if math.IsNaN(p) {
+			continue
+		}
+		s := by[problem[i]]
+		if s == nil {
+			s = &side{}
+			by[problem[i]] = s
+		}
+		if right[i] {
+			s.pos = append(s.pos, p)
+		} else {
+			s.neg = append(s.neg, p)
+		}
+	}
+	var wins float64
+	c.Pairs = 0
+	for _, s := range by {
+		for _, p := range s.pos {
+			for _, q := range s.neg {
+				c.Pairs++
+				switch {
+				case p > q:
+					wins++
+				case p == q:
+					wins += 0.5
+				}
+			}
+		}
+	}
+	c.PairRanking = 0
+	if c.Pairs > 0 {
+		c.PairRanking = wins / float64(c.Pairs)
+	}
+	return c
 }
 
 // CalibrationBin is one bin of a reliability diagram: the paths whose p
@@ -100,6 +149,10 @@ func (c Calibration) Markdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d paths, %d right (%.1f%%): verdict accuracy %.1f%%, AUC %.3f, Brier %.4f, ECE %.3f\n\n",
 		c.N, c.Right, 100*float64(c.Right)/float64(max(c.N, 1)), 100*c.Accuracy, c.AUC, c.Brier, c.ECE)
+	if c.Pairs > 0 {
+		fmt.Fprintf(&b, "Pair ranking: of %d pairs of a right and a wrong answer to the same problem, the right one judged higher in %.1f%%\n\n",
+			c.Pairs, 100*c.PairRanking)
+	}
 	b.WriteString("| p(right) | paths | mean p | share right [95% CI] |\n| --- | ---: | ---: | ---: |\n")
 	for _, x := range c.Bins {
 		if x.N == 0 {

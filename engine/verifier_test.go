@@ -1,13 +1,18 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/gguf"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 	"github.com/entropix-search/entropix-search/tree"
 )
@@ -115,6 +120,111 @@ func TestVerifyPrefixSharing(t *testing.T) {
 	}
 }
 
+// TestVerifierFeatures checks the log-probabilities a verifier reads of
+// paths sharing prefixes against the model's reference forward pass of
+// each whole input, and that a head turns them into the probability.
+func TestVerifierFeatures(t *testing.T) {
+	m := loadArith(t)
+	v := testVerifier(t, m)
+	prompt := m.Tokenizer.Encode(arithPrompt, true)
+	enc := func(s string) []int { return m.Tokenizer.EncodeContinuation(s) }
+	paths := [][]int{
+		enc(" Ben has 2 * 31 = 62 cards.\n#### 62"),
+		enc(" Ben has 2 * 31 = 72 cards.\n#### 72"),
+		enc(" Ben has 2 * 31 = 62 cards.\n#### 62"),
+		enc(" Ben"),
+	}
+	fs, err := v.Features(prompt, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range paths {
+		in := v.Input(prompt, p)
+		ref, err := m.Reference(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, least := 0.0, math.Inf(1)
+		for j := len(prompt); j < len(in); j++ {
+			lp := float64(logSoftmax(nil, ref[j-1])[in[j]])
+			sum, least = sum+lp, min(least, lp)
+		}
+		last := ref[len(in)-1]
+		verdict := float64(last[v.yes] - last[v.no])
+		if f := fs[i]; math.Abs(f.SumLogProb-sum) > 1e-3 || math.Abs(f.MinLogProb-least) > 1e-3 || math.Abs(f.Verdict-verdict) > 1e-3 {
+			t.Errorf("path %d: %+v, the reference %v %v %v", i, f, verdict, least, sum)
+		}
+	}
+	h := VerifierHead{Verdict: 0.5, MinLogProb: 0.25, SumLogProb: 0.125, Bias: -1}
+	r, err := newVerifierRun(v.WithHead(&h), "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.run.Close()
+	probs, _, err := r.verify(prompt, paths, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range fs {
+		if want := h.Prob(f); math.Abs(probs[i]-want) > 1e-6 {
+			t.Errorf("path %d: p %v with the head, want %v", i, probs[i], want)
+		}
+	}
+}
+
+// TestVerifierHeadMetadata: a head written with the verifier's metadata
+// loads back; a head of the wrong length is one clear error.
+func TestVerifierHeadMetadata(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	h := VerifierHead{Verdict: -4, MinLogProb: 0.25, SumLogProb: 0.125, Bias: 2}
+	var out bytes.Buffer
+	if err := MarkVerifierHead(&out, b, "Y", "N", &h); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "v.gguf")
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v, err := LoadVerifier(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Model().Close()
+	if got := v.Head(); got == nil || *got != h {
+		t.Errorf("head %+v, want %+v", got, h)
+	}
+	if v.WithHead(nil).Head() != nil || v.Head() == nil {
+		t.Error("WithHead(nil) changed the verifier it was called on or kept the head")
+	}
+	// A head of three numbers.
+	f, err := gguf.Parse(out.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := slices.DeleteFunc(slices.Clone(f.KV), func(x gguf.KV) bool { return x.Key == VerifierHeadKey })
+	kv = append(kv, gguf.KV{Key: VerifierHeadKey, Value: gguf.Float32s([]float32{1, 2, 3})})
+	ts := make([]gguf.WriteTensor, len(f.Tensors))
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		ts[i] = gguf.WriteTensor{Name: t.Name, Dims: t.Dims, Type: t.Type, Data: f.TensorData(t)}
+	}
+	out.Reset()
+	if err := gguf.Write(&out, kv, ts); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.gguf")
+	if err := os.WriteFile(bad, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadVerifier(bad); !errors.Is(err, ErrVerifierMismatch) || !strings.Contains(err.Error(), VerifierHeadKey) {
+		t.Errorf("a head of 3 numbers: %v", err)
+	}
+}
+
 // TestVerifiedVote scripts the verdicts: the weighted vote takes the
 // answer of the largest summed verdicts (not the single best path), its
 // best-judged path; best-of-N the best-judged path; an unjudged path has
@@ -134,7 +244,7 @@ func TestVerifiedVote(t *testing.T) {
 	a1, a2, b, c := add(" x #### 1"), add(" y #### 1"), add(" z #### 2"), add(" w #### 3")
 	s.verified = map[tree.ID]float64{a1: 0.4, a2: 0.45, b: 0.7}
 	leaves := []tree.ID{a1, a2, b, c}
-	if id, ok := s.verifiedVote(leaves, false); !ok || id != a2 {
+	if id, ok := s.verifiedVote(leaves); !ok || id != a2 {
 		t.Errorf("weighted vote chose %v (%v), want %v: answer 1 has 0.85, answer 2 0.7", id, ok, a2)
 	}
 	s.opts.Mode = BestOfN
@@ -143,18 +253,11 @@ func TestVerifiedVote(t *testing.T) {
 		t.Errorf("best-of-N chose %v (%v), want %v", id, ok, b)
 	}
 	s.verified = map[tree.ID]float64{c: 0.1}
-	if id, ok := s.verifiedVote(leaves, false); !ok || id != c {
+	if id, ok := s.verifiedVote(leaves); !ok || id != c {
 		t.Errorf("the only judged path: chose %v (%v), want %v", id, ok, c)
 	}
-	// Weighed by probability too, a less probable path needs a better
-	// verdict.
-	s.t.Node(b).CumLogProb, s.t.Node(a1).CumLogProb, s.t.Node(a2).CumLogProb = math.Log(0.5), math.Log(0.3), math.Log(0.1)
-	s.verified = map[tree.ID]float64{a1: 0.4, a2: 0.45, b: 0.4}
-	if id, ok := s.verifiedVote(leaves, true); !ok || id != b {
-		t.Errorf("probability-weighted vote chose %v (%v), want %v: answer 2 weighs 0.5 × 0.4, answer 1 0.3 × 0.4 + 0.1 × 0.45", id, ok, b)
-	}
 	s.verified = nil
-	if _, ok := s.verifiedVote(leaves, false); ok {
+	if _, ok := s.verifiedVote(leaves); ok {
 		t.Error("no judged path: a vote")
 	}
 }

@@ -76,8 +76,21 @@ func TestTrainVerifier(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	// A second run reads the cached answers.
-	if code, _, errs = runCmd(t, args...); code != exitOK || !strings.Contains(errs, "read from") {
+	// A second run reads the cached answers; with -head (and no steps) the
+	// verifier weighs in its model's log-probability of the answer.
+	args = append(args, "-head", "-steps", "0", "-base", arithModel)
+	if code, _, errs = runCmd(t, args...); code != exitOK || !strings.Contains(errs, "read from") || !strings.Contains(errs, "head fitted") {
 		t.Errorf("second run: exit %d: %s", code, errs)
+	}
+	vh, err := engine.LoadVerifier(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vh.Model().Close()
+	if vh.Head() == nil {
+		t.Error("-head wrote no head")
+	}
+	if code, _, errs := runCmd(t, "train-verifier", "-steps", "0", "-o", out); code != exitUsage {
+		t.Errorf("-steps 0 without -head: exit %d, %s", code, errs)
 	}
 }
