@@ -1,9 +1,6 @@
 package kernels
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "fmt"
 
 // Q5_K weights are Q4_K ones with a fifth bit: a super-block of 256
 // weights in 176 bytes holds float16 d and dmin, the same twelve bytes of
@@ -89,33 +86,15 @@ func q5k8Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
 
 // q5kRow dequantizes row r into dst.
 func (m *Mat) q5kRow(dst []float32, r int) {
-	if m.k16 {
-		m.q5k16Row(dst, r)
-		return
-	}
-	nb := m.Cols / QKBlockSize
-	for b := 0; b < nb; b++ {
-		u := m.kq[(r/8*nb+b)*q5k8Unit:][:q5k8Unit]
-		l := r % 8
-		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:]))
-		dmin := HalfToFloat(binary.LittleEndian.Uint16(u[16+2*l:]))
-		for j := range 8 {
-			for i := range 32 {
-				sc, mn, q := q5k8Weight(u, l, j, i)
-				dst[b*QKBlockSize+32*j+i] = d*float32(sc)*float32(q) - dmin*float32(mn)
-			}
-		}
-	}
+	m.k45Row(dst, r, q5k8Unit, q5k8Weight, q5k16Weight)
 }
 
 // q5kRowsGo computes output rows [r0, r1) of a Q5_K MatMul.
 func q5kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	if m.k16 {
-		q5k16RowsGo(out, m, xq, n, r0, r1)
-		return
-	}
 	k8RowsGo(out, m, xq, n, r0, r1, q5k8Unit, func(w []byte, l int, y []byte, nb int) float32 {
 		return k45DotGo(w, l, y, nb, q5k8Unit, q5k8Weight)
+	}, func(w []byte, l int, y []byte, nb int) float32 {
+		return k45DotAt(w, l, y, nb, q5k16Unit, q4k16DMin, q5k16Weight)
 	})
 }
 
