@@ -779,7 +779,7 @@ func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		return
 	}
 	if m.k16 {
-		k16RowsTiles(&q6k16GFNI, &q6k8Tiles, q6k8Unit, out, m, xq, n, r0, r1, q6kRowsGo)
+		k16RowsTiles(q6k16GFNI, &q6k8Tiles, q6k8Unit, out, m, xq, n, r0, r1, q6kRowsGo)
 		return
 	}
 	if m.k8 {
@@ -799,9 +799,9 @@ func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		return
 	}
 	if m.k16 {
-		vnni := &q4k16VNNI
+		vnni := q4k16VNNI
 		if hasGFNI {
-			vnni = &q4k16GFNI
+			vnni = q4k16GFNI
 		}
 		k16RowsTiles(vnni, &q4k8Tiles, q4k8Unit, out, m, xq, n, r0, r1, q4kRowsGo)
 		return
@@ -829,9 +829,9 @@ func q40Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		return
 	}
 	if m.k16 {
-		vnni := &q4016VNNI
+		vnni := q4016VNNI
 		if hasGFNI {
-			vnni = &q4016GFNI
+			vnni = q4016GFNI
 		}
 		k16RowsTiles(vnni, &q408Tiles, q408Unit, out, m, xq, n, r0, r1, q40RowsGo)
 		return
@@ -847,9 +847,9 @@ func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		return
 	}
 	if m.k16 {
-		vnni := &q5k16VNNI
+		vnni := q5k16VNNI
 		if hasGFNI {
-			vnni = &q5k16GFNI
+			vnni = q5k16GFNI
 		}
 		k16RowsTiles(vnni, &q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1, q5kRowsGo)
 		return
@@ -886,19 +886,31 @@ func k8RowsTiles(vnni *[kvnniNX]kTileFunc, tiles *[4]kTileFunc, unit int, out []
 	}
 }
 
-var q4k16VNNI = [...]kTileFunc{q4k16Tile1VNNI, q4k16Tile2VNNI, q4k16Tile3VNNI, q4k16Tile4VNNI, q4k16Tile5VNNI, q4k16Tile6VNNI, q4k16Tile7VNNI, q4k16Tile8VNNI, q4k16Tile9VNNI, q4k16Tile10VNNI, q4k16Tile11VNNI, q4k16Tile12VNNI, q4k16Tile13VNNI, q4k16Tile14VNNI, q4k16Tile15VNNI, q4k16Tile16VNNI}
+var q4k16VNNI = k16Table(q4k16TileVNNI)
 
-var q4016VNNI = [...]kTileFunc{q4016Tile1VNNI, q4016Tile2VNNI, q4016Tile3VNNI, q4016Tile4VNNI, q4016Tile5VNNI, q4016Tile6VNNI, q4016Tile7VNNI, q4016Tile8VNNI, q4016Tile9VNNI, q4016Tile10VNNI, q4016Tile11VNNI, q4016Tile12VNNI, q4016Tile13VNNI, q4016Tile14VNNI, q4016Tile15VNNI, q4016Tile16VNNI}
+var q4016VNNI = k16Table(q4016TileVNNI)
 
-var q4016GFNI = [...]kTileFunc{q4016Tile1GFNI, q4016Tile2GFNI, q4016Tile3GFNI, q4016Tile4GFNI, q4016Tile5GFNI, q4016Tile6GFNI, q4016Tile7GFNI, q4016Tile8GFNI, q4016Tile9GFNI, q4016Tile10GFNI, q4016Tile11GFNI, q4016Tile12GFNI, q4016Tile13GFNI, q4016Tile14GFNI, q4016Tile15GFNI, q4016Tile16GFNI}
+var q4016GFNI = k16Table(q4016TileGFNI)
 
-var q5k16VNNI = [...]kTileFunc{q5k16Tile1VNNI, q5k16Tile2VNNI, q5k16Tile3VNNI, q5k16Tile4VNNI, q5k16Tile5VNNI, q5k16Tile6VNNI, q5k16Tile7VNNI, q5k16Tile8VNNI, q5k16Tile9VNNI, q5k16Tile10VNNI, q5k16Tile11VNNI, q5k16Tile12VNNI, q5k16Tile13VNNI, q5k16Tile14VNNI, q5k16Tile15VNNI, q5k16Tile16VNNI}
+var q5k16VNNI = k16Table(q5k16TileVNNI)
 
-var q5k16GFNI = [...]kTileFunc{q5k16Tile1GFNI, q5k16Tile2GFNI, q5k16Tile3GFNI, q5k16Tile4GFNI, q5k16Tile5GFNI, q5k16Tile6GFNI, q5k16Tile7GFNI, q5k16Tile8GFNI, q5k16Tile9GFNI, q5k16Tile10GFNI, q5k16Tile11GFNI, q5k16Tile12GFNI, q5k16Tile13GFNI, q5k16Tile14GFNI, q5k16Tile15GFNI, q5k16Tile16GFNI}
+var q5k16GFNI = k16Table(q5k16TileGFNI)
 
-var q6k16GFNI = [...]kTileFunc{q6k16Tile1GFNI, q6k16Tile2GFNI, q6k16Tile3GFNI, q6k16Tile4GFNI, q6k16Tile5GFNI, q6k16Tile6GFNI, q6k16Tile7GFNI, q6k16Tile8GFNI, q6k16Tile9GFNI, q6k16Tile10GFNI, q6k16Tile11GFNI, q6k16Tile12GFNI, q6k16Tile13GFNI, q6k16Tile14GFNI, q6k16Tile15GFNI, q6k16Tile16GFNI}
+var q6k16GFNI = k16Table(q6k16TileGFNI)
 
-var q4k16GFNI = [...]kTileFunc{q4k16Tile1GFNI, q4k16Tile2GFNI, q4k16Tile3GFNI, q4k16Tile4GFNI, q4k16Tile5GFNI, q4k16Tile6GFNI, q4k16Tile7GFNI, q4k16Tile8GFNI, q4k16Tile9GFNI, q4k16Tile10GFNI, q4k16Tile11GFNI, q4k16Tile12GFNI, q4k16Tile13GFNI, q4k16Tile14GFNI, q4k16Tile15GFNI, q4k16Tile16GFNI}
+var q4k16GFNI = k16Table(q4k16TileGFNI)
+
+// k16Table returns the tiles of one to k16NX activation rows that tile,
+// a 16-row layout's VNNI tile (which takes the rows' count), makes.
+func k16Table(tile func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int, nx int)) *[k16NX]kTileFunc {
+	var t [k16NX]kTileFunc
+	for i := range t {
+		t[i] = func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int) {
+			tile(w, x, ldx, nb, out, ldo, npairs, i+1)
+		}
+	}
+	return &t
+}
 
 // k16RowsTiles is k8RowsTiles for the 16-row layouts (unit bytes a
 // group and super-block, twice that a pair): r0 a multiple of 16, r1 of
@@ -920,9 +932,8 @@ func k16RowsTiles(vnni *[k16NX]kTileFunc, tiles *[4]kTileFunc, unit int, out []f
 	}
 }
 
-// k16NX is the most activation rows of a 16-row layout's VNNI tile: up
-// to 8 in one pass over a super-block, up to 16 in two passes (the
-// second reading the weights the first unpacked from a buffer).
+// k16NX is the most activation rows of a 16-row layout's VNNI tile (its
+// rows in a loop, each step's weights unpacked once for all of them).
 const k16NX = 16
 
 // kvnniNX is the most activation rows of a VNNI tile.
