@@ -28,16 +28,17 @@ import (
 //   - Q8_0 MatMul: AVX-512 VNNI (VPDPBUSD on biased weights, plus an
 //     AVX-512 activation quantizer) if present, else AVX2 (VPMADDUBSW sign
 //     trick, pure-Go quantizer), else pure Go.
-//   - Q4_K, Q5_K, Q6_K and Q4_0 MatMul in the eight-row layouts: AVX-512
-//     VNNI tiles (two groups of eight rows a ZMM register, VPDPBUSD with
-//     the activation quants broadcast from memory; asmgen/kvnni.go) where
-//     the F32 and Q8_0 levels are both AVX-512, else the AVX2 tiles, else
-//     pure Go. Where those VNNI tiles run, Q4_K, Q5_K, Q4_0 and (with
-//     GFNI) Q6_K matrices are made in the 16-row layouts instead (k16.go), whose
-//     VNNI tiles (asmgen/k16.go) take up to 16 activation rows; the
-//     GF2P8AFFINEQB forms where there is GFNI. A matrix in a 16-row layout
-//     at a forced lower level (tests) takes the Go code. The file's layout
-//     (rows not a multiple of 8) has AVX2 tiles only.
+//   - Q4_K, Q5_K, Q6_K and Q4_0 MatMul: where the F32 and Q8_0 levels
+//     are both AVX-512 (VNNI), Q4_K, Q5_K, Q4_0 and (with GFNI) Q6_K
+//     matrices are made in the 16-row layouts (k16.go), whose VNNI tiles
+//     (asmgen/k16.go) take 1 to 16 activation rows, the GF2P8AFFINEQB
+//     forms where there is GFNI; Q6_K without GFNI keeps the eight-row
+//     layout with VNNI tiles (two groups of eight rows a ZMM register,
+//     VPDPBUSD with the activation quants broadcast from memory;
+//     asmgen/kvnni.go). Else the eight-row layouts' AVX2 tiles, else pure
+//     Go. A matrix in a 16-row layout at a forced lower level (tests)
+//     takes the Go code, one in an eight-row layout the AVX2 tiles. The
+//     file's layout (rows not a multiple of 8) has AVX2 tiles only.
 //   - F16 and BF16 MatMul: the F32 tiles widening each weight vector as
 //     they load it (halfmat.go).
 //
@@ -807,7 +808,7 @@ func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		return
 	}
 	if m.k8 {
-		k8RowsTiles(&q4k8VNNI, &q4k8Tiles, q4k8Unit, out, m, xq, n, r0, r1)
+		k8RowsTiles(nil, &q4k8Tiles, q4k8Unit, out, m, xq, n, r0, r1)
 		return
 	}
 	kRowsTiles(&q4kTiles, out, m, xq, n, r0, r1)
@@ -836,7 +837,7 @@ func q40Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		k16RowsTiles(vnni, &q408Tiles, q408Unit, out, m, xq, n, r0, r1, q40RowsGo)
 		return
 	}
-	k8RowsTiles(&q408VNNI, &q408Tiles, q408Unit, out, m, xq, n, r0, r1)
+	k8RowsTiles(nil, &q408Tiles, q408Unit, out, m, xq, n, r0, r1)
 }
 
 // q5kRows computes output rows [r0, r1) of a Q5_K MatMul (always in the
@@ -854,26 +855,22 @@ func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		k16RowsTiles(vnni, &q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1, q5kRowsGo)
 		return
 	}
-	k8RowsTiles(&q5k8VNNI, &q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1)
+	k8RowsTiles(nil, &q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1)
 }
 
-var q4k8VNNI = [...]kTileFunc{q4k8Tile1VNNI, q4k8Tile2VNNI, q4k8Tile3VNNI, q4k8Tile4VNNI, q4k8Tile5VNNI, q4k8Tile6VNNI, q4k8Tile7VNNI, q4k8Tile8VNNI}
-
-var q5k8VNNI = [...]kTileFunc{q5k8Tile1VNNI, q5k8Tile2VNNI, q5k8Tile3VNNI, q5k8Tile4VNNI, q5k8Tile5VNNI, q5k8Tile6VNNI, q5k8Tile7VNNI, q5k8Tile8VNNI}
-
 var q6k8VNNI = [...]kTileFunc{q6k8Tile1VNNI, q6k8Tile2VNNI, q6k8Tile3VNNI, q6k8Tile4VNNI, q6k8Tile5VNNI, q6k8Tile6VNNI, q6k8Tile7VNNI, q6k8Tile8VNNI}
-
-var q408VNNI = [...]kTileFunc{q408Tile1VNNI, q408Tile2VNNI, q408Tile3VNNI, q408Tile4VNNI, q408Tile5VNNI, q408Tile6VNNI, q408Tile7VNNI, q408Tile8VNNI}
 
 // k8RowsTiles is kRowsTiles for the eight-row layouts (q4k8, q6k8, q5k8,
 // q408: unit bytes per group and super-block): r0 and r1 are multiples of
 // 8 (the matrix's row blocks), the tiles' last argument counts groups.
-// With AVX-512 VNNI (the F32 and Q8_0 levels both AVX-512) the vnni tiles
-// take the groups two at a time (sixteen rows, one a ZMM lane), up to eight
-// activation rows a tile, and the AVX2 tiles a range's odd last group.
+// With AVX-512 VNNI (the F32 and Q8_0 levels both AVX-512) the vnni tiles,
+// where there are (Q6_K's: the other types take the 16-row layouts
+// wherever these would run), take the groups two at a time (sixteen rows,
+// one a ZMM lane), up to eight activation rows a tile, and the AVX2 tiles
+// a range's odd last group.
 func k8RowsTiles(vnni *[kvnniNX]kTileFunc, tiles *[4]kTileFunc, unit int, out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 	unitBytes := m.Cols / QKBlockSize * unit
-	if f32Level != levelAVX512 || q8Level != levelAVX512 {
+	if vnni == nil || f32Level != levelAVX512 || q8Level != levelAVX512 {
 		runKTiles(tiles[:], 8, unitBytes, out, m, xq, n, r0, r1)
 		return
 	}

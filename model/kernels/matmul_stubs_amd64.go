@@ -439,86 +439,6 @@ func q408Tile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngr
 //go:noescape
 func q408Tile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
 
-// q4k8Tile1VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile2VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile3VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile4VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile5VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile6VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile7VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile8VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile1VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile2VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile3VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile4VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile5VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile6VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile7VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile8VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
 // q6k8Tile1VNNI computes npairs pairs of groups of eight Q6_K weight rows (q6k8 layout) times 1 Q8_K activation rows.
 //
 //go:noescape
@@ -558,46 +478,6 @@ func q6k8Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npa
 //
 //go:noescape
 func q6k8Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q408Tile1VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q408Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q408Tile2VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q408Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q408Tile3VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q408Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q408Tile4VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q408Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q408Tile5VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q408Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q408Tile6VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q408Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q408Tile7VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q408Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q408Tile8VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q408Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
 
 // q4k16TileVNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times nx (1 to 16) Q8_K activation rows.
 //

@@ -392,10 +392,11 @@ func FuzzNewKQuantMat(f *testing.F) {
 	})
 }
 
-// The AVX-512 VNNI tiles of the eight- and 16-row layouts give the AVX2
-// tiles' products bit for bit: the same integer sums, the same float
-// steps in the same order lane by lane (pairs of groups and an odd last
-// one, tile widths 1 to 8).
+// The AVX-512 VNNI tiles of the eight-row layout (Q6_K's; the other
+// types' eight-row matrices take the AVX2 tiles at every level) and of
+// the 16-row layouts give the AVX2 tiles' products bit for bit: the same
+// integer sums, the same float steps in the same order lane by lane
+// (pairs of groups and an odd last one, 1 to 16 activation rows).
 func TestK8VNNIMatchesAVX2(t *testing.T) {
 	if !slices.Contains(f32Levels(), levelAVX512) || !slices.Contains(q8Levels(), levelAVX512) {
 		t.Skip("no AVX-512 VNNI")
