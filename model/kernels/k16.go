@@ -44,10 +44,18 @@ var useK16 = k16Tiles
 // first at src[0:144] and the others stride bytes apart.
 func repackQ4K16(dst, src []byte, stride int) {
 	var u [q4k8Unit]byte
+	repackK16(dst, src, stride, u[:], repackQ4K8, putK16Group)
+}
+
+// repackK16 writes a 16-row layout's unit dst of sixteen rows'
+// super-blocks (the first at src, the others stride bytes apart): for
+// each group h of eight rows, pack8 writes their eight-row unit into u
+// (cleared first) and put moves its bytes into their places in dst.
+func repackK16(dst, src []byte, stride int, u []byte, pack8 func(dst, src []byte, stride int), put func(dst, u []byte, h int)) {
 	for h := range 2 {
-		clear(u[:])
-		repackQ4K8(u[:], src[8*h*stride:], stride)
-		putK16Group(dst, u[:], h)
+		clear(u)
+		pack8(u, src[8*h*stride:], stride)
+		put(dst, u, h)
 	}
 }
 
@@ -73,12 +81,7 @@ func putK16Group(dst, u []byte, h int) {
 func q4k16Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
 	sc = u[q4k16Scales+32*(j/2)+2*r+j%2]
 	mn = u[q4k16Mins+32*(j/2)+2*r+j%2]
-	v, k := i/8, i%8
-	b := u[q4k16Quants+256*j+64*v+4*r+k%4]
-	if k < 4 {
-		return sc, mn, b & 15
-	}
-	return sc, mn, b >> 4
+	return sc, mn, quarterNibble(u[q4k16Quants+256*j:], 64, r, i)
 }
 
 // kUnit returns the unit holding super-block b of row r of a matrix in
@@ -259,8 +262,7 @@ const (
 // blocks, the first at src[0:144] and the others stride bytes apart.
 func repackQ4016(dst, src []byte, stride int) {
 	var u [q408Unit]byte
-	for h := range 2 {
-		repackQ408(u[:], src[8*h*stride:], stride)
+	repackK16(dst, src, stride, u[:], repackQ408, func(dst, u []byte, h int) {
 		for r := range 8 {
 			l := 8*h + r
 			for j := range 8 {
@@ -270,18 +272,13 @@ func repackQ4016(dst, src []byte, stride int) {
 				}
 			}
 		}
-	}
+	})
 }
 
 // q4016Quant returns quant i (0..15) of block j of row r of a pair's
 // q4016 unit u.
 func q4016Quant(u []byte, r, j, i int) byte {
-	v, k := i/8, i%8
-	b := u[q4016Quants+256*j+64*v+4*r+k%4]
-	if k < 4 {
-		return b & 15
-	}
-	return b >> 4
+	return quarterNibble(u[q4016Quants+256*j:], 64, r, i)
 }
 
 // q40DotAt is q408DotGo for row l of a group or pair in an eight- or
@@ -322,26 +319,19 @@ const q5k16Unit = q4k16Unit + 512
 // first at src[0:176] and the others stride bytes apart.
 func repackQ5K16(dst, src []byte, stride int) {
 	var u [q5k8Unit]byte
-	for h := range 2 {
-		clear(u[:])
-		repackQ5K8(u[:], src[8*h*stride:], stride)
-		putK16Group(dst, u[:], h)
+	repackK16(dst, src, stride, u[:], repackQ5K8, func(dst, u []byte, h int) {
+		putK16Group(dst, u, h)
 		for r := range 8 {
 			for j := range 8 {
 				copy(dst[q4k16Unit+64*j+4*(8*h+r):][:4], u[q4k8Unit+32*j+4*r:])
 			}
 		}
-	}
+	})
 }
 
 // q5k16Weight is q4k16Weight for the q5k16 layout: quant i of sub-block
 // j with its fifth bit.
 func q5k16Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
 	sc, mn, q = q4k16Weight(u, r, j, i)
-	v, k := i/8, i%8
-	bit := 2 * v
-	if k >= 4 {
-		bit++
-	}
-	return sc, mn, q | u[q4k16Unit+64*j+4*r+k%4]>>bit&1<<4
+	return sc, mn, q | fifthBit(u[q4k16Unit+64*j:], r, i)
 }

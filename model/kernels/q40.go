@@ -86,12 +86,7 @@ func q40Quant(blk []byte, l int) byte {
 
 // q408Quant returns row r's quant i of block j from a q408 unit u.
 func q408Quant(u []byte, r, j, i int) byte {
-	v, k := i/8, i%8
-	b := u[q408Quants+128*j+32*v+4*r+k%4]
-	if k < 4 {
-		return b & 15
-	}
-	return b >> 4
+	return quarterNibble(u[q408Quants+128*j:], 32, r, i)
 }
 
 // q40Row dequantizes row r into dst.

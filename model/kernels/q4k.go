@@ -199,12 +199,19 @@ func repackK4(dst []byte, r int, h, qs []byte) {
 func q4k8Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
 	sc = u[q4k8Scales+8*j+r]
 	mn = u[q4k8Mins+16*(j/2)+2*r+j&1]
-	v, k := i/8, i%8
-	b := u[q4k8Quants+128*j+32*v+4*r+k%4]
-	if k < 4 {
-		return sc, mn, b & 15
+	return sc, mn, quarterNibble(u[q4k8Quants+128*j:], 32, r, i)
+}
+
+// quarterNibble returns quant i (0..31) of row r of a sub-block (or
+// block) whose quarters lie qs bytes apart from q: in quarter i/8 the
+// row's four bytes at 4r, the quants 8v..8v+3 in their low nibbles,
+// 8v+4..8v+7 in their high ones (every eight- and 16-row layout).
+func quarterNibble(q []byte, qs, r, i int) byte {
+	b := q[qs*(i/8)+4*r+i%4]
+	if i%8 < 4 {
+		return b & 15
 	}
-	return sc, mn, b >> 4
+	return b >> 4
 }
 
 // adoptMapped moves m's blocks from a file mapping into weight memory

@@ -76,12 +76,14 @@ func repackQ5K8(dst, src []byte, stride int) {
 // with its fifth bit.
 func q5k8Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
 	sc, mn, q = q4k8Weight(u, r, j, i)
-	v, k := i/8, i%8
-	bit := 2 * v
-	if k >= 4 {
-		bit++
-	}
-	return sc, mn, q | u[q4k8Unit+32*j+4*r+k%4]>>bit&1<<4
+	return sc, mn, q | fifthBit(u[q4k8Unit+32*j:], r, i)
+}
+
+// fifthBit returns the fifth bit, as bit 4, of quant i of row r from its
+// sub-block's fifth bits f: bits 2v and 2v+1 of byte 4r+i%4 hold those
+// of quarter v's low and high nibbles (the q5k8 and q5k16 layouts).
+func fifthBit(f []byte, r, i int) byte {
+	return f[4*r+i%4] >> (2*(i/8) + i%8/4) & 1 << 4
 }
 
 // q5kRow dequantizes row r into dst.
