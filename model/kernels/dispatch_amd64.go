@@ -33,9 +33,10 @@ import (
 //   - Q4_K, Q5_K, Q6_K and Q4_0 MatMul: where the F32 and Q8_0 levels
 //     are both AVX-512 (VNNI), Q4_K, Q5_K, Q4_0 and (with GFNI) Q6_K
 //     matrices are made in the 16-row layouts (k16.go), whose VNNI tiles
-//     (asmgen/k16.go) take 1 to 16 activation rows, the GF2P8AFFINEQB
-//     forms where there is GFNI; Q6_K without GFNI keeps the eight-row
-//     layout with VNNI tiles (two groups of eight rows a ZMM register,
+//     (asmgen/k16.go) take 1 to 16 activation rows (16 also fully
+//     unrolled, asmgen/k16full.go), the GF2P8AFFINEQB forms where there
+//     is GFNI; Q6_K without GFNI keeps the eight-row layout with VNNI
+//     tiles (two groups of eight rows a ZMM register,
 //     VPDPBUSD with the activation quants broadcast from memory;
 //     asmgen/kvnni.go). Else the eight-row layouts' AVX2 tiles, else pure
 //     Go. A matrix in a 16-row layout at a forced lower level (tests)
@@ -886,29 +887,33 @@ func k8RowsTiles(vnni *[kvnniNX]kTileFunc, tiles *[4]kTileFunc, unit int, out []
 	}
 }
 
-var q4k16VNNI = k16Table(q4k16TileVNNI)
+var q4k16VNNI = k16Table(q4k16TileVNNI, q4k16Tile16VNNI)
 
-var q4016VNNI = k16Table(q4016TileVNNI)
+var q4016VNNI = k16Table(q4016TileVNNI, q4016Tile16VNNI)
 
-var q4016GFNI = k16Table(q4016TileGFNI)
+var q4016GFNI = k16Table(q4016TileGFNI, q4016Tile16GFNI)
 
-var q5k16VNNI = k16Table(q5k16TileVNNI)
+var q5k16VNNI = k16Table(q5k16TileVNNI, q5k16Tile16VNNI)
 
-var q5k16GFNI = k16Table(q5k16TileGFNI)
+var q5k16GFNI = k16Table(q5k16TileGFNI, q5k16Tile16GFNI)
 
-var q6k16GFNI = k16Table(q6k16TileGFNI)
+var q6k16GFNI = k16Table(q6k16TileGFNI, q6k16Tile16GFNI)
 
-var q4k16GFNI = k16Table(q4k16TileGFNI)
+var q4k16GFNI = k16Table(q4k16TileGFNI, q4k16Tile16GFNI)
 
-// k16Table returns the tiles of one to k16NX activation rows that tile,
-// a 16-row layout's VNNI tile (which takes the rows' count), makes.
-func k16Table(tile func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int, nx int)) *[k16NX]kTileFunc {
+// k16Table returns the tiles of one to k16NX activation rows: tile, a
+// 16-row layout's VNNI tile (which takes the rows' count), for 1 to 15,
+// and full, its fully unrolled form for 16 (asmgen/k16full.go: a
+// 16-branch step's rows, and runKTiles cuts 32 or 48 rows into tiles of
+// 16), which takes 0.90-0.95 times the looped tile's CPU time.
+func k16Table(tile func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int, nx int), full kTileFunc) *[k16NX]kTileFunc {
 	var t [k16NX]kTileFunc
 	for i := range t {
 		t[i] = func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int) {
 			tile(w, x, ldx, nb, out, ldo, npairs, i+1)
 		}
 	}
+	t[k16NX-1] = full
 	return &t
 }
 

@@ -513,3 +513,38 @@ func q5k16TileVNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npa
 //
 //go:noescape
 func q5k16TileGFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int, nx int)
+
+// q4k16Tile16VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile16VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4k16Tile16GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q4k16Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile16GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q6k16Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4016Tile16VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q4016Tile16VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q4016Tile16GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q4016Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q5k16Tile16VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q5k16Tile16VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q5k16Tile16GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 16 Q8_K activation rows.
+//
+//go:noescape
+func q5k16Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)

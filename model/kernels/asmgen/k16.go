@@ -24,7 +24,8 @@ const (
 // tiles take the rows in a loop, k16Rows at a time (then one at a time),
 // each step's weight vectors unpacked once into registers for all of
 // them (a 16-branch step takes one tile, not two), the rows' integer and
-// float sums on the stack.
+// float sums on the stack. Sixteen rows also have full tiles
+// (k16full.go), which the dispatch takes for them.
 const k16NXMax = 16
 
 // k16Rows is how many activation rows a tile's row loops take at a
@@ -426,6 +427,7 @@ func genK16() {
 	for _, gf := range []bool{false, true} {
 		q5k16VNNI(gf)
 	}
+	genK16Full(true)
 }
 
 const (

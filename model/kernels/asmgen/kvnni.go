@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/mmcloughlin/avo/attr"
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -43,47 +44,76 @@ func vnniConsts() Mem {
 // lane l for the pair's row l), then the sums stored, sixteen floats for
 // each activation row.
 func pairLoop(name, doc string, nx, unit int, block func(wp, gs reg.Register, xr []reg.Register, acc []Mem)) {
-	TEXT(name, NOSPLIT, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)")
-	Pragma("noescape")
-	Doc(doc)
 	// The float sums live on the stack (a load and a store a super-block
 	// each): the registers hold three integer sums for each of up to
 	// eight activation rows.
-	accMem := AllocLocal(64 * nx)
-	acc := make([]Mem, nx)
-	for i := range acc {
-		acc[i] = accMem.Offset(64 * i)
-	}
-	wp := Load(Param("w"), GP64())
-	outp := Load(Param("out"), GP64())
-	left := Load(Param("npairs"), GP64())
+	t := newPairTile(name, doc, NOSPLIT, nx)
 	gs := Load(Param("nb"), GP64())
 	IMUL3Q(U32(unit), gs, gs) // a group's bytes
+	t.loop(func() {
+		xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
+		nb := Load(Param("nb"), GP64())
+		countLoop("blk", nb, func() { block(t.wp, gs, xr, t.acc) })
+	}, func() {
+		ADDQ(gs, t.wp) // past the second group
+	})
+}
 
+// pairTile is a tile over pairs of groups of eight weight rows (the
+// eight-row layouts' VNNI tiles, the 16-row layouts' full ones) as it is
+// generated: func(w *byte, x *byte, ldx int, nb int, out *float32, ldo
+// int, npairs int), the nx activation rows' float sums on the stack.
+type pairTile struct {
+	acc            []Mem        // the rows' float sums, 64 bytes each
+	wp, outp, left reg.Register // the weights, the output, the pairs left
+}
+
+// newPairTile starts a pair tile's function (flags its TEXT flags): its
+// sums' area and its pointers.
+func newPairTile(name, doc string, flags attr.Attribute, nx int) *pairTile {
+	TEXT(name, flags, "func(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)")
+	Pragma("noescape")
+	Doc(doc)
+	accMem := AllocLocal(64 * nx)
+	t := &pairTile{acc: make([]Mem, nx)}
+	for i := range t.acc {
+		t.acc[i] = accMem.Offset(64 * i)
+	}
+	t.wp = Load(Param("w"), GP64())
+	t.outp = Load(Param("out"), GP64())
+	t.left = Load(Param("npairs"), GP64())
+	return t
+}
+
+// loop emits the tile's loop over the pairs: each pair's sums zeroed,
+// body (the pair's blocks), the sums stored (sixteen floats for each
+// activation row), then next (the weights' pointer to the next pair, or
+// nil); then the function's end.
+func (t *pairTile) loop(body, next func()) {
 	Label("pair")
-	TESTQ(left, left)
+	TESTQ(t.left, t.left)
 	JZ(LabelRef("done"))
 	z := zeroed()
-	for i := range acc {
-		VMOVUPS(z, acc[i])
+	for i := range t.acc {
+		VMOVUPS(z, t.acc[i])
 	}
-	xr := rowPtrs(Load(Param("x"), GP64()), loadStride("ldx", 0), nx)
-	nb := Load(Param("nb"), GP64())
-	countLoop("blk", nb, func() { block(wp, gs, xr, acc) })
+	body()
 	op := GP64()
-	MOVQ(outp, op)
+	MOVQ(t.outp, op)
 	ldo := loadStride("ldo", 2)
-	for i := 0; i < nx; i++ {
-		t := ZMM()
-		VMOVUPS(acc[i], t)
-		VMOVUPS(t, Mem{Base: op})
-		if i+1 < nx {
+	for i := range t.acc {
+		v := ZMM()
+		VMOVUPS(t.acc[i], v)
+		VMOVUPS(v, Mem{Base: op})
+		if i+1 < len(t.acc) {
 			ADDQ(ldo, op)
 		}
 	}
-	ADDQ(U8(64), outp)
-	ADDQ(gs, wp) // past the second group
-	DECQ(left)
+	ADDQ(U8(64), t.outp)
+	if next != nil {
+		next()
+	}
+	DECQ(t.left)
 	JMP(LabelRef("pair"))
 	Label("done")
 	VZEROUPPER()
