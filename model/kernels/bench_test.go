@@ -124,13 +124,18 @@ func benchMatMulFootprint(b *testing.B, footprint int64) {
 	r := rand.New(rand.NewPCG(7, 7))
 	rows, cols := 768, 2048
 	w := randVec(r, rows*cols)
-	for _, typ := range []DType{F32, Q8_0, Q4_K, Q6_K} {
+	for _, typ := range []DType{F32, Q8_0, Q4_K, Q6_K, Q5_K, Q4_0} {
 		var mats []*Mat
 		switch typ {
-		case Q4_K, Q6_K:
+		case Q4_K, Q6_K, Q5_K, Q4_0:
 			encode, newMat := EncodeQ4K, NewQ4KMat
-			if typ == Q6_K {
+			switch typ {
+			case Q6_K:
 				encode, newMat = EncodeQ6K, NewQ6KMat
+			case Q5_K:
+				encode, newMat = EncodeQ5K, NewQ5KMat
+			case Q4_0:
+				encode, newMat = EncodeQ40, NewQ40Mat
 			}
 			raw, _ := encode(rows, cols, w)
 			for i := 0; i < int(footprint)/len(raw); i++ {

@@ -44,21 +44,33 @@ var useK16 = k16Tiles
 // first at src[0:144] and the others stride bytes apart.
 func repackQ4K16(dst, src []byte, stride int) {
 	var u [q4k8Unit]byte
+	repackK16(dst, src, stride, u[:], repackQ4K8, putK16Group)
+}
+
+// repackK16 writes a 16-row layout's unit dst of sixteen rows'
+// super-blocks (the first at src, the others stride bytes apart): for
+// each group h of eight rows, pack8 writes their eight-row unit into u
+// (cleared first) and put moves its bytes into their places in dst.
+func repackK16(dst, src []byte, stride int, u []byte, pack8 func(dst, src []byte, stride int), put func(dst, u []byte, h int)) {
 	for h := range 2 {
-		clear(u[:])
-		repackQ4K8(u[:], src[8*h*stride:], stride)
-		for r := range 8 {
-			l := 8*h + r
-			copy(dst[2*l:2*l+2], u[2*r:])
-			copy(dst[q4k16DMin+2*l:q4k16DMin+2*l+2], u[16+2*r:])
-			for j := range 8 {
-				dst[q4k16Scales+32*(j/2)+2*l+j%2] = u[q4k8Scales+8*j+r]
-				dst[q4k16Mins+32*(j/2)+2*l+j%2] = u[q4k8Mins+16*(j/2)+2*r+j&1]
-			}
-			for j := range 8 {
-				for v := range 4 {
-					copy(dst[q4k16Quants+256*j+64*v+4*l:][:4], u[q4k8Quants+128*j+32*v+4*r:])
-				}
+		clear(u)
+		pack8(u, src[8*h*stride:], stride)
+		put(dst, u, h)
+	}
+}
+
+// putK16Group copies the rows of the q4k8 unit u (or the q4k8 part of a
+// q5k8 unit) into their places in group h of the q4k16 unit dst.
+func putK16Group(dst, u []byte, h int) {
+	for r := range 8 {
+		l := 8*h + r
+		copy(dst[2*l:2*l+2], u[2*r:])
+		copy(dst[q4k16DMin+2*l:q4k16DMin+2*l+2], u[16+2*r:])
+		for j := range 8 {
+			dst[q4k16Scales+32*(j/2)+2*l+j%2] = u[q4k8Scales+8*j+r]
+			dst[q4k16Mins+32*(j/2)+2*l+j%2] = u[q4k8Mins+16*(j/2)+2*r+j&1]
+			for v := range 4 {
+				copy(dst[q4k16Quants+256*j+64*v+4*l:][:4], u[q4k8Quants+128*j+32*v+4*r:])
 			}
 		}
 	}
@@ -69,33 +81,31 @@ func repackQ4K16(dst, src []byte, stride int) {
 func q4k16Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
 	sc = u[q4k16Scales+32*(j/2)+2*r+j%2]
 	mn = u[q4k16Mins+32*(j/2)+2*r+j%2]
-	v, k := i/8, i%8
-	b := u[q4k16Quants+256*j+64*v+4*r+k%4]
-	if k < 4 {
-		return sc, mn, b & 15
-	}
-	return sc, mn, b >> 4
+	return sc, mn, quarterNibble(u[q4k16Quants+256*j:], 64, r, i)
 }
 
-// k16Unit returns the unit holding super-block b of row r of a matrix in
-// a 16-row layout (unit16 bytes a pair, unit8 a q4k8-style group), and
-// whether it is a pair's (else the last group's, rows not a multiple of
-// 16).
-func (m *Mat) k16Unit(r, b, unit16, unit8 int) ([]byte, bool) {
+// kUnit returns the unit holding super-block b of row r of a matrix in
+// an eight-row layout (unit8 bytes a group) or a 16-row one (twice that a
+// pair), the row's lane l in it, and whether it is a pair's (else a
+// group's: the eight-row layout's, or the last group of a 16-row
+// layout's matrix whose rows are not a multiple of 16).
+func (m *Mat) kUnit(r, b, unit8 int) (u []byte, l int, pair bool) {
 	nb := m.Cols / QKBlockSize
-	if r < m.Rows/16*16 {
-		return m.kq[(r/16*nb+b)*unit16:][:unit16], true
+	if m.k16 && r < m.Rows/16*16 {
+		return m.kq[(r/16*nb+b)*2*unit8:][:2*unit8], r % 16, true
 	}
-	return m.kq[(r/8*nb+b)*unit8:][:unit8], false
+	return m.kq[(r/8*nb+b)*unit8:][:unit8], r % 8, false
 }
 
-// q4k16Row dequantizes row r of a q4k16 matrix into dst.
-func (m *Mat) q4k16Row(dst []float32, r int) {
+// k45Row dequantizes row r of a Q4_K or Q5_K matrix in an eight- or
+// 16-row layout into dst: unit8 bytes a group, weight8 and weight16 the
+// layouts' accessors.
+func (m *Mat) k45Row(dst []float32, r, unit8 int, weight8, weight16 func(u []byte, r, j, i int) (sc, mn, q byte)) {
 	for b := 0; b < m.Cols/QKBlockSize; b++ {
-		u, pair := m.k16Unit(r, b, q4k16Unit, q4k8Unit)
-		weight, l, dm := q4k8Weight, r%8, 16
+		u, l, pair := m.kUnit(r, b, unit8)
+		weight, dm := weight8, 16
 		if pair {
-			weight, l, dm = q4k16Weight, r%16, q4k16DMin
+			weight, dm = weight16, q4k16DMin
 		}
 		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:]))
 		dmin := HalfToFloat(binary.LittleEndian.Uint16(u[dm+2*l:]))
@@ -103,23 +113,6 @@ func (m *Mat) q4k16Row(dst []float32, r int) {
 			for i := range 32 {
 				sc, mn, q := weight(u, l, j, i)
 				dst[b*QKBlockSize+32*j+i] = d*float32(sc)*float32(q) - dmin*float32(mn)
-			}
-		}
-	}
-}
-
-// q4k16RowsGo computes output rows [r0, r1) of a MatMul of a q4k16
-// matrix in Go.
-func q4k16RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
-	for r := r0; r < r1; r++ {
-		u, pair := m.k16Unit(r, 0, q4k16Unit, q4k8Unit)
-		for j := 0; j < n; j++ {
-			y := xq[j*rb : (j+1)*rb]
-			if pair {
-				out[j*m.Rows+r] = k45DotAt(u, r%16, y, nb, q4k16Unit, q4k16DMin, q4k16Weight)
-			} else {
-				out[j*m.Rows+r] = k45DotAt(u, r%8, y, nb, q4k8Unit, 16, q4k8Weight)
 			}
 		}
 	}
@@ -210,35 +203,19 @@ func q6k16Value(u []byte, r, e int) (q int, sc int8) {
 	return q, sc
 }
 
-// q6k16Row dequantizes row r of a q6k16 matrix into dst.
-func (m *Mat) q6k16Row(dst []float32, r int) {
+// q6k8Row dequantizes row r of a Q6_K matrix in the q6k8 or q6k16
+// layout into dst.
+func (m *Mat) q6k8Row(dst []float32, r int) {
 	for b := 0; b < m.Cols/QKBlockSize; b++ {
-		u, pair := m.k16Unit(r, b, q6k16Unit, q6k8Unit)
-		value, l := q6k8Value, r%8
+		u, l, pair := m.kUnit(r, b, q6k8Unit)
+		value := q6k8Value
 		if pair {
-			value, l = q6k16Value, r%16
+			value = q6k16Value
 		}
 		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:]))
 		for e := range QKBlockSize {
 			q, sc := value(u, l, e)
 			dst[b*QKBlockSize+e] = d * float32(sc) * float32(q-32)
-		}
-	}
-}
-
-// q6k16RowsGo computes output rows [r0, r1) of a MatMul of a q6k16
-// matrix in Go.
-func q6k16RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
-	for r := r0; r < r1; r++ {
-		u, pair := m.k16Unit(r, 0, q6k16Unit, q6k8Unit)
-		for j := 0; j < n; j++ {
-			y := xq[j*rb : (j+1)*rb]
-			if pair {
-				out[j*m.Rows+r] = q6kDotAt(u, r%16, y, nb, q6k16Unit, q6k16Value)
-			} else {
-				out[j*m.Rows+r] = q6kDotAt(u, r%8, y, nb, q6k8Unit, q6k8Value)
-			}
 		}
 	}
 }
@@ -285,8 +262,7 @@ const (
 // blocks, the first at src[0:144] and the others stride bytes apart.
 func repackQ4016(dst, src []byte, stride int) {
 	var u [q408Unit]byte
-	for h := range 2 {
-		repackQ408(u[:], src[8*h*stride:], stride)
+	repackK16(dst, src, stride, u[:], repackQ408, func(dst, u []byte, h int) {
 		for r := range 8 {
 			l := 8*h + r
 			for j := range 8 {
@@ -296,18 +272,13 @@ func repackQ4016(dst, src []byte, stride int) {
 				}
 			}
 		}
-	}
+	})
 }
 
 // q4016Quant returns quant i (0..15) of block j of row r of a pair's
 // q4016 unit u.
 func q4016Quant(u []byte, r, j, i int) byte {
-	v, k := i/8, i%8
-	b := u[q4016Quants+256*j+64*v+4*r+k%4]
-	if k < 4 {
-		return b & 15
-	}
-	return b >> 4
+	return quarterNibble(u[q4016Quants+256*j:], 64, r, i)
 }
 
 // q40DotAt is q408DotGo for row l of a group or pair in an eight- or
@@ -333,40 +304,6 @@ func q40DotAt(w []byte, l int, y []byte, nb, unit, ds int, quant func(u []byte, 
 	return sum
 }
 
-// q4016Row dequantizes row r of a q4016 matrix into dst.
-func (m *Mat) q4016Row(dst []float32, r int) {
-	for b := 0; b < m.Cols/QKBlockSize; b++ {
-		u, pair := m.k16Unit(r, b, q4016Unit, q408Unit)
-		quant, l, ds := q408Quant, r%8, 16
-		if pair {
-			quant, l, ds = q4016Quant, r%16, 32
-		}
-		for j := range 8 {
-			d := HalfToFloat(binary.LittleEndian.Uint16(u[ds*j+2*l:]))
-			for i := range 32 {
-				dst[b*QKBlockSize+32*j+i] = d * float32(int(quant(u, l, j, i))-8)
-			}
-		}
-	}
-}
-
-// q4016RowsGo computes output rows [r0, r1) of a MatMul of a q4016
-// matrix in Go.
-func q4016RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
-	for r := r0; r < r1; r++ {
-		u, pair := m.k16Unit(r, 0, q4016Unit, q408Unit)
-		for j := 0; j < n; j++ {
-			y := xq[j*rb : (j+1)*rb]
-			if pair {
-				out[j*m.Rows+r] = q40DotAt(u, r%16, y, nb, q4016Unit, 32, q4016Quant)
-			} else {
-				out[j*m.Rows+r] = q40DotAt(u, r%8, y, nb, q408Unit, 16, q408Quant)
-			}
-		}
-	}
-}
-
 // Q5_K matrices take the q5k16 layout where the VNNI tiles run: the
 // q4k16 unit (the nibbles' low four bits) followed by the fifth bits, 64
 // bytes a sub-block at q4k16Unit+64j, bits 2v and 2v+1 of byte 4r+i
@@ -382,69 +319,19 @@ const q5k16Unit = q4k16Unit + 512
 // first at src[0:176] and the others stride bytes apart.
 func repackQ5K16(dst, src []byte, stride int) {
 	var u [q5k8Unit]byte
-	for h := range 2 {
-		clear(u[:])
-		repackQ5K8(u[:], src[8*h*stride:], stride)
+	repackK16(dst, src, stride, u[:], repackQ5K8, func(dst, u []byte, h int) {
+		putK16Group(dst, u, h)
 		for r := range 8 {
-			l := 8*h + r
-			copy(dst[2*l:2*l+2], u[2*r:])
-			copy(dst[q4k16DMin+2*l:q4k16DMin+2*l+2], u[16+2*r:])
 			for j := range 8 {
-				dst[q4k16Scales+32*(j/2)+2*l+j%2] = u[q4k8Scales+8*j+r]
-				dst[q4k16Mins+32*(j/2)+2*l+j%2] = u[q4k8Mins+16*(j/2)+2*r+j&1]
-				for v := range 4 {
-					copy(dst[q4k16Quants+256*j+64*v+4*l:][:4], u[q4k8Quants+128*j+32*v+4*r:])
-				}
-				copy(dst[q4k16Unit+64*j+4*l:][:4], u[q4k8Unit+32*j+4*r:])
+				copy(dst[q4k16Unit+64*j+4*(8*h+r):][:4], u[q4k8Unit+32*j+4*r:])
 			}
 		}
-	}
+	})
 }
 
 // q5k16Weight is q4k16Weight for the q5k16 layout: quant i of sub-block
 // j with its fifth bit.
 func q5k16Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
 	sc, mn, q = q4k16Weight(u, r, j, i)
-	v, k := i/8, i%8
-	bit := 2 * v
-	if k >= 4 {
-		bit++
-	}
-	return sc, mn, q | u[q4k16Unit+64*j+4*r+k%4]>>bit&1<<4
-}
-
-// q5k16Row dequantizes row r of a q5k16 matrix into dst.
-func (m *Mat) q5k16Row(dst []float32, r int) {
-	for b := 0; b < m.Cols/QKBlockSize; b++ {
-		u, pair := m.k16Unit(r, b, q5k16Unit, q5k8Unit)
-		weight, l, dm := q5k8Weight, r%8, 16
-		if pair {
-			weight, l, dm = q5k16Weight, r%16, q4k16DMin
-		}
-		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:]))
-		dmin := HalfToFloat(binary.LittleEndian.Uint16(u[dm+2*l:]))
-		for j := range 8 {
-			for i := range 32 {
-				sc, mn, q := weight(u, l, j, i)
-				dst[b*QKBlockSize+32*j+i] = d*float32(sc)*float32(q) - dmin*float32(mn)
-			}
-		}
-	}
-}
-
-// q5k16RowsGo computes output rows [r0, r1) of a MatMul of a q5k16
-// matrix in Go.
-func q5k16RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
-	for r := r0; r < r1; r++ {
-		u, pair := m.k16Unit(r, 0, q5k16Unit, q5k8Unit)
-		for j := 0; j < n; j++ {
-			y := xq[j*rb : (j+1)*rb]
-			if pair {
-				out[j*m.Rows+r] = k45DotAt(u, r%16, y, nb, q5k16Unit, q4k16DMin, q5k16Weight)
-			} else {
-				out[j*m.Rows+r] = k45DotAt(u, r%8, y, nb, q5k8Unit, 16, q5k8Weight)
-			}
-		}
-	}
+	return sc, mn, q | fifthBit(u[q4k16Unit+64*j:], r, i)
 }

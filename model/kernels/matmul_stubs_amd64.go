@@ -439,86 +439,6 @@ func q408Tile3AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngr
 //go:noescape
 func q408Tile4AVX2(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, ngroups int)
 
-// q4k8Tile1VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile2VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile3VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile4VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile5VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile6VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile7VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k8Tile8VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k8 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q4k8Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile1VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile2VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile3VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile4VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile5VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile6VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile7VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k8Tile8VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k8 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q5k8Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
 // q6k8Tile1VNNI computes npairs pairs of groups of eight Q6_K weight rows (q6k8 layout) times 1 Q8_K activation rows.
 //
 //go:noescape
@@ -559,600 +479,70 @@ func q6k8Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npa
 //go:noescape
 func q6k8Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
 
-// q408Tile1VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 1 Q8_K activation rows.
+// q4k16TileVNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times nx (1 to 16) Q8_K activation rows.
 //
 //go:noescape
-func q408Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+func q4k16TileVNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int, nx int)
 
-// q408Tile2VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 2 Q8_K activation rows.
+// q4k16TileGFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times nx (1 to 16) Q8_K activation rows.
 //
 //go:noescape
-func q408Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+func q4k16TileGFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int, nx int)
 
-// q408Tile3VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 3 Q8_K activation rows.
+// q6k16TileGFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times nx (1 to 16) Q8_K activation rows.
 //
 //go:noescape
-func q408Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+func q6k16TileGFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int, nx int)
 
-// q408Tile4VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 4 Q8_K activation rows.
+// q4016TileVNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times nx (1 to 16) Q8_K activation rows.
 //
 //go:noescape
-func q408Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+func q4016TileVNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int, nx int)
 
-// q408Tile5VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 5 Q8_K activation rows.
+// q4016TileGFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times nx (1 to 16) Q8_K activation rows.
 //
 //go:noescape
-func q408Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+func q4016TileGFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int, nx int)
 
-// q408Tile6VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 6 Q8_K activation rows.
+// q5k16TileVNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times nx (1 to 16) Q8_K activation rows.
 //
 //go:noescape
-func q408Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+func q5k16TileVNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int, nx int)
 
-// q408Tile7VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 7 Q8_K activation rows.
+// q5k16TileGFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times nx (1 to 16) Q8_K activation rows.
 //
 //go:noescape
-func q408Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q408Tile8VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q408 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q408Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile1VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile2VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile3VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile4VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile5VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile6VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile7VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile8VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile9VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 9 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile9VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile10VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 10 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile10VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile11VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 11 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile11VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile12VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 12 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile12VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile13VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 13 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile13VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile14VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 14 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile14VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile15VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 15 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile15VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+func q5k16TileGFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int, nx int)
 
 // q4k16Tile16VNNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 16 Q8_K activation rows.
 //
 //go:noescape
 func q4k16Tile16VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
 
-// q4k16Tile1GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile1GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile2GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile2GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile3GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile3GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile4GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile4GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile5GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile5GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile6GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile6GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile7GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile8GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile9GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 9 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile9GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile10GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 10 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile10GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile11GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 11 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile11GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile12GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 12 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile12GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile13GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 13 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile13GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile14GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 14 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile14GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4k16Tile15GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 15 Q8_K activation rows.
-//
-//go:noescape
-func q4k16Tile15GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
 // q4k16Tile16GFNI computes npairs pairs of groups of eight Q4_K weight rows (q4k16 layout) times 16 Q8_K activation rows.
 //
 //go:noescape
 func q4k16Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile1GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile1GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile2GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile2GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile3GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile3GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile4GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile4GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile5GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile5GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile6GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile6GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile7GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile8GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile9GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 9 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile9GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile10GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 10 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile10GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile11GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 11 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile11GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile12GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 12 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile12GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile13GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 13 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile13GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile14GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 14 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile14GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q6k16Tile15GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 15 Q8_K activation rows.
-//
-//go:noescape
-func q6k16Tile15GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
 
 // q6k16Tile16GFNI computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 16 Q8_K activation rows.
 //
 //go:noescape
 func q6k16Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
 
-// q4016Tile1VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile2VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile3VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile4VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile5VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile6VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile7VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile8VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile9VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 9 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile9VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile10VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 10 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile10VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile11VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 11 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile11VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile12VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 12 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile12VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile13VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 13 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile13VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile14VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 14 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile14VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile15VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 15 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile15VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
 // q4016Tile16VNNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 16 Q8_K activation rows.
 //
 //go:noescape
 func q4016Tile16VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile1GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile1GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile2GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile2GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile3GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile3GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile4GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile4GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile5GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile5GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile6GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile6GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile7GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile8GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile9GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 9 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile9GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile10GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 10 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile10GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile11GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 11 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile11GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile12GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 12 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile12GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile13GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 13 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile13GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile14GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 14 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile14GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q4016Tile15GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 15 Q8_K activation rows.
-//
-//go:noescape
-func q4016Tile15GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
 
 // q4016Tile16GFNI computes npairs pairs of groups of eight Q4_0 weight rows (q4016 layout) times 16 Q8_K activation rows.
 //
 //go:noescape
 func q4016Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
 
-// q5k16Tile1VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile1VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile2VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile2VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile3VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile3VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile4VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile4VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile5VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile5VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile6VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile6VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile7VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile7VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile8VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile8VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile9VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 9 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile9VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile10VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 10 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile10VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile11VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 11 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile11VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile12VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 12 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile12VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile13VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 13 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile13VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile14VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 14 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile14VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile15VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 15 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile15VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
 // q5k16Tile16VNNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 16 Q8_K activation rows.
 //
 //go:noescape
 func q5k16Tile16VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile1GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 1 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile1GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile2GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 2 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile2GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile3GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 3 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile3GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile4GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 4 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile4GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile5GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 5 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile5GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile6GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 6 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile6GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile7GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 7 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile7GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile8GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 8 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile8GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile9GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 9 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile9GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile10GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 10 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile10GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile11GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 11 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile11GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile12GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 12 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile12GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile13GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 13 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile13GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile14GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 14 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile14GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
-
-// q5k16Tile15GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 15 Q8_K activation rows.
-//
-//go:noescape
-func q5k16Tile15GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
 
 // q5k16Tile16GFNI computes npairs pairs of groups of eight Q5_K weight rows (q5k16 layout) times 16 Q8_K activation rows.
 //

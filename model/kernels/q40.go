@@ -86,27 +86,21 @@ func q40Quant(blk []byte, l int) byte {
 
 // q408Quant returns row r's quant i of block j from a q408 unit u.
 func q408Quant(u []byte, r, j, i int) byte {
-	v, k := i/8, i%8
-	b := u[q408Quants+128*j+32*v+4*r+k%4]
-	if k < 4 {
-		return b & 15
-	}
-	return b >> 4
+	return quarterNibble(u[q408Quants+128*j:], 32, r, i)
 }
 
 // q40Row dequantizes row r into dst.
 func (m *Mat) q40Row(dst []float32, r int) {
-	if m.k16 {
-		m.q4016Row(dst, r)
-		return
-	}
-	nb := m.Cols / QKBlockSize
-	for b := 0; b < nb; b++ {
-		u := m.kq[(r/8*nb+b)*q408Unit:][:q408Unit]
+	for b := 0; b < m.Cols/QKBlockSize; b++ {
+		u, l, pair := m.kUnit(r, b, q408Unit)
+		quant, ds := q408Quant, 16
+		if pair {
+			quant, ds = q4016Quant, 32
+		}
 		for j := range 8 {
-			d := HalfToFloat(binary.LittleEndian.Uint16(u[16*j+2*(r%8):]))
+			d := HalfToFloat(binary.LittleEndian.Uint16(u[ds*j+2*l:]))
 			for i := range 32 {
-				dst[b*QKBlockSize+32*j+i] = d * float32(int(q408Quant(u, r%8, j, i))-8)
+				dst[b*QKBlockSize+32*j+i] = d * float32(int(quant(u, l, j, i))-8)
 			}
 		}
 	}
@@ -120,11 +114,9 @@ func q408DotGo(w []byte, l int, y []byte, nb int) float32 {
 
 // q40RowsGo computes output rows [r0, r1) of a Q4_0 MatMul.
 func q40RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	if m.k16 {
-		q4016RowsGo(out, m, xq, n, r0, r1)
-		return
-	}
-	k8RowsGo(out, m, xq, n, r0, r1, q408Unit, q408DotGo)
+	k8RowsGo(out, m, xq, n, r0, r1, q408Unit, q408DotGo, func(w []byte, l int, y []byte, nb int) float32 {
+		return q40DotAt(w, l, y, nb, q4016Unit, 32, q4016Quant)
+	})
 }
 
 // EncodeQ40 returns Q4_0 blocks for row-major float32 weights (cols a

@@ -199,12 +199,19 @@ func repackK4(dst []byte, r int, h, qs []byte) {
 func q4k8Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
 	sc = u[q4k8Scales+8*j+r]
 	mn = u[q4k8Mins+16*(j/2)+2*r+j&1]
-	v, k := i/8, i%8
-	b := u[q4k8Quants+128*j+32*v+4*r+k%4]
-	if k < 4 {
-		return sc, mn, b & 15
+	return sc, mn, quarterNibble(u[q4k8Quants+128*j:], 32, r, i)
+}
+
+// quarterNibble returns quant i (0..31) of row r of a sub-block (or
+// block) whose quarters lie qs bytes apart from q: in quarter i/8 the
+// row's four bytes at 4r, the quants 8v..8v+3 in their low nibbles,
+// 8v+4..8v+7 in their high ones (every eight- and 16-row layout).
+func quarterNibble(q []byte, qs, r, i int) byte {
+	b := q[qs*(i/8)+4*r+i%4]
+	if i%8 < 4 {
+		return b & 15
 	}
-	return sc, mn, b >> 4
+	return b >> 4
 }
 
 // adoptMapped moves m's blocks from a file mapping into weight memory
@@ -234,24 +241,8 @@ func q4kScaleMin(j int, q []byte) (sc, m byte) {
 
 // q4kRow dequantizes row r into dst.
 func (m *Mat) q4kRow(dst []float32, r int) {
-	if m.k16 {
-		m.q4k16Row(dst, r)
-		return
-	}
 	if m.k8 {
-		nb := m.Cols / QKBlockSize
-		for b := 0; b < nb; b++ {
-			u := m.kq[(r/8*nb+b)*q4k8Unit:][:q4k8Unit]
-			l := r % 8
-			d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:]))
-			dmin := HalfToFloat(binary.LittleEndian.Uint16(u[16+2*l:]))
-			for j := range 8 {
-				for i := range 32 {
-					sc, mn, q := q4k8Weight(u, l, j, i)
-					dst[b*QKBlockSize+32*j+i] = d*float32(sc)*float32(q) - dmin*float32(mn)
-				}
-			}
-		}
+		m.k45Row(dst, r, q4k8Unit, q4k8Weight, q4k16Weight)
 		return
 	}
 	row := m.kq[r*m.kRow : (r+1)*m.kRow]
@@ -356,14 +347,20 @@ func k45DotGo(w []byte, l int, y []byte, nb, unit int, weight func(u []byte, r, 
 }
 
 // k8RowsGo computes output rows [r0, r1) (multiples of 8) of a MatMul of
-// a matrix in an eight-row layout, unit bytes per group and 256 columns,
-// with dot, the layout's dot product of row l of a group (w its units).
-func k8RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1, unit int, dot func(w []byte, l int, y []byte, nb int) float32) {
+// a matrix in an eight-row layout (unit bytes per group and 256 columns)
+// or a 16-row one (twice that per pair), with dot8 and dot16 the
+// layouts' dot products of row l of a group or pair (w its units).
+func k8RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1, unit int, dot8, dot16 func(w []byte, l int, y []byte, nb int) float32) {
 	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)
 	for r := r0; r < r1; r++ {
-		w := m.kq[r/8*nb*unit : (r/8+1)*nb*unit]
+		u, l, pair := m.kUnit(r, 0, unit)
+		dot, g := dot8, unit
+		if pair {
+			dot, g = dot16, 2*unit
+		}
+		w := u[: nb*g : nb*g]
 		for j := 0; j < n; j++ {
-			out[j*m.Rows+r] = dot(w, r%8, xq[j*rb:(j+1)*rb], nb)
+			out[j*m.Rows+r] = dot(w, l, xq[j*rb:(j+1)*rb], nb)
 		}
 	}
 }
@@ -371,13 +368,11 @@ func k8RowsGo(out []float32, m *Mat, xq []byte, n, r0, r1, unit int, dot func(w 
 // q4kRowsGo computes output rows [r0, r1) of a Q4_K MatMul from the n
 // quantized activation rows xq.
 func q4kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	if m.k16 {
-		q4k16RowsGo(out, m, xq, n, r0, r1)
-		return
-	}
 	if m.k8 {
 		k8RowsGo(out, m, xq, n, r0, r1, q4k8Unit, func(w []byte, l int, y []byte, nb int) float32 {
 			return k45DotGo(w, l, y, nb, q4k8Unit, q4k8Weight)
+		}, func(w []byte, l int, y []byte, nb int) float32 {
+			return k45DotAt(w, l, y, nb, q4k16Unit, q4k16DMin, q4k16Weight)
 		})
 		return
 	}

@@ -392,10 +392,13 @@ func FuzzNewKQuantMat(f *testing.F) {
 	})
 }
 
-// The AVX-512 VNNI tiles of the eight- and 16-row layouts give the AVX2
-// tiles' products bit for bit: the same integer sums, the same float
-// steps in the same order lane by lane (pairs of groups and an odd last
-// one, tile widths 1 to 8).
+// The AVX-512 VNNI tiles of the eight-row layout (Q6_K's; the other
+// types' eight-row matrices take the AVX2 tiles at every level) and of
+// the 16-row layouts give the AVX2 tiles' products bit for bit: the same
+// integer sums, the same float steps in the same order lane by lane
+// (pairs of groups and an odd last one; 1 to 17, 31 to 33 and 48
+// activation rows: every row count of the looped 16-row tiles, and the
+// full ones of 16 rows alone, twice, three times and beside others).
 func TestK8VNNIMatchesAVX2(t *testing.T) {
 	if !slices.Contains(f32Levels(), levelAVX512) || !slices.Contains(q8Levels(), levelAVX512) {
 		t.Skip("no AVX-512 VNNI")
@@ -414,7 +417,7 @@ func TestK8VNNIMatchesAVX2(t *testing.T) {
 		if err8 != nil || err16 != nil {
 			t.Fatal(err8, err16)
 		}
-		for _, n := range []int{1, 3, 7, 9, 16} {
+		for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 32, 33, 48} {
 			x := randVec(r, n*cols)
 			a, b, c := make([]float32, n*rows), make([]float32, n*rows), make([]float32, n*rows)
 			withLevels(t, levelAVX2, levelAVX512, func() { m8.MatMul(a, x, n) })

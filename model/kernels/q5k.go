@@ -1,9 +1,6 @@
 package kernels
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "fmt"
 
 // Q5_K weights are Q4_K ones with a fifth bit: a super-block of 256
 // weights in 176 bytes holds float16 d and dmin, the same twelve bytes of
@@ -79,43 +76,27 @@ func repackQ5K8(dst, src []byte, stride int) {
 // with its fifth bit.
 func q5k8Weight(u []byte, r, j, i int) (sc, mn byte, q byte) {
 	sc, mn, q = q4k8Weight(u, r, j, i)
-	v, k := i/8, i%8
-	bit := 2 * v
-	if k >= 4 {
-		bit++
-	}
-	return sc, mn, q | u[q4k8Unit+32*j+4*r+k%4]>>bit&1<<4
+	return sc, mn, q | fifthBit(u[q4k8Unit+32*j:], r, i)
+}
+
+// fifthBit returns the fifth bit, as bit 4, of quant i of row r from its
+// sub-block's fifth bits f: bits 2v and 2v+1 of byte 4r+i%4 hold those
+// of quarter v's low and high nibbles (the q5k8 and q5k16 layouts).
+func fifthBit(f []byte, r, i int) byte {
+	return f[4*r+i%4] >> (2*(i/8) + i%8/4) & 1 << 4
 }
 
 // q5kRow dequantizes row r into dst.
 func (m *Mat) q5kRow(dst []float32, r int) {
-	if m.k16 {
-		m.q5k16Row(dst, r)
-		return
-	}
-	nb := m.Cols / QKBlockSize
-	for b := 0; b < nb; b++ {
-		u := m.kq[(r/8*nb+b)*q5k8Unit:][:q5k8Unit]
-		l := r % 8
-		d := HalfToFloat(binary.LittleEndian.Uint16(u[2*l:]))
-		dmin := HalfToFloat(binary.LittleEndian.Uint16(u[16+2*l:]))
-		for j := range 8 {
-			for i := range 32 {
-				sc, mn, q := q5k8Weight(u, l, j, i)
-				dst[b*QKBlockSize+32*j+i] = d*float32(sc)*float32(q) - dmin*float32(mn)
-			}
-		}
-	}
+	m.k45Row(dst, r, q5k8Unit, q5k8Weight, q5k16Weight)
 }
 
 // q5kRowsGo computes output rows [r0, r1) of a Q5_K MatMul.
 func q5kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	if m.k16 {
-		q5k16RowsGo(out, m, xq, n, r0, r1)
-		return
-	}
 	k8RowsGo(out, m, xq, n, r0, r1, q5k8Unit, func(w []byte, l int, y []byte, nb int) float32 {
 		return k45DotGo(w, l, y, nb, q5k8Unit, q5k8Weight)
+	}, func(w []byte, l int, y []byte, nb int) float32 {
+		return k45DotAt(w, l, y, nb, q5k16Unit, q4k16DMin, q5k16Weight)
 	})
 }
 

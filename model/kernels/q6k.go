@@ -133,20 +133,8 @@ func q6k16Packer() func(dst, src []byte, stride int) {
 
 // q6kRow dequantizes row r into dst.
 func (m *Mat) q6kRow(dst []float32, r int) {
-	if m.k16 {
-		m.q6k16Row(dst, r)
-		return
-	}
 	if m.k8 {
-		nb := m.Cols / QKBlockSize
-		for b := 0; b < nb; b++ {
-			u := m.kq[(r/8*nb+b)*q6k8Unit:][:q6k8Unit]
-			d := HalfToFloat(binary.LittleEndian.Uint16(u[2*(r%8):]))
-			for e := range QKBlockSize {
-				q, sc := q6k8Value(u, r%8, e)
-				dst[b*QKBlockSize+e] = d * float32(sc) * float32(q-32)
-			}
-		}
+		m.q6k8Row(dst, r)
 		return
 	}
 	row := m.kq[r*m.kRow : (r+1)*m.kRow]
@@ -189,12 +177,10 @@ func q6k8DotGo(w []byte, l int, y []byte, nb int) float32 {
 
 // q6kRowsGo computes output rows [r0, r1) of a Q6_K MatMul.
 func q6kRowsGo(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
-	if m.k16 {
-		q6k16RowsGo(out, m, xq, n, r0, r1)
-		return
-	}
 	if m.k8 {
-		k8RowsGo(out, m, xq, n, r0, r1, q6k8Unit, q6k8DotGo)
+		k8RowsGo(out, m, xq, n, r0, r1, q6k8Unit, q6k8DotGo, func(w []byte, l int, y []byte, nb int) float32 {
+			return q6kDotAt(w, l, y, nb, q6k16Unit, q6k16Value)
+		})
 		return
 	}
 	nb, rb := m.Cols/QKBlockSize, q8kBytes(m.Cols)

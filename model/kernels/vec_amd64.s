@@ -72,66 +72,6 @@ reduce:
 	VZEROUPPER
 	RET
 
-// func axpyAVX512(a float32, x *float32, y *float32, n int)
-// Requires: AVX, AVX512F, BMI2, SSE
-TEXT ·axpyAVX512(SB), NOSPLIT, $0-32
-	MOVSS        a+0(FP), X0
-	VBROADCASTSS X0, Z0
-	MOVQ         x+8(FP), AX
-	MOVQ         y+16(FP), CX
-	MOVQ         n+24(FP), DX
-	XORQ         BX, BX
-	MOVQ         DX, SI
-	ANDQ         $-64, SI
-	SHLQ         $0x02, SI
-
-loop4:
-	CMPQ        BX, SI
-	JAE         loop1
-	VMOVUPS     (CX)(BX*1), Z1
-	VFMADD231PS (AX)(BX*1), Z0, Z1
-	VMOVUPS     Z1, (CX)(BX*1)
-	VMOVUPS     64(CX)(BX*1), Z1
-	VFMADD231PS 64(AX)(BX*1), Z0, Z1
-	VMOVUPS     Z1, 64(CX)(BX*1)
-	VMOVUPS     128(CX)(BX*1), Z1
-	VFMADD231PS 128(AX)(BX*1), Z0, Z1
-	VMOVUPS     Z1, 128(CX)(BX*1)
-	VMOVUPS     192(CX)(BX*1), Z1
-	VFMADD231PS 192(AX)(BX*1), Z0, Z1
-	VMOVUPS     Z1, 192(CX)(BX*1)
-	ADDQ        $0x00000100, BX
-	JMP         loop4
-
-loop1:
-	MOVQ DX, SI
-	ANDQ $-16, SI
-	SHLQ $0x02, SI
-
-loop1b:
-	CMPQ        BX, SI
-	JAE         tail
-	VMOVUPS     (CX)(BX*1), Z1
-	VFMADD231PS (AX)(BX*1), Z0, Z1
-	VMOVUPS     Z1, (CX)(BX*1)
-	ADDQ        $0x00000040, BX
-	JMP         loop1b
-
-tail:
-	ANDQ        $0x0000000f, DX
-	JZ          done
-	MOVQ        $-1, SI
-	BZHIQ       DX, SI, SI
-	KMOVW       SI, K1
-	VMOVUPS.Z   (CX)(BX*1), K1, Z1
-	VMOVUPS.Z   (AX)(BX*1), K1, Z2
-	VFMADD231PS Z2, Z0, Z1
-	VMOVUPS     Z1, K1, (CX)(BX*1)
-
-done:
-	VZEROUPPER
-	RET
-
 // func dotAVX2(a *float32, b *float32, n int) float32
 // Requires: AVX, FMA3, SSE
 TEXT ·dotAVX2(SB), NOSPLIT, $0-28
@@ -197,67 +137,6 @@ scalar:
 
 done:
 	MOVSS X0, ret+24(FP)
-	VZEROUPPER
-	RET
-
-// func axpyAVX2(a float32, x *float32, y *float32, n int)
-// Requires: AVX, AVX2, FMA3, SSE
-TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
-	MOVSS        a+0(FP), X0
-	VBROADCASTSS X0, Y0
-	MOVQ         x+8(FP), AX
-	MOVQ         y+16(FP), CX
-	MOVQ         n+24(FP), DX
-	XORQ         BX, BX
-	MOVQ         DX, SI
-	ANDQ         $-32, SI
-	SHLQ         $0x02, SI
-
-loop4:
-	CMPQ        BX, SI
-	JAE         loop1
-	VMOVUPS     (CX)(BX*1), Y1
-	VFMADD231PS (AX)(BX*1), Y0, Y1
-	VMOVUPS     Y1, (CX)(BX*1)
-	VMOVUPS     32(CX)(BX*1), Y1
-	VFMADD231PS 32(AX)(BX*1), Y0, Y1
-	VMOVUPS     Y1, 32(CX)(BX*1)
-	VMOVUPS     64(CX)(BX*1), Y1
-	VFMADD231PS 64(AX)(BX*1), Y0, Y1
-	VMOVUPS     Y1, 64(CX)(BX*1)
-	VMOVUPS     96(CX)(BX*1), Y1
-	VFMADD231PS 96(AX)(BX*1), Y0, Y1
-	VMOVUPS     Y1, 96(CX)(BX*1)
-	ADDQ        $0x00000080, BX
-	JMP         loop4
-
-loop1:
-	MOVQ DX, SI
-	ANDQ $-8, SI
-	SHLQ $0x02, SI
-
-loop1b:
-	CMPQ        BX, SI
-	JAE         tail
-	VMOVUPS     (CX)(BX*1), Y1
-	VFMADD231PS (AX)(BX*1), Y0, Y1
-	VMOVUPS     Y1, (CX)(BX*1)
-	ADDQ        $0x00000020, BX
-	JMP         loop1b
-
-tail:
-	ANDQ $0x00000007, DX
-	JZ   done
-
-scalar:
-	VMOVSS      (CX)(BX*1), X1
-	VFMADD231SS (AX)(BX*1), X0, X1
-	VMOVSS      X1, (CX)(BX*1)
-	ADDQ        $0x04, BX
-	DECQ        DX
-	JNZ         scalar
-
-done:
 	VZEROUPPER
 	RET
 
@@ -556,42 +435,6 @@ normtail:
 	VMOVUPS   Z1, K1, (AX)(CX*1)
 
 normdone:
-	VZEROUPPER
-	RET
-
-// func scaleAVX512(x *float32, n int, a float32)
-// Requires: AVX, AVX512F, BMI2, SSE
-TEXT ·scaleAVX512(SB), NOSPLIT, $0-20
-	MOVQ         x+0(FP), AX
-	MOVQ         n+8(FP), CX
-	MOVSS        a+16(FP), X0
-	VBROADCASTSS X0, Z0
-	MOVQ         CX, DX
-	ANDQ         $-16, DX
-	SHLQ         $0x02, DX
-	MOVQ         CX, BX
-	ANDQ         $0x0f, BX
-	MOVQ         $-1, CX
-	BZHIQ        BX, CX, CX
-	KMOVW        CX, K1
-	XORQ         CX, CX
-
-loop:
-	CMPQ    CX, DX
-	JAE     looptail
-	VMULPS  (AX)(CX*1), Z0, Z1
-	VMOVUPS Z1, (AX)(CX*1)
-	ADDQ    $0x40, CX
-	JMP     loop
-
-looptail:
-	TESTQ     BX, BX
-	JZ        loopdone
-	VMOVUPS.Z (AX)(CX*1), K1, Z1
-	VMULPS    Z1, Z0, Z1
-	VMOVUPS   Z1, K1, (AX)(CX*1)
-
-loopdone:
 	VZEROUPPER
 	RET
 

@@ -9,20 +9,10 @@ package kernels
 //go:noescape
 func dotAVX512(a *float32, b *float32, n int) float32
 
-// axpyAVX512 computes y[i] += a*x[i] for i < n (fused multiply-add).
-//
-//go:noescape
-func axpyAVX512(a float32, x *float32, y *float32, n int)
-
 // dotAVX2 returns sum a[i]*b[i] for i < n.
 //
 //go:noescape
 func dotAVX2(a *float32, b *float32, n int) float32
-
-// axpyAVX2 computes y[i] += a*x[i] for i < n (fused multiply-add).
-//
-//go:noescape
-func axpyAVX2(a float32, x *float32, y *float32, n int)
 
 // maxAVX512 returns the largest of x[0..n), n >= 1.
 //
@@ -38,11 +28,6 @@ func expSubSumAVX512(x *float32, n int, m float32) float32
 //
 //go:noescape
 func softmaxScaledAVX512(x *float32, n int, a float32)
-
-// scaleAVX512 sets x[i] *= a for i < n.
-//
-//go:noescape
-func scaleAVX512(x *float32, n int, a float32)
 
 // normScaleAVX512 sets out[i] = w[i] * (a * x[i]) for i < n.
 //
