@@ -350,22 +350,16 @@ func judgeCalibration(v *engine.Verifier, ps []bench.VerifierPath) (bench.Calibr
 	probs := make([]float64, len(ps))
 	right := make([]bool, len(ps))
 	problem := make([]int, len(ps))
-	for i := 0; i < len(ps); {
-		j := i
-		var paths [][]int
-		for j < len(ps) && ps[j].Problem == ps[i].Problem {
-			paths = append(paths, ps[j].Tokens)
-			j++
-		}
-		got, err := v.Judge(ps[i].Prompt, paths)
-		if err != nil {
-			return bench.Calibration{}, err
-		}
+	err := byProblem(ps, func(i int, prompt []int, paths [][]int) error {
+		got, err := v.Judge(prompt, paths)
 		copy(probs[i:], got)
-		for k := i; k < j; k++ {
-			right[k], problem[k] = ps[k].Right, ps[k].Problem
-		}
-		i = j
+		return err
+	})
+	if err != nil {
+		return bench.Calibration{}, err
+	}
+	for k, p := range ps {
+		right[k], problem[k] = p.Right, p.Problem
 	}
 	return bench.Calibrate(probs, right, 10).WithPairs(probs, right, problem), nil
 }
@@ -474,6 +468,20 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // pathFeatures reads every path with v (grouped by problem, as drawn).
 func pathFeatures(v *engine.Verifier, ps []bench.VerifierPath) ([]engine.PathFeatures, error) {
 	out := make([]engine.PathFeatures, len(ps))
+	err := byProblem(ps, func(i int, prompt []int, paths [][]int) error {
+		fs, err := v.Features(prompt, paths)
+		copy(out[i:], fs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// byProblem calls f with each run of paths of one problem in ps (as
+// drawn, a problem's paths are consecutive): i is the run's first index.
+func byProblem(ps []bench.VerifierPath, f func(i int, prompt []int, paths [][]int) error) error {
 	for i := 0; i < len(ps); {
 		j := i
 		var paths [][]int
@@ -481,14 +489,12 @@ func pathFeatures(v *engine.Verifier, ps []bench.VerifierPath) ([]engine.PathFea
 			paths = append(paths, ps[j].Tokens)
 			j++
 		}
-		fs, err := v.Features(ps[i].Prompt, paths)
-		if err != nil {
-			return nil, err
+		if err := f(i, ps[i].Prompt, paths); err != nil {
+			return err
 		}
-		copy(out[i:], fs)
 		i = j
 	}
-	return out, nil
+	return nil
 }
 
 // mixWeights returns each answer's weight in fitting the head, as
