@@ -14,15 +14,18 @@ import (
 
 // TestVulkanManyGroups reproduces the heap corruption seen on lavapipe in
 // entropix-bench backends' server part, without the engine, the server or
-// other backends: steps of 16 to 56 sequences that share no block, so
-// that each attends alone (a group per sequence, as concurrent searches
-// do), each sequence a prefill of about 40 positions and then three
-// decoding steps of one row each. On ggml's CPU backend (which checks
-// every get_rows and set_rows index) it passes; on lavapipe it aborts in
-// glibc's malloc (or segfaults) within the first rounds, detected in
-// lavapipe's threads. It runs only with ENTROPIX_GGML_VULKAN_STRESS=1
-// (and the Vulkan tier's settings) until the cause is fixed, so that the
-// Vulkan tier stays green; ENTROPIX_GGML_DEVICE=cpu runs it on the CPU.
+// other backends: steps of 16 to 56 sequences that share no block (a
+// group per sequence, as concurrent searches make), each sequence a
+// prefill of about 40 positions and then three decoding steps of one row
+// each. On ggml's CPU backend (which checks every get_rows and set_rows
+// index) it passes; on lavapipe it aborts in glibc's malloc (or
+// segfaults) within the first rounds, detected in lavapipe's threads.
+// The number of groups is not the cause: the same sequences forked from
+// one root block (one group) abort too, and with prefills of 12-18
+// positions (one block each) the six rounds pass. It runs only with
+// ENTROPIX_GGML_VULKAN_STRESS=1 (and the Vulkan tier's settings) until the
+// cause is fixed, so that the Vulkan tier stays green;
+// ENTROPIX_GGML_DEVICE=cpu runs it on the CPU.
 func TestVulkanManyGroups(t *testing.T) {
 	if os.Getenv("ENTROPIX_GGML_VULKAN_STRESS") == "" {
 		t.Skip("skipped: the reproduction of the lavapipe crash runs with ENTROPIX_GGML_VULKAN_STRESS=1")
