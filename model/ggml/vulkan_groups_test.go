@@ -2,14 +2,11 @@ package ggml_test
 
 import (
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/ggml"
-	"github.com/entropix-search/entropix-search/model/modeltest"
 )
 
 // TestVulkanManyGroups reproduces the heap corruption seen on lavapipe in
@@ -30,24 +27,13 @@ func TestVulkanManyGroups(t *testing.T) {
 	if os.Getenv("ENTROPIX_GGML_VULKAN_STRESS") == "" {
 		t.Skip("skipped: the reproduction of the lavapipe crash runs with ENTROPIX_GGML_VULKAN_STRESS=1")
 	}
-	o := options(t)
+	var o ggml.Options
 	if os.Getenv("ENTROPIX_GGML_DEVICE") == "" {
-		o.Device = ""
-		for _, d := range ggml.Devices() {
-			if strings.HasPrefix(strings.ToLower(d.Name), "vulkan") {
-				o.Device = d.Name
-				break
-			}
-		}
-		if o.Device == "" {
-			t.Fatal("no Vulkan device: ENTROPIX_GGML_DIR must name the Vulkan package's libraries, and lavapipe needs GGML_VK_VISIBLE_DEVICES=0")
-		}
+		o = vulkanOptions(t)
+	} else {
+		o = options(t)
 	}
-	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "stories260K.gguf"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := loadStories(t)
 	b, err := ggml.New(m, model.CacheConfig{Tokens: 8192, BlockSize: 16, DType: kvcache.F16}, o)
 	if err != nil {
 		t.Fatal(err)
