@@ -1,7 +1,6 @@
 package ggml_test
 
 import (
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/ggml"
 	"github.com/entropix-search/entropix-search/model/modeltest"
+	"github.com/entropix-search/entropix-search/model/modeltest/reftest"
 )
 
 // options returns the backend's options for the tests: the libraries of
@@ -57,18 +57,8 @@ func newBackend(t testing.TB, m *model.Model, tokens, bs int, dt kvcache.ElemTyp
 }
 
 // spreadDiff is the largest difference between got and want relative to
-// want's spread (its largest minus its smallest value).
+// want's spread (reftest.SpreadDiff).
 func spreadDiff(got, want []float32) float64 {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, f := range want {
-		lo, hi = min(lo, float64(f)), max(hi, float64(f))
-	}
-	worst := 0.0
-	for j, f := range want {
-		d := math.Abs(float64(got[j])-float64(f)) / (hi - lo)
-		if !(d <= worst) {
-			worst = d
-		}
-	}
-	return worst
+	d, _ := reftest.SpreadDiff(got, want)
+	return d
 }

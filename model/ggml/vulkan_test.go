@@ -25,22 +25,8 @@ func TestVulkan(t *testing.T) {
 	if os.Getenv("ENTROPIX_GGML_VULKAN") == "" {
 		t.Skip("skipped: the Vulkan tier runs with ENTROPIX_GGML_VULKAN=1")
 	}
-	o := options(t)
-	o.Device = ""
-	for _, d := range ggml.Devices() {
-		if strings.HasPrefix(strings.ToLower(d.Name), "vulkan") {
-			o.Device = d.Name
-			break
-		}
-	}
-	if o.Device == "" {
-		t.Fatal("no Vulkan device: ENTROPIX_GGML_DIR must name the Vulkan package's libraries, and lavapipe needs GGML_VK_VISIBLE_DEVICES=0")
-	}
-	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "stories260K.gguf"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	o := vulkanOptions(t)
+	m := loadStories(t)
 	newVK := func() *ggml.Backend {
 		b, err := ggml.New(m, model.CacheConfig{Tokens: 256, BlockSize: 4, DType: kvcache.F16}, o)
 		if err != nil {
@@ -132,4 +118,33 @@ func abs32(x float32) float32 {
 		return -x
 	}
 	return x
+}
+
+// vulkanOptions returns the test options (options) on the first Vulkan
+// device, failing the test when there is none.
+func vulkanOptions(t *testing.T) ggml.Options {
+	t.Helper()
+	o := options(t)
+	o.Device = ""
+	for _, d := range ggml.Devices() {
+		if strings.HasPrefix(strings.ToLower(d.Name), "vulkan") {
+			o.Device = d.Name
+			break
+		}
+	}
+	if o.Device == "" {
+		t.Fatal("no Vulkan device: ENTROPIX_GGML_DIR must name the Vulkan package's libraries, and lavapipe needs GGML_VK_VISIBLE_DEVICES=0")
+	}
+	return o
+}
+
+// loadStories loads the bundled stories260K, closed at the end of the test.
+func loadStories(t *testing.T) *model.Model {
+	t.Helper()
+	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "stories260K.gguf"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
 }
