@@ -804,11 +804,7 @@ func q4kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		return
 	}
 	if m.k16 {
-		vnni := q4k16VNNI
-		if hasGFNI {
-			vnni = q4k16GFNI
-		}
-		k16RowsTiles(vnni, &q4k8Tiles, q4k8Unit, out, m, xq, n, r0, r1, q4kRowsGo)
+		k16RowsTiles(gfniOr(q4k16VNNI, q4k16GFNI), &q4k8Tiles, q4k8Unit, out, m, xq, n, r0, r1, q4kRowsGo)
 		return
 	}
 	if m.k8 {
@@ -834,11 +830,7 @@ func q40Rows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		return
 	}
 	if m.k16 {
-		vnni := q4016VNNI
-		if hasGFNI {
-			vnni = q4016GFNI
-		}
-		k16RowsTiles(vnni, &q408Tiles, q408Unit, out, m, xq, n, r0, r1, q40RowsGo)
+		k16RowsTiles(gfniOr(q4016VNNI, q4016GFNI), &q408Tiles, q408Unit, out, m, xq, n, r0, r1, q40RowsGo)
 		return
 	}
 	k8RowsTiles(nil, &q408Tiles, q408Unit, out, m, xq, n, r0, r1)
@@ -852,11 +844,7 @@ func q5kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		return
 	}
 	if m.k16 {
-		vnni := q5k16VNNI
-		if hasGFNI {
-			vnni = q5k16GFNI
-		}
-		k16RowsTiles(vnni, &q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1, q5kRowsGo)
+		k16RowsTiles(gfniOr(q5k16VNNI, q5k16GFNI), &q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1, q5kRowsGo)
 		return
 	}
 	k8RowsTiles(nil, &q5k8Tiles, q5k8Unit, out, m, xq, n, r0, r1)
@@ -900,6 +888,14 @@ var q5k16GFNI = k16Table(q5k16TileGFNI, q5k16Tile16GFNI)
 var q6k16GFNI = k16Table(q6k16TileGFNI, q6k16Tile16GFNI)
 
 var q4k16GFNI = k16Table(q4k16TileGFNI, q4k16Tile16GFNI)
+
+// gfniOr returns the GFNI tiles on a CPU with GFNI, else the VNNI ones.
+func gfniOr(vnni, gfni *[k16NX]kTileFunc) *[k16NX]kTileFunc {
+	if hasGFNI {
+		return gfni
+	}
+	return vnni
+}
 
 // k16Table returns the tiles of one to k16NX activation rows: tile, a
 // 16-row layout's VNNI tile (which takes the rows' count), for 1 to 15,
