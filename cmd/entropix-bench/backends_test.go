@@ -40,14 +40,7 @@ func TestBackendsTiny(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "stories260K-q8_0-seed1.gguf")); err != nil {
 		t.Errorf("-keep: %v", err)
 	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep backendsReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, b := readBackendsReport(t, jsonPath)
 	if len(rep.Models) != 1 || rep.Machine.Cores == 0 {
 		t.Fatalf("JSON: %s", b)
 	}
@@ -115,14 +108,7 @@ func TestBackendsGGML(t *testing.T) {
 	if !strings.Contains(out, "- ggml devices: CPU (") || !strings.Contains(out, "all 16 tokens identical") {
 		t.Errorf("output:\n%s", out)
 	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep backendsReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep, _ := readBackendsReport(t, jsonPath)
 	for _, p := range rep.Models[0].Agreement.Phases {
 		if p.MaxRel > 0.05 || p.Argmax < 0.9 || p.Rows == 0 {
 			t.Errorf("%s: %+v", p.Phase, p)
@@ -149,4 +135,19 @@ func TestBackendsUsage(t *testing.T) {
 	if code, _, errs := runCmd(t, "backends", "-h"); code != exitOK || !strings.Contains(errs, "registered: broken, cpu") {
 		t.Errorf("-h: exit %d: %s", code, errs)
 	}
+}
+
+// readBackendsReport reads the JSON report at path, and returns it with its
+// bytes.
+func readBackendsReport(t *testing.T, path string) (backendsReport, []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep backendsReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep, b
 }
