@@ -964,8 +964,14 @@ func runKTiles(tiles []kTileFunc, per, unitBytes int, out []float32, m *Mat, xq 
 	if nwide == 0 {
 		wide, nwide = wide-1, t
 	}
-	for c0 := r0; c0 < r1; c0 += kRowChunk {
-		c1 := min(r1, c0+kRowChunk)
+	chunk := kRowChunk
+	if t == 1 {
+		// One tile: no other tile to keep the chunk in the caches for,
+		// and one call takes the range (the AMX tiles' setup once).
+		chunk = r1 - r0
+	}
+	for c0 := r0; c0 < r1; c0 += chunk {
+		c1 := min(r1, c0+chunk)
 		for i, b := 0, 0; b < n; i++ {
 			nx := wide - min(1, i/nwide)
 			tiles[nx-1](&m.kq[c0*unitBytes/per], &xq[b*rb], rb, nb, &out[b*m.Rows+c0], m.Rows, (c1-c0)/per)
