@@ -3,6 +3,7 @@
 package kernels
 
 import (
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -38,7 +39,9 @@ import (
 //     is GFNI; Q6_K without GFNI keeps the eight-row layout with VNNI
 //     tiles (two groups of eight rows a ZMM register,
 //     VPDPBUSD with the activation quants broadcast from memory;
-//     asmgen/kvnni.go). Else the eight-row layouts' AVX2 tiles, else pure
+//     asmgen/kvnni.go). Where the CPU has AMX-INT8 (and VBMI) and Linux
+//     permits its tiles, Q6_K's 16 activation rows take the AMX tile
+//     (asmgen/amx.go). Else the eight-row layouts' AVX2 tiles, else pure
 //     Go. A matrix in a 16-row layout at a forced lower level (tests)
 //     takes the Go code, one in an eight-row layout the AVX2 tiles. The
 //     file's layout (rows not a multiple of 8) has AVX2 tiles only.
@@ -65,6 +68,12 @@ var (
 	hasVNNI = hasAVX512 && cpu.X86.HasAVX512VNNI
 	hasF16C = hasAVX2 && cpu.X86.HasF16C
 	hasGFNI = hasAVX512 && cpu.X86.HasAVX512GFNI
+	// hasAMX: the Q6_K 16-row tiles of 16 activation rows run on AMX
+	// (asmgen/amx.go): AMX-TILE and AMX-INT8, VBMI's VPERMI2B, GFNI, and
+	// the OS's permission (asked here, once). ENTROPIX_NO_AMX=1 turns
+	// them off (to compare, or on a system that misbehaves).
+	hasAMX = hasGFNI && hasVNNI && cpu.X86.HasAVX512VBMI && cpu.X86.HasAMXTile && cpu.X86.HasAMXInt8 &&
+		os.Getenv("ENTROPIX_NO_AMX") == "" && osPermitsAMX()
 )
 
 // k16Tiles is whether the 16-row layouts' VNNI tiles run here (k16.go).
@@ -784,7 +793,7 @@ func q6kRows(out []float32, m *Mat, xq []byte, n, r0, r1 int) {
 		return
 	}
 	if m.k16 {
-		k16RowsTiles(q6k16GFNI, &q6k8Tiles, q6k8Unit, out, m, xq, n, r0, r1, q6kRowsGo)
+		k16RowsTiles(q6k16Tiles, &q6k8Tiles, q6k8Unit, out, m, xq, n, r0, r1, q6kRowsGo)
 		return
 	}
 	if m.k8 {
@@ -886,6 +895,17 @@ var q5k16VNNI = k16Table(q5k16TileVNNI, q5k16Tile16VNNI)
 var q5k16GFNI = k16Table(q5k16TileGFNI, q5k16Tile16GFNI)
 
 var q6k16GFNI = k16Table(q6k16TileGFNI, q6k16Tile16GFNI)
+
+// q6k16Tiles returns the Q6_K 16-row layout's tiles: with AMX the full
+// tile of 16 activation rows is the AMX one.
+var q6k16Tiles = func() *[k16NX]kTileFunc {
+	if !hasAMX {
+		return q6k16GFNI
+	}
+	t := *q6k16GFNI
+	t[k16NX-1] = q6k16Tile16AMX
+	return &t
+}()
 
 var q4k16GFNI = k16Table(q4k16TileGFNI, q4k16Tile16GFNI)
 

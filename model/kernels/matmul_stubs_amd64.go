@@ -548,3 +548,8 @@ func q5k16Tile16VNNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, n
 //
 //go:noescape
 func q5k16Tile16GFNI(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)
+
+// q6k16Tile16AMX computes npairs pairs of groups of eight Q6_K weight rows (q6k16 layout) times 16 Q8_K activation rows with AMX (the CPU's AMX-INT8, the tiles' state permitted by the OS).
+//
+//go:noescape
+func q6k16Tile16AMX(w *byte, x *byte, ldx int, nb int, out *float32, ldo int, npairs int)

@@ -428,6 +428,7 @@ func genK16() {
 		q5k16VNNI(gf)
 	}
 	genK16Full(true)
+	q6k16AMX()
 }
 
 const (
