@@ -255,13 +255,12 @@ func q6k16AMX() {
 				VPMADDUBSW(bo, v[k], pb)
 				VPSUBW(o, pa, pa)
 				VPSUBW(o, pb, pb)
-				lo, hi := ZMM(), ZMM()
+				lo := ZMM()
 				VMOVDQA64(idxLo, lo)
 				VPERMI2B(pb, pa, lo)
-				VMOVDQA64(idxHi, hi)
-				VPERMI2B(pb, pa, hi)
+				VPERMT2B(pb, idxHi, pa) // pa's last use: it takes the high bytes
 				VMOVDQA64(lo, at((c%2)*chunk+planeLo+64*(kk+k)))
-				VMOVDQA64(hi, at((c%2)*chunk+planeHi+64*(kk+k)))
+				VMOVDQA64(pa, at((c%2)*chunk+planeHi+64*(kk+k)))
 			}
 			if g%4 == 3 {
 				a := byte(2) // the activations' tile: tmm2, tmm7 in turn
