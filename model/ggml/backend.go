@@ -55,6 +55,7 @@ type Backend struct {
 
 	last          lastGraph // the last step's graph, for the next step of its shape
 	built, reused int       // steps that built their graph, and that reused the last
+	spans         spanCount // the attention's slots read against those used
 
 	lazy    bool       // the logits rows stay on the device until read (lazy.go)
 	fetchMu sync.Mutex // a row's fetch against Forward and Close

@@ -25,6 +25,9 @@ type step struct {
 	touched              []int32
 	groupOf              []int32 // per row: its group's root block
 	groups               []group
+	mark                 []int32 // per block id: the stamp of the last group whose union took it
+	stamp                int32
+	union                []int32 // the groups' blocks, each group's [u0, u1) in increasing id order
 }
 
 // find is the root of block id's set.
@@ -112,23 +115,37 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 	if b.padSlots > bs {
 		pad = b.padSlots / bs * bs
 	}
+	if len(st.mark) < b.slots/bs {
+		st.mark, st.stamp = make([]int32, b.slots/bs), 0
+	}
+	st.union = st.union[:0]
 	for gi := range st.groups {
 		g := &st.groups[gi]
-		lo, hi := math.MaxInt, 0
+		if st.stamp++; st.stamp <= 0 { // wrapped: every mark is stale
+			clear(st.mark)
+			st.stamp = 1
+		}
+		u0 := len(st.union)
 		for k := g.r0; k < g.r1; k++ {
 			i := st.order[k]
 			for blk := range pos[i]/bs + 1 {
-				id := p.BlockID(rows[i].Seq, blk)
-				lo, hi = min(lo, id), max(hi, id)
+				if id := p.BlockID(rows[i].Seq, blk); st.mark[id] != st.stamp {
+					st.mark[id] = st.stamp
+					st.union = append(st.union, int32(id))
+				}
 			}
 			if !rows[i].NoLogits {
 				g.nl++
 			}
 		}
+		u := st.union[u0:]
+		slices.Sort(u)
+		lo, hi := int(u[0]), int(u[len(u)-1])
 		g.lo = lo * bs / pad * pad
 		end := min(b.slots, ((hi+1)*bs+pad-1)/pad*pad)
 		g.nkv, g.maskOff = end-g.lo, s.maskLen
 		s.maskLen += g.nkv * (g.r1 - g.r0)
+		b.spans.add(g.r1-g.r0, g.nkv, g.nkv, len(u)*bs)
 	}
 	s.groups = st.groups
 
