@@ -72,8 +72,11 @@ type Backend struct {
 	// padSlots rounds each step's attention span up (on a GPU: a graph
 	// whose shapes repeat can be replayed, as CUDA graphs are).
 	padSlots int
-	st       step // the step's host-side inputs, reused
-	out      model.Output
+	// gatherMode chooses between a group's span and its blocks gathered
+	// (gatherAuto: by their slots).
+	gatherMode int
+	st         step // the step's host-side inputs, reused
+	out        model.Output
 }
 
 // New returns a Backend running m on the device o names, over a new

@@ -8,15 +8,22 @@ func SetLazyRows(b *Backend, on bool) {
 	b.dropGraph()
 }
 
-// SetSpanHook calls f for each attention group of each step from now on
-// with its rows, its span's slots (padded), the slots its attention
-// read and the slots of its blocks.
-func SetSpanHook(b *Backend, f func(rows, span, read, used int)) { b.spans.hook = f }
+// SetSpanHook calls f with each attention group of each step from now
+// on.
+func SetSpanHook(b *Backend, f func(GroupSpan)) { b.spans.hook = f }
 
 // SetPadSlots sets the multiple the attention's slots are padded to (a
 // GPU's 256), for testing a GPU's shapes on ggml's CPU device. Call it
 // before the first Forward.
 func SetPadSlots(b *Backend, n int) {
 	b.padSlots = n
+	b.dropGraph()
+}
+
+// SetGather makes every attention group gather its blocks ("always"),
+// read its span ("never"), or choose by their slots ("auto", the
+// default).
+func SetGather(b *Backend, mode string) {
+	b.gatherMode = map[string]int{"auto": gatherAuto, "never": gatherNever, "always": gatherAlways}[mode]
 	b.dropGraph()
 }

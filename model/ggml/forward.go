@@ -99,7 +99,7 @@ type lastGraph struct {
 
 // same reports whether shapes s and o make the same graph.
 func (s shape) same(o shape) bool {
-	return s.n == o.n && s.nl == o.nl && s.reorder == o.reorder && s.maskLen == o.maskLen && s.ncp == o.ncp &&
+	return s.n == o.n && s.nl == o.nl && s.reorder == o.reorder && s.maskLen == o.maskLen && s.ncp == o.ncp && s.ngather == o.ngather &&
 		slices.Equal(s.groups, o.groups) && slices.Equal(s.attn, o.attn)
 }
 
@@ -164,7 +164,7 @@ func (b *Backend) readAttention(rows []model.Row, s shape, scores, probs []*gg.T
 				dst := buf[off : off+heads*np]
 				from := st.attn[j*per : (j+1)*per]
 				for blk := range (np + bs - 1) / bs {
-					col := p.BlockID(rows[r].Seq, blk)*bs - g.lo
+					col := int(st.col[p.BlockID(rows[r].Seq, blk)])
 					cnt := min(bs, np-blk*bs)
 					for h := range heads {
 						copy(dst[h*np+blk*bs:h*np+blk*bs+cnt], from[h*g.nkv+col:h*g.nkv+col+cnt])

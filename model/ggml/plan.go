@@ -27,8 +27,35 @@ type step struct {
 	groups               []group
 	mark                 []int32 // per block id: the stamp of the last group whose union took it
 	stamp                int32
-	union                []int32 // the groups' blocks, each group's [u0, u1) in increasing id order
+	union                []int32 // the groups' blocks, each group's in increasing id order
+	col                  []int32 // per block id of the step's groups: its first slot's column in its group's attention
+	gather               []int32 // the gathering groups' blocks (padded), in their order
+	gatherIdx            []int32 // the same per KV dimension: [len(gather), KVDim]
 }
+
+// Gathering: a group whose span is at least gatherRatio times its blocks'
+// slots (each padded) gathers its blocks instead.
+const gatherRatio = 2
+
+// gatherSpan reports whether a group whose span is span slots and whose
+// blocks gathered are gathered slots gathers them.
+func (b *Backend) gatherSpan(span, gathered int) bool {
+	switch b.gatherMode {
+	case gatherNever:
+		return false
+	case gatherAlways:
+		return true
+	}
+	return span >= gatherRatio*gathered
+}
+
+// The gatherings (Backend.gatherMode): by the groups' spans, never, or
+// always (for testing both ways).
+const (
+	gatherAuto = iota
+	gatherNever
+	gatherAlways
+)
 
 // find is the root of block id's set.
 func (st *step) find(id int32) int32 {
@@ -108,26 +135,29 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 		}
 		st.groups = merged
 	}
-	// Each group's slots: from its lowest block to its highest, padded
-	// (on a GPU) to a multiple of pad slots, so that the graph's shapes
-	// change every few steps only.
+	// Each group's slots: from its lowest block to its highest (its span),
+	// or its blocks gathered (its union), whichever is cheaper; padded (on
+	// a GPU) to a multiple of pad slots, so that the graph's shapes change
+	// every few steps only.
 	pad := bs
 	if b.padSlots > bs {
 		pad = b.padSlots / bs * bs
 	}
 	if len(st.mark) < b.slots/bs {
 		st.mark, st.stamp = make([]int32, b.slots/bs), 0
+		st.col = make([]int32, b.slots/bs)
 	}
-	st.union = st.union[:0]
+	st.union, st.gather = st.union[:0], st.gather[:0]
 	for gi := range st.groups {
 		g := &st.groups[gi]
 		if st.stamp++; st.stamp <= 0 { // wrapped: every mark is stale
 			clear(st.mark)
 			st.stamp = 1
 		}
-		u0 := len(st.union)
+		u0, seen := len(st.union), 0
 		for k := g.r0; k < g.r1; k++ {
 			i := st.order[k]
+			seen += pos[i] + 1
 			for blk := range pos[i]/bs + 1 {
 				if id := p.BlockID(rows[i].Seq, blk); st.mark[id] != st.stamp {
 					st.mark[id] = st.stamp
@@ -141,11 +171,34 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 		u := st.union[u0:]
 		slices.Sort(u)
 		lo, hi := int(u[0]), int(u[len(u)-1])
-		g.lo = lo * bs / pad * pad
-		end := min(b.slots, ((hi+1)*bs+pad-1)/pad*pad)
-		g.nkv, g.maskOff = end-g.lo, s.maskLen
+		lo = lo * bs / pad * pad
+		span := min(b.slots, ((hi+1)*bs+pad-1)/pad*pad) - lo
+		gathered := (len(u)*bs + pad - 1) / pad * pad
+		if b.gatherSpan(span, gathered) {
+			g.gather, g.lo, g.nkv, g.goff = true, 0, gathered, len(st.gather)*bs
+			for j, id := range u {
+				st.col[id] = int32(j * bs)
+			}
+			st.gather = append(st.gather, u...)
+			for range gathered/bs - len(u) { // padding: masked out
+				st.gather = append(st.gather, u[0])
+			}
+		} else {
+			g.lo, g.nkv = lo, span
+			for _, id := range u {
+				st.col[id] = id*int32(bs) - int32(lo)
+			}
+		}
+		g.maskOff = s.maskLen
 		s.maskLen += g.nkv * (g.r1 - g.r0)
-		b.spans.add(g.r1-g.r0, g.nkv, g.nkv, len(u)*bs)
+		b.spans.add(GroupSpan{Rows: g.r1 - g.r0, Span: span, Read: g.nkv, Used: len(u) * bs, Seen: seen})
+	}
+	s.ngather = len(st.gather)
+	if n := s.ngather; n > 0 {
+		st.gatherIdx = slices.Grow(st.gatherIdx[:0], n*kvd)[:n*kvd]
+		for d := range kvd {
+			copy(st.gatherIdx[d*n:], st.gather)
+		}
 	}
 	s.groups = st.groups
 
@@ -182,8 +235,8 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 				m[j] = inf
 			}
 			for blk := range pos[i]/bs + 1 {
-				off := p.BlockID(rows[i].Seq, blk)*bs - g.lo
-				clear(m[off : off+min(bs, pos[i]+1-blk*bs)])
+				off := st.col[p.BlockID(rows[i].Seq, blk)]
+				clear(m[off : off+int32(min(bs, pos[i]+1-blk*bs))])
 			}
 			if !rows[i].NoLogits {
 				out = append(out, int32(k-g.r0))
@@ -255,6 +308,10 @@ func (b *Backend) setInputs(g *graph) {
 	}
 	if g.rowIdx != nil {
 		gg.Set(g.rowIdx, b.rowIndex(g.rowIdx.Bytes()/8), 0)
+	}
+	if g.gk != nil {
+		gg.Set(g.gk, st.gather, 0)
+		gg.Set(g.gv, st.gatherIdx, 0)
 	}
 	if g.csrc != nil {
 		gg.Set(g.csrc, st.csrc, 0)

@@ -6,11 +6,14 @@ package ggml
 // blocks in between), and a span from its lowest block to its highest
 // reads every slot between them. Each count is a group in one step;
 // RowSpan, RowRead and RowUsed weigh the slots by the group's rows (a
-// score and a mask element per row and slot: the attention's work).
+// score and a mask element per row and slot: the attention's work), and
+// Seen is the positions its rows see, summed over them (the work a row
+// alone over its own positions would do).
 type SpanStats struct {
 	Groups, Rows              int
 	Span, Read, Used          int64 // slots: the span (padded), what attention read, the blocks' own
 	RowSpan, RowRead, RowUsed int64 // rows x slots
+	Seen                      int64
 	// SpanRatio and ReadRatio count the groups by Span/Used and by
 	// Read/Used: SpanRatio[i] those at most SpanBuckets[i], the last
 	// those beyond.
@@ -20,25 +23,29 @@ type SpanStats struct {
 // SpanBuckets are the upper bounds of SpanStats' ratio buckets.
 var SpanBuckets = [...]float64{1, 1.25, 1.5, 2, 3, 4, 8, 16, 32, 64}
 
+// GroupSpan is one attention group of one step: its rows, the slots of
+// its span (padded), those its attention read, those of its blocks, and
+// the positions its rows see, summed over them.
+type GroupSpan struct{ Rows, Span, Read, Used, Seen int }
+
 // spanCount is the backend's SpanStats and a test's hook.
 type spanCount struct {
 	SpanStats
-	hook func(rows, span, read, used int)
+	hook func(GroupSpan)
 }
 
-// add counts a group of rows rows whose span is span slots, of which
-// attention read read, its blocks holding used.
-func (c *spanCount) add(rows, span, read, used int) {
-	s := &c.SpanStats
+// add counts a group.
+func (c *spanCount) add(g GroupSpan) {
+	s, r := &c.SpanStats, int64(g.Rows)
 	s.Groups++
-	s.Rows += rows
-	s.Span, s.Read, s.Used = s.Span+int64(span), s.Read+int64(read), s.Used+int64(used)
-	r := int64(rows)
-	s.RowSpan, s.RowRead, s.RowUsed = s.RowSpan+r*int64(span), s.RowRead+r*int64(read), s.RowUsed+r*int64(used)
-	s.SpanRatio[bucket(span, used)]++
-	s.ReadRatio[bucket(read, used)]++
+	s.Rows += g.Rows
+	s.Span, s.Read, s.Used = s.Span+int64(g.Span), s.Read+int64(g.Read), s.Used+int64(g.Used)
+	s.RowSpan, s.RowRead, s.RowUsed = s.RowSpan+r*int64(g.Span), s.RowRead+r*int64(g.Read), s.RowUsed+r*int64(g.Used)
+	s.Seen += int64(g.Seen)
+	s.SpanRatio[bucket(g.Span, g.Used)]++
+	s.ReadRatio[bucket(g.Read, g.Used)]++
 	if c.hook != nil {
-		c.hook(rows, span, read, used)
+		c.hook(g)
 	}
 }
 

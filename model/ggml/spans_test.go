@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/entropix-search/entropix-search/engine"
 	"github.com/entropix-search/entropix-search/kvcache"
@@ -21,20 +23,20 @@ import (
 
 // spanLog collects the attention groups' slots of a backend's steps.
 type spanLog struct {
-	mu                        sync.Mutex
-	span, read, used, rows    []int
-	rowSpan, rowRead, rowUsed int64
-	groups                    int
+	mu                              sync.Mutex
+	span, read, used                []int
+	rowSpan, rowRead, rowUsed, seen int64
+	groups                          int
 }
 
-func (l *spanLog) hook(rows, span, read, used int) {
+func (l *spanLog) hook(g ggml.GroupSpan) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.groups++
-	l.rows = append(l.rows, rows)
-	l.span, l.read, l.used = append(l.span, span), append(l.read, read), append(l.used, used)
-	r := int64(rows)
-	l.rowSpan, l.rowRead, l.rowUsed = l.rowSpan+r*int64(span), l.rowRead+r*int64(read), l.rowUsed+r*int64(used)
+	l.span, l.read, l.used = append(l.span, g.Span), append(l.read, g.Read), append(l.used, g.Used)
+	r := int64(g.Rows)
+	l.rowSpan, l.rowRead, l.rowUsed = l.rowSpan+r*int64(g.Span), l.rowRead+r*int64(g.Read), l.rowUsed+r*int64(g.Used)
+	l.seen += int64(g.Seen)
 }
 
 // summary is the ratios' distribution: per group and step, span/used and
@@ -55,8 +57,8 @@ func (l *spanLog) summary() string {
 	if l.groups == 0 {
 		return "no groups"
 	}
-	return fmt.Sprintf("%d group-steps; span/used %s, work %.2fx; read/used %s, work %.2fx",
-		l.groups, pct(l.span), float64(l.rowSpan)/float64(l.rowUsed), pct(l.read), float64(l.rowRead)/float64(l.rowUsed))
+	return fmt.Sprintf("%d group-steps; span/used %s, work %.2fx; read/used %s, work %.2fx; rows x used / positions seen %.2fx",
+		l.groups, pct(l.span), float64(l.rowSpan)/float64(l.rowUsed), pct(l.read), float64(l.rowRead)/float64(l.rowUsed), float64(l.rowUsed)/float64(l.seen))
 }
 
 var (
@@ -65,10 +67,28 @@ var (
 	spanNext       []spanSetup // the next "ggml-spans" backends' settings
 )
 
-// spanSetup is a "ggml-spans" backend's hook and padding.
+// spanSetup is a "ggml-spans" backend's hook, padding and gathering,
+// and where its Forward's time goes.
 type spanSetup struct {
-	hook func(rows, span, read, used int)
-	pad  int
+	hook   func(ggml.GroupSpan)
+	pad    int
+	gather string
+	timed  *timedBackend
+}
+
+// timedBackend is a backend whose Forwards are timed.
+type timedBackend struct {
+	*ggml.Backend
+	forward time.Duration
+	steps   int
+}
+
+func (b *timedBackend) Forward(rows []model.Row, attn ...int) (*model.Output, error) {
+	t0 := time.Now()
+	out, err := b.Backend.Forward(rows, attn...)
+	b.forward += time.Since(t0)
+	b.steps++
+	return out, err
 }
 
 // registerSpans registers the backend "ggml-spans": the ggml backend
@@ -80,12 +100,20 @@ func registerSpans() {
 			b, err := ggml.New(m, c, ggml.Defaults())
 			if err == nil {
 				spanBackendsMu.Lock()
+				defer spanBackendsMu.Unlock()
 				if len(spanNext) > 0 {
-					ggml.SetSpanHook(b, spanNext[0].hook)
-					ggml.SetPadSlots(b, spanNext[0].pad)
+					n := spanNext[0]
 					spanNext = spanNext[1:]
+					ggml.SetSpanHook(b, n.hook)
+					ggml.SetPadSlots(b, n.pad)
+					if n.gather != "" {
+						ggml.SetGather(b, n.gather)
+					}
+					if n.timed != nil {
+						n.timed.Backend = b
+						return n.timed, nil
+					}
 				}
-				spanBackendsMu.Unlock()
 			}
 			return b, err
 		})
@@ -156,7 +184,7 @@ func TestSpans(t *testing.T) {
 	prompts, parallel := arithPrompts(t, envInt("ENTROPIX_GGML_SPAN_PROBLEMS", 8)), envInt("ENTROPIX_GGML_SPAN_PARALLEL", 4)
 	search := func(t *testing.T, cache, parallel, pad int) *spanLog {
 		l := &spanLog{}
-		nextSpans(spanSetup{l.hook, pad})
+		nextSpans(spanSetup{hook: l.hook, pad: pad})
 		e, err := engine.New(m, engine.WithBackend("ggml-spans"), engine.WithMode(engine.BeamAdaptive), engine.WithSeed(1),
 			engine.WithKVType(kvcache.F32), engine.WithCacheTokens(cache))
 		if err != nil {
@@ -231,5 +259,72 @@ func sixteen(t *testing.T, m *model.Model, pad int) {
 			}
 		}
 		t.Logf("%s", l.summary())
+	}
+}
+
+// TestSpanSpeed times the steps of searches on arith with the groups
+// reading their spans ("never" gathering) and as the backend chooses
+// ("auto"), in interleaved rounds: ENTROPIX_GGML_SPAN_SPEED=rounds, the
+// problems and searches at once as TestSpans's, and
+// ENTROPIX_GGML_SPAN_PAD=256 for a GPU's padding. A measurement.
+func TestSpanSpeed(t *testing.T) {
+	rounds := envInt("ENTROPIX_GGML_SPAN_SPEED", 0)
+	if rounds == 0 {
+		t.Skip("skipped: a measurement, run with ENTROPIX_GGML_SPAN_SPEED=rounds")
+	}
+	ggml.SetDefaults(options(t))
+	registerSpans()
+	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompts, parallel := arithPrompts(t, envInt("ENTROPIX_GGML_SPAN_PROBLEMS", 8)), envInt("ENTROPIX_GGML_SPAN_PARALLEL", 4)
+	pad := envInt("ENTROPIX_GGML_SPAN_PAD", 0)
+	modes := []string{"never", "auto"}
+	if m := os.Getenv("ENTROPIX_GGML_SPAN_MODES"); m != "" {
+		modes = strings.Split(m, ",")
+	}
+	perStep := map[string][]float64{}
+	for r := range rounds {
+		for j := range modes {
+			mode := modes[(j+r)%len(modes)]
+			tb := &timedBackend{}
+			l := &spanLog{}
+			nextSpans(spanSetup{hook: l.hook, pad: pad, gather: mode, timed: tb})
+			e, err := engine.New(m, engine.WithBackend("ggml-spans"), engine.WithMode(engine.BeamAdaptive), engine.WithSeed(1),
+				engine.WithKVType(kvcache.F32), engine.WithCacheTokens(16*m.Config.ContextLen))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Now()
+			var wg sync.WaitGroup
+			for w := range parallel {
+				wg.Go(func() {
+					for i := w; i < len(prompts); i += parallel {
+						if _, err := e.Search(context.Background(), prompts[i], engine.Budget{MaxTokens: 96}); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			wall := time.Since(t0)
+			built, reused := tb.Graphs()
+			e.Close()
+			us := float64(tb.forward.Microseconds()) / float64(tb.steps)
+			perStep[mode] = append(perStep[mode], us)
+			t.Logf("round %d %s: %d steps, %.0f µs a step in Forward, wall %v, graphs built %d reused %d; read/used work %.2fx",
+				r, mode, tb.steps, us, wall.Round(time.Millisecond), built, reused, float64(l.rowRead)/float64(l.rowUsed))
+		}
+	}
+	for _, mode := range modes[1:] {
+		var ratios []float64
+		for r := range perStep[mode] {
+			ratios = append(ratios, perStep[mode][r]/perStep[modes[0]][r])
+		}
+		slices.Sort(ratios)
+		t.Logf("%s / %s, time a step: median %.3f, range %.3f-%.3f over %d rounds", mode, modes[0], ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1], len(ratios))
 	}
 }
