@@ -75,7 +75,9 @@ type Backend struct {
 	// gatherMode chooses between a group's span and its blocks gathered
 	// (gatherAuto: by their slots).
 	gatherMode int
-	st         step // the step's host-side inputs, reused
+	chunk      int      // the most rows a graph runs (Options.Chunk)
+	chunks     chunkOut // a step's chunks' outputs, kept until its last has run
+	st         step     // the step's host-side inputs, reused
 	out        model.Output
 }
 
@@ -94,7 +96,7 @@ func New(m *model.Model, c model.CacheConfig, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{m: m, pool: pool, statsK: min(DefaultStatsK, m.Config.Vocab)}
+	b := &Backend{m: m, pool: pool, statsK: min(DefaultStatsK, m.Config.Vocab), chunk: o.chunk()}
 	if err := b.start(o); err != nil {
 		b.Close()
 		return nil, err

@@ -27,3 +27,6 @@ func SetGather(b *Backend, mode string) {
 	b.gatherMode = map[string]int{"auto": gatherAuto, "never": gatherNever, "always": gatherAlways}[mode]
 	b.dropGraph()
 }
+
+// GraphMemory is the scheduler's compute buffer on the device, in bytes.
+func GraphMemory(b *Backend) int { return b.sched.BufferSize(b.dev) }

@@ -20,6 +20,7 @@ type step struct {
 	cdst, cvdst          []int64
 	attn                 []float32 // scratch for reading attention back
 	rowIdx               []int64   // the rows' places in the device's store
+	rowOff               int       // the graph's first row with logits among the step's
 	copies               map[int64]int64
 	parent               []int32 // union-find over block ids
 	touched              []int32
