@@ -75,6 +75,10 @@ type Backend struct {
 	// gatherMode chooses between a group's span and its blocks gathered
 	// (gatherAuto: by their slots).
 	gatherMode int
+	// splitRatio splits a set of rows sharing blocks into a group per
+	// sequence when its rows x blocks exceed splitRatio times the blocks
+	// its rows see (0: never).
+	splitRatio float64
 	chunk      int      // the most rows a graph runs (Options.Chunk)
 	chunks     chunkOut // a step's chunks' outputs, kept until its last has run
 	st         step     // the step's host-side inputs, reused
@@ -96,7 +100,7 @@ func New(m *model.Model, c model.CacheConfig, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{m: m, pool: pool, statsK: min(DefaultStatsK, m.Config.Vocab), chunk: o.chunk()}
+	b := &Backend{m: m, pool: pool, statsK: min(DefaultStatsK, m.Config.Vocab), chunk: o.chunk(), splitRatio: defaultSplitRatio}
 	if err := b.start(o); err != nil {
 		b.Close()
 		return nil, err

@@ -134,9 +134,9 @@ func TestMatchesCPU(t *testing.T) {
 			}
 			defer cb.Close()
 			want, wantAtt := treeSteps(t, cb, m.Config.Vocab, attn)
-			for _, gather := range []string{"auto", "always", "never"} {
+			for _, way := range attentionWays {
 				gb := newBackend(t, m, 256, 4, c.dt)
-				ggml.SetGather(gb, gather)
+				ggml.SetAttention(gb, way)
 				got, gotAtt := treeSteps(t, gb, m.Config.Vocab, attn)
 				worst, pworst, sworst := 0.0, 0.0, 0.0
 				for i := range want {
@@ -160,8 +160,8 @@ func TestMatchesCPU(t *testing.T) {
 						pworst, sworst = max(pworst, dp), max(sworst, ds)
 					}
 				}
-				t.Logf("gather %s: %d logits rows: largest difference %.2g of the spread; %d attention rows: probabilities within %.2g, scores %.2g",
-					gather, len(want), worst, len(wantAtt), pworst, sworst)
+				t.Logf("attention %s: %d logits rows: largest difference %.2g of the spread; %d attention rows: probabilities within %.2g, scores %.2g",
+					way, len(want), worst, len(wantAtt), pworst, sworst)
 			}
 		})
 	}
@@ -224,9 +224,9 @@ func TestManySearches(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, wantAtt := run(cb)
-	for _, gather := range []string{"auto", "always", "never"} {
+	for _, way := range attentionWays {
 		gb := newBackend(t, m, 2048, 2, kvcache.F32)
-		ggml.SetGather(gb, gather)
+		ggml.SetAttention(gb, way)
 		got, gotAtt := run(gb)
 		worst, pworst := 0.0, 0.0
 		for i := range want {
@@ -241,8 +241,8 @@ func TestManySearches(t *testing.T) {
 			}
 		}
 		if !(worst <= 1e-4) || !(pworst <= 1e-5) {
-			t.Fatalf("gather %s: logits %.3g of the spread from the CPU backend's, attention probabilities %.3g", gather, worst, pworst)
+			t.Fatalf("attention %s: logits %.3g of the spread from the CPU backend's, attention probabilities %.3g", way, worst, pworst)
 		}
-		t.Logf("gather %s: %d logits rows within %.2g of the spread, attention probabilities within %.2g", gather, len(want), worst, pworst)
+		t.Logf("attention %s: %d logits rows within %.2g of the spread, attention probabilities within %.2g", way, len(want), worst, pworst)
 	}
 }

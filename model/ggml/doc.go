@@ -38,7 +38,10 @@
 // other searches' blocks in between): when they lie close together it
 // reads the slots from its lowest block id to its highest in place, else
 // its blocks are gathered (ggml_get_rows, one for all such groups per
-// layer) and it reads only those (plan.go's gatherSpan); Wo, the
+// layer) and it reads only those (plan.go's gatherSpan). Branches grown
+// apart (16 samples of one prompt) share little: when a set's rows x
+// blocks outweigh the blocks its rows see by more than 4 times, it
+// attends sequence by sequence instead; Wo, the
 // residual, RMSNorm, SwiGLU, the residual; the classifier on the rows
 // that want logits, and each logits row's statistics (stats.go: the
 // argmax, the moments of the softmax's normalizer, the top K), which is

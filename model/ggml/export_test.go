@@ -20,13 +20,33 @@ func SetPadSlots(b *Backend, n int) {
 	b.dropGraph()
 }
 
-// SetGather makes every attention group gather its blocks ("always"),
-// read its span ("never"), or choose by their slots ("auto", the
-// default).
-func SetGather(b *Backend, mode string) {
-	b.gatherMode = map[string]int{"auto": gatherAuto, "never": gatherNever, "always": gatherAlways}[mode]
+// SetAttention sets how the attention groups read their blocks: "auto"
+// (as the backend chooses), "span" (every group its span in place, no
+// set of rows split), "gather" (every group its blocks gathered, no set
+// split), "split" (every set of rows of several sequences split into a
+// group per sequence, each reading as the backend chooses).
+func SetAttention(b *Backend, way string) {
+	b.gatherMode, b.splitRatio = gatherAuto, defaultSplitRatio
+	switch way {
+	case "span":
+		b.gatherMode, b.splitRatio = gatherNever, 0
+	case "gather":
+		b.gatherMode, b.splitRatio = gatherAlways, 0
+	case "split":
+		b.splitRatio = 1e-9
+	case "auto":
+	default:
+		panic("SetAttention: no way " + way)
+	}
 	b.dropGraph()
 }
 
 // GraphMemory is the scheduler's compute buffer on the device, in bytes.
 func GraphMemory(b *Backend) int { return b.sched.BufferSize(b.dev) }
+
+// SetSplit sets the ratio of a set of rows' rows x blocks to the blocks
+// its rows see beyond which it attends sequence by sequence (0: never).
+func SetSplit(b *Backend, r float64) {
+	b.splitRatio = r
+	b.dropGraph()
+}

@@ -257,6 +257,7 @@ func (b *Backend) readAttention(rows []model.Row, pos []int, s shape, scores, pr
 			continue
 		}
 		per := g.nkv * heads
+		st.setCols(gi, bs)
 		for kind, src := range []*gg.Tensor{scores[gi], probs[gi]} {
 			st.attn = slices.Grow(st.attn[:0], g.nl*per)[:g.nl*per]
 			gg.Get(src, st.attn, 0)

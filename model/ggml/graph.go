@@ -12,7 +12,9 @@ import (
 // one search), which attend together over every block any of them
 // reads, each read once for all of them. Rows of different searches
 // attend apart: attending over the union of all searches' blocks would
-// cost rows x slots scores of which only one search's are kept. A group
+// cost rows x slots scores of which only one search's are kept; so do
+// the sequences of a set of rows that share little (plan.go's rowSet). A
+// group
 // attends over nkv slots: its span, slots [lo, lo+nkv) of the pool, when
 // its blocks lie close together, else its blocks gathered, the step's
 // gathered slots [goff, goff+nkv) (its blocks in increasing id order,

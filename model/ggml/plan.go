@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 
 	gg "github.com/entropix-search/entropix-search/model/ggml/internal/ggml"
@@ -28,11 +29,20 @@ type step struct {
 	groups               []group
 	mark                 []int32 // per block id: the stamp of the last group whose union took it
 	stamp                int32
-	union                []int32 // the groups' blocks, each group's in increasing id order
-	col                  []int32 // per block id of the step's groups: its first slot's column in its group's attention
-	gather               []int32 // the gathering groups' blocks (padded), in their order
-	gatherIdx            []int32 // the same per KV dimension: [len(gather), KVDim]
+	union                []int32  // the groups' blocks, each group's in increasing id order
+	col                  []int32  // per block id: its first slot's column in the attention of the group setCols last set
+	gu                   [][2]int // per group: its blocks, union[gu[0]:gu[1]]
+	sets                 map[int32]*rowSet
+	seqFirst             map[*kvcache.Seq]int // each sequence's first row
+	key                  []int                // per row: its group's first row
+	gather               []int32              // the gathering groups' blocks (padded), in their order
+	gatherIdx            []int32              // the same per KV dimension: [len(gather), KVDim]
 }
+
+// defaultSplitRatio is Backend.splitRatio's default: a set of rows
+// sharing blocks attends sequence by sequence when its rows x blocks are
+// more than 4 times the blocks its rows see.
+const defaultSplitRatio = 4
 
 // Gathering: a group whose span is at least gatherRatio times its blocks'
 // slots (each padded) gathers its blocks instead.
@@ -57,6 +67,36 @@ const (
 	gatherNever
 	gatherAlways
 )
+
+// rowSet is a set of a step's rows whose block tables share blocks,
+// transitively: its first row, its rows, its blocks, and the blocks its
+// rows see (summed over them); split when it attends sequence by
+// sequence.
+type rowSet struct {
+	first, rows, blocks, seen int
+	split                     bool
+}
+
+// nextStamp starts a new set of marks.
+func (st *step) nextStamp() {
+	if st.stamp++; st.stamp <= 0 { // wrapped: every mark is stale
+		clear(st.mark)
+		st.stamp = 1
+	}
+}
+
+// setCols sets the columns of group gi's blocks in its attention: in
+// its span from its lo, or in the order gathered.
+func (st *step) setCols(gi, bs int) {
+	g, u := st.groups[gi], st.union[st.gu[gi][0]:st.gu[gi][1]]
+	for j, id := range u {
+		if g.gather {
+			st.col[id] = int32(j * bs)
+		} else {
+			st.col[id] = id*int32(bs) - int32(g.lo)
+		}
+	}
+}
 
 // find is the root of block id's set.
 func (st *step) find(id int32) int32 {
@@ -100,19 +140,62 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 	for _, row := range rows {
 		st.groupOf = append(st.groupOf, st.find(int32(p.BlockID(row.Seq, 0))))
 	}
-	// The step's order: the groups in the order of their first rows, each
-	// group's rows in theirs.
+	// A set of rows whose private blocks outweigh what they share (the
+	// branches of a search grown apart) attends sequence by sequence: its
+	// rows x its blocks would be mostly masked out.
+	if len(st.mark) < b.slots/bs {
+		st.mark, st.stamp = make([]int32, b.slots/bs), 0
+		st.col = make([]int32, b.slots/bs)
+	}
+	st.nextStamp()
+	if st.sets == nil {
+		st.sets, st.seqFirst = map[int32]*rowSet{}, map[*kvcache.Seq]int{}
+	}
+	clear(st.sets)
+	clear(st.seqFirst)
+	for i, row := range rows {
+		set := st.sets[st.groupOf[i]]
+		if set == nil {
+			set = &rowSet{first: i}
+			st.sets[st.groupOf[i]] = set
+		}
+		set.rows++
+		set.seen += pos[i]/bs + 1
+		for blk := range pos[i]/bs + 1 {
+			if id := p.BlockID(row.Seq, blk); st.mark[id] != st.stamp {
+				st.mark[id] = st.stamp
+				set.blocks++
+			}
+		}
+		if _, ok := st.seqFirst[row.Seq]; !ok {
+			st.seqFirst[row.Seq] = i
+		}
+	}
+	for _, set := range st.sets {
+		set.split = b.splitRatio > 0 && set.rows > 1 && float64(set.rows*set.blocks) > b.splitRatio*float64(set.seen)
+	}
+	// Each row's group: its set's first row, or when the set is split
+	// its sequence's.
+	st.key = st.key[:0]
+	for i, row := range rows {
+		k := st.sets[st.groupOf[i]].first
+		if st.sets[st.groupOf[i]].split {
+			k = st.seqFirst[row.Seq]
+		}
+		st.key = append(st.key, k)
+	}
+	// The step's order: the groups in the order of their sets' first rows
+	// and then their own, each group's rows in theirs.
 	st.order = slices.Grow(st.order[:0], n)[:n]
 	for i := range st.order {
 		st.order[i] = i
 	}
-	firstRow := map[int32]int{}
-	for i, gid := range st.groupOf {
-		if _, ok := firstRow[gid]; !ok {
-			firstRow[gid] = i
+	slices.SortStableFunc(st.order, func(x, y int) int {
+		if c := st.sets[st.groupOf[x]].first - st.sets[st.groupOf[y]].first; c != 0 {
+			return c
 		}
-	}
-	slices.SortStableFunc(st.order, func(a, b int) int { return firstRow[st.groupOf[a]] - firstRow[st.groupOf[b]] })
+		return st.key[x] - st.key[y]
+	})
 	st.inv = slices.Grow(st.inv[:0], n)[:n]
 	for k, i := range st.order {
 		st.inv[i] = k
@@ -120,8 +203,8 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 	}
 	st.groups = st.groups[:0]
 	for k := 0; k < n; {
-		gid, k1 := st.groupOf[st.order[k]], k+1
-		for k1 < n && st.groupOf[st.order[k1]] == gid {
+		key, k1 := st.key[st.order[k]], k+1
+		for k1 < n && st.key[st.order[k1]] == key {
 			k1++
 		}
 		st.groups = append(st.groups, group{r0: k, r1: k1})
@@ -144,17 +227,10 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 	if b.padSlots > bs {
 		pad = b.padSlots / bs * bs
 	}
-	if len(st.mark) < b.slots/bs {
-		st.mark, st.stamp = make([]int32, b.slots/bs), 0
-		st.col = make([]int32, b.slots/bs)
-	}
-	st.union, st.gather = st.union[:0], st.gather[:0]
+	st.union, st.gather, st.gu = st.union[:0], st.gather[:0], st.gu[:0]
 	for gi := range st.groups {
 		g := &st.groups[gi]
-		if st.stamp++; st.stamp <= 0 { // wrapped: every mark is stale
-			clear(st.mark)
-			st.stamp = 1
-		}
+		st.nextStamp()
 		u0, seen := len(st.union), 0
 		for k := g.r0; k < g.r1; k++ {
 			i := st.order[k]
@@ -175,20 +251,15 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 		lo = lo * bs / pad * pad
 		span := min(b.slots, ((hi+1)*bs+pad-1)/pad*pad) - lo
 		gathered := (len(u)*bs + pad - 1) / pad * pad
+		st.gu = append(st.gu, [2]int{u0, len(st.union)})
 		if b.gatherSpan(span, gathered) {
 			g.gather, g.lo, g.nkv, g.goff = true, 0, gathered, len(st.gather)*bs
-			for j, id := range u {
-				st.col[id] = int32(j * bs)
-			}
 			st.gather = append(st.gather, u...)
 			for range gathered/bs - len(u) { // padding: masked out
 				st.gather = append(st.gather, u[0])
 			}
 		} else {
 			g.lo, g.nkv = lo, span
-			for _, id := range u {
-				st.col[id] = id*int32(bs) - int32(lo)
-			}
 		}
 		g.maskOff = s.maskLen
 		s.maskLen += g.nkv * (g.r1 - g.r0)
@@ -227,7 +298,8 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 	st.mask = slices.Grow(st.mask[:0], s.maskLen)[:s.maskLen]
 	inf := float32(math.Inf(-1))
 	st.groupOut = st.groupOut[:0]
-	for _, g := range s.groups {
+	for gi, g := range s.groups {
+		st.setCols(gi, bs)
 		var out []int32
 		for k := g.r0; k < g.r1; k++ {
 			i := st.order[k]

@@ -166,9 +166,10 @@ func (k *kvRun) step() {
 
 // TestDeviceKVProperty runs random operation sequences on the device's
 // cache, in both element types and several block sizes, the attention
-// groups reading their spans or gathering their blocks as the backend
-// chooses and each way always, against fresh recomputes, and checks that
-// freeing everything leaves no block in use.
+// groups reading their blocks as the backend chooses and one other way
+// each (ggml.SetAttention's, in turn: each way in both element types),
+// against fresh recomputes, and checks that freeing everything leaves no
+// block in use.
 func TestDeviceKVProperty(t *testing.T) {
 	options(t)
 	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "stories260K.gguf"), "")
@@ -180,14 +181,16 @@ func TestDeviceKVProperty(t *testing.T) {
 	if testing.Short() {
 		ops = 40
 	}
+	turn := 0
 	for _, dt := range []kvcache.ElemType{kvcache.F32, kvcache.F16} {
 		for _, bs := range []int{1, 3, 4, 16} {
-			for _, gather := range []string{"auto", "always", "never"} {
-				t.Run(fmt.Sprintf("kv-%v/block%d/gather-%s", dt, bs, gather), func(t *testing.T) {
+			turn++
+			for _, way := range []string{"auto", attentionWays[1+turn%(len(attentionWays)-1)]} {
+				t.Run(fmt.Sprintf("kv-%v/block%d/%s", dt, bs, way), func(t *testing.T) {
 					k := &kvRun{t: t, r: rand.New(rand.NewPCG(uint64(bs), uint64(dt))), m: m,
 						b: newBackend(t, m, 320, bs, dt), fresh: newBackend(t, m, 256, 8, dt),
 						tol: 1e-4, counts: map[string]int{}}
-					ggml.SetGather(k.b, gather)
+					ggml.SetAttention(k.b, way)
 					if dt == kvcache.F16 {
 						k.tol = 2e-3 // the recompute rounds the same keys and values, but its products group differently
 					}

@@ -70,10 +70,11 @@ var (
 // spanSetup is a "ggml-spans" backend's hook, padding and gathering,
 // and where its Forward's time goes.
 type spanSetup struct {
-	hook   func(ggml.GroupSpan)
-	pad    int
-	gather string
-	timed  *timedBackend
+	hook  func(ggml.GroupSpan)
+	pad   int
+	way   string  // ggml.SetAttention's
+	split float64 // ggml.SetSplit's, when not negative
+	timed *timedBackend
 }
 
 // timedBackend is a backend whose Forwards are timed.
@@ -106,8 +107,11 @@ func registerSpans() {
 					spanNext = spanNext[1:]
 					ggml.SetSpanHook(b, n.hook)
 					ggml.SetPadSlots(b, n.pad)
-					if n.gather != "" {
-						ggml.SetGather(b, n.gather)
+					if n.way != "" {
+						ggml.SetAttention(b, n.way)
+					}
+					if n.split >= 0 {
+						ggml.SetSplit(b, n.split)
 					}
 					if n.timed != nil {
 						n.timed.Backend = b
@@ -184,7 +188,7 @@ func TestSpans(t *testing.T) {
 	prompts, parallel := arithPrompts(t, envInt("ENTROPIX_GGML_SPAN_PROBLEMS", 8)), envInt("ENTROPIX_GGML_SPAN_PARALLEL", 4)
 	search := func(t *testing.T, cache, parallel, pad int) *spanLog {
 		l := &spanLog{}
-		nextSpans(spanSetup{hook: l.hook, pad: pad})
+		nextSpans(spanSetup{hook: l.hook, pad: pad, split: -1})
 		e, err := engine.New(m, engine.WithBackend("ggml-spans"), engine.WithMode(engine.BeamAdaptive), engine.WithSeed(1),
 			engine.WithKVType(kvcache.F32), engine.WithCacheTokens(cache))
 		if err != nil {
@@ -263,10 +267,14 @@ func sixteen(t *testing.T, m *model.Model, pad int) {
 }
 
 // TestSpanSpeed times the steps of searches on arith with the groups
-// reading their spans ("never" gathering) and as the backend chooses
-// ("auto"), in interleaved rounds: ENTROPIX_GGML_SPAN_SPEED=rounds, the
-// problems and searches at once as TestSpans's, and
-// ENTROPIX_GGML_SPAN_PAD=256 for a GPU's padding. A measurement.
+// reading their spans ("span") and as the backend chooses ("auto"), in
+// interleaved rounds: ENTROPIX_GGML_SPAN_SPEED=rounds, the
+// problems and searches at once as TestSpans's,
+// ENTROPIX_GGML_SPAN_PAD=256 for a GPU's padding,
+// ENTROPIX_GGML_SPAN_MODES the ways compared (ggml.SetAttention's, "/r"
+// splitting at ratio r: "span,auto/0"), and
+// ENTROPIX_GGML_SPAN_ENGINE_MODE and ENTROPIX_GGML_SPAN_WIDTH the search
+// (beam-adaptive by default). A measurement.
 func TestSpanSpeed(t *testing.T) {
 	rounds := envInt("ENTROPIX_GGML_SPAN_SPEED", 0)
 	if rounds == 0 {
@@ -280,8 +288,14 @@ func TestSpanSpeed(t *testing.T) {
 	}
 	defer m.Close()
 	prompts, parallel := arithPrompts(t, envInt("ENTROPIX_GGML_SPAN_PROBLEMS", 8)), envInt("ENTROPIX_GGML_SPAN_PARALLEL", 4)
-	pad := envInt("ENTROPIX_GGML_SPAN_PAD", 0)
-	modes := []string{"never", "auto"}
+	pad, width := envInt("ENTROPIX_GGML_SPAN_PAD", 0), envInt("ENTROPIX_GGML_SPAN_WIDTH", 0)
+	emode := engine.BeamAdaptive
+	if s := os.Getenv("ENTROPIX_GGML_SPAN_ENGINE_MODE"); s != "" {
+		if emode, err = engine.ParseMode(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	modes := []string{"span", "auto"}
 	if m := os.Getenv("ENTROPIX_GGML_SPAN_MODES"); m != "" {
 		modes = strings.Split(m, ",")
 	}
@@ -291,9 +305,20 @@ func TestSpanSpeed(t *testing.T) {
 			mode := modes[(j+r)%len(modes)]
 			tb := &timedBackend{}
 			l := &spanLog{}
-			nextSpans(spanSetup{hook: l.hook, pad: pad, gather: mode, timed: tb})
-			e, err := engine.New(m, engine.WithBackend("ggml-spans"), engine.WithMode(engine.BeamAdaptive), engine.WithSeed(1),
-				engine.WithKVType(kvcache.F32), engine.WithCacheTokens(16*m.Config.ContextLen))
+			way, split, cut := strings.Cut(mode, "/") // "auto/4": as the backend chooses, splitting at 4
+			sr := -1.0
+			if cut {
+				if sr, err = strconv.ParseFloat(split, 64); err != nil {
+					t.Fatal(err)
+				}
+			}
+			nextSpans(spanSetup{hook: l.hook, pad: pad, way: way, split: sr, timed: tb})
+			opts := []engine.Option{engine.WithBackend("ggml-spans"), engine.WithMode(emode), engine.WithSeed(1),
+				engine.WithKVType(kvcache.F32), engine.WithCacheTokens(16 * m.Config.ContextLen)}
+			if width > 0 {
+				opts = append(opts, engine.WithWidth(width))
+			}
+			e, err := engine.New(m, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -95,13 +95,13 @@ func TestVulkan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Both ways of reading a group's blocks: its span in place (what the
-	// backend chooses here) and its blocks gathered.
+	// As the backend chooses (here: spans in place), and every group its
+	// blocks gathered.
 	attn := []int{m.Config.Layers - 1}
 	wl, wa := treeSteps(t, cb, m.Config.Vocab, attn)
-	for _, gather := range []string{"auto", "always"} {
+	for _, way := range []string{"auto", "gather"} {
 		b := newVK()
-		ggml.SetGather(b, gather)
+		ggml.SetAttention(b, way)
 		gl, ga := treeSteps(t, b, m.Config.Vocab, attn)
 		lw, pw := 0.0, 0.0
 		for i := range wl {
@@ -113,9 +113,9 @@ func TestVulkan(t *testing.T) {
 			}
 		}
 		if !(lw <= 2e-3) || !(pw <= 5e-3) {
-			t.Fatalf("the tree on %s, gather %s: logits %.3g of the spread from the CPU backend's, attention probabilities %.3g", o.Device, gather, lw, pw)
+			t.Fatalf("the tree on %s, attention %s: logits %.3g of the spread from the CPU backend's, attention probabilities %.3g", o.Device, way, lw, pw)
 		}
-		t.Logf("the tree on %s, gather %s: logits within %.2g of the spread of the CPU backend's, attention probabilities within %.2g", o.Device, gather, lw, pw)
+		t.Logf("the tree on %s, attention %s: logits within %.2g of the spread of the CPU backend's, attention probabilities within %.2g", o.Device, way, lw, pw)
 	}
 }
 
