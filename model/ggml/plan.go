@@ -32,7 +32,9 @@ type step struct {
 	union                []int32  // the groups' blocks, each group's in increasing id order
 	col                  []int32  // per block id: its first slot's column in the attention of the group setCols last set
 	gu                   [][2]int // per group: its blocks, union[gu[0]:gu[1]]
-	sets                 map[int32]*rowSet
+	sets                 []rowSet
+	setOf                []int32              // per row: its set, in sets
+	setIdx               map[int32]int32      // a set's root block -> its index in sets
 	seqFirst             map[*kvcache.Seq]int // each sequence's first row
 	key                  []int                // per row: its group's first row
 	gather               []int32              // the gathering groups' blocks (padded), in their order
@@ -148,17 +150,21 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 		st.col = make([]int32, b.slots/bs)
 	}
 	st.nextStamp()
-	if st.sets == nil {
-		st.sets, st.seqFirst = map[int32]*rowSet{}, map[*kvcache.Seq]int{}
+	if st.setIdx == nil {
+		st.setIdx, st.seqFirst = map[int32]int32{}, map[*kvcache.Seq]int{}
 	}
-	clear(st.sets)
+	clear(st.setIdx)
 	clear(st.seqFirst)
+	st.sets, st.setOf = st.sets[:0], st.setOf[:0]
 	for i, row := range rows {
-		set := st.sets[st.groupOf[i]]
-		if set == nil {
-			set = &rowSet{first: i}
-			st.sets[st.groupOf[i]] = set
+		si, ok := st.setIdx[st.groupOf[i]]
+		if !ok {
+			si = int32(len(st.sets))
+			st.setIdx[st.groupOf[i]] = si
+			st.sets = append(st.sets, rowSet{first: i})
 		}
+		st.setOf = append(st.setOf, si)
+		set := &st.sets[si]
 		set.rows++
 		set.seen += pos[i]/bs + 1
 		for blk := range pos[i]/bs + 1 {
@@ -171,15 +177,16 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 			st.seqFirst[row.Seq] = i
 		}
 	}
-	for _, set := range st.sets {
+	for si := range st.sets {
+		set := &st.sets[si]
 		set.split = b.splitRatio > 0 && set.rows > 1 && float64(set.rows*set.blocks) > b.splitRatio*float64(set.seen)
 	}
 	// Each row's group: its set's first row, or when the set is split
 	// its sequence's.
 	st.key = st.key[:0]
 	for i, row := range rows {
-		k := st.sets[st.groupOf[i]].first
-		if st.sets[st.groupOf[i]].split {
+		k := st.sets[st.setOf[i]].first
+		if st.sets[st.setOf[i]].split {
 			k = st.seqFirst[row.Seq]
 		}
 		st.key = append(st.key, k)
@@ -191,7 +198,7 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 		st.order[i] = i
 	}
 	slices.SortStableFunc(st.order, func(x, y int) int {
-		if c := st.sets[st.groupOf[x]].first - st.sets[st.groupOf[y]].first; c != 0 {
+		if c := st.sets[st.setOf[x]].first - st.sets[st.setOf[y]].first; c != 0 {
 			return c
 		}
 		return st.key[x] - st.key[y]

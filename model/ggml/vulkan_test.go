@@ -95,11 +95,11 @@ func TestVulkan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As the backend chooses (here: spans in place), and every group its
-	// blocks gathered.
+	// As the backend chooses (here: spans in place), every group its
+	// blocks gathered, and the branches attending one by one.
 	attn := []int{m.Config.Layers - 1}
 	wl, wa := treeSteps(t, cb, m.Config.Vocab, attn)
-	for _, way := range []string{"auto", "gather"} {
+	for _, way := range []string{"auto", "gather", "split"} {
 		b := newVK()
 		ggml.SetAttention(b, way)
 		gl, ga := treeSteps(t, b, m.Config.Vocab, attn)
