@@ -230,40 +230,38 @@ func TestSpans(t *testing.T) {
 // positions, 16 branches of it decoding together, cut back to the prompt
 // every 160 steps.
 func sixteen(t *testing.T, m *model.Model, pad int) {
-	{
-		b := newBackend(t, m, 4096, 16, kvcache.F32)
-		ggml.SetPadSlots(b, pad)
-		l := &spanLog{}
-		ggml.SetSpanHook(b, l.hook)
-		p := b.Cache()
-		root := p.NewSeq()
-		var rows []model.Row
-		for i := range 40 {
-			rows = append(rows, model.Row{Seq: root, Token: i + 1, NoLogits: i < 39})
+	b := newBackend(t, m, 4096, 16, kvcache.F32)
+	ggml.SetPadSlots(b, pad)
+	l := &spanLog{}
+	ggml.SetSpanHook(b, l.hook)
+	p := b.Cache()
+	root := p.NewSeq()
+	var rows []model.Row
+	for i := range 40 {
+		rows = append(rows, model.Row{Seq: root, Token: i + 1, NoLogits: i < 39})
+	}
+	if _, err := b.Forward(rows); err != nil {
+		t.Fatal(err)
+	}
+	seqs := []*kvcache.Seq{root}
+	for len(seqs) < 16 {
+		seqs = append(seqs, p.Fork(root))
+	}
+	for i := range 200 {
+		rows = rows[:0]
+		for j, s := range seqs {
+			rows = append(rows, model.Row{Seq: s, Token: (i + j) % 700})
 		}
 		if _, err := b.Forward(rows); err != nil {
 			t.Fatal(err)
 		}
-		seqs := []*kvcache.Seq{root}
-		for len(seqs) < 16 {
-			seqs = append(seqs, p.Fork(root))
-		}
-		for i := range 200 {
-			rows = rows[:0]
-			for j, s := range seqs {
-				rows = append(rows, model.Row{Seq: s, Token: (i + j) % 700})
-			}
-			if _, err := b.Forward(rows); err != nil {
-				t.Fatal(err)
-			}
-			if seqs[0].Len() > 200 {
-				for _, s := range seqs {
-					p.Truncate(s, 40)
-				}
+		if seqs[0].Len() > 200 {
+			for _, s := range seqs {
+				p.Truncate(s, 40)
 			}
 		}
-		t.Logf("%s", l.summary())
 	}
+	t.Logf("%s", l.summary())
 }
 
 // TestSpanSpeed times the steps of searches on arith with the groups
