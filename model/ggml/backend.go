@@ -55,6 +55,7 @@ type Backend struct {
 
 	last          lastGraph // the last step's graph, for the next step of its shape
 	built, reused int       // steps that built their graph, and that reused the last
+	spans         spanCount // the attention's slots read against those used
 
 	lazy    bool       // the logits rows stay on the device until read (lazy.go)
 	fetchMu sync.Mutex // a row's fetch against Forward and Close
@@ -71,8 +72,17 @@ type Backend struct {
 	// padSlots rounds each step's attention span up (on a GPU: a graph
 	// whose shapes repeat can be replayed, as CUDA graphs are).
 	padSlots int
-	st       step // the step's host-side inputs, reused
-	out      model.Output
+	// gatherMode chooses between a group's span and its blocks gathered
+	// (gatherAuto: by their slots).
+	gatherMode int
+	// splitRatio splits a set of rows sharing blocks into a group per
+	// sequence when its rows x blocks exceed splitRatio times the blocks
+	// its rows see (0: never).
+	splitRatio float64
+	chunk      int      // the most rows a graph runs (Options.Chunk)
+	chunks     chunkOut // a step's chunks' outputs, kept until its last has run
+	st         step     // the step's host-side inputs, reused
+	out        model.Output
 }
 
 // New returns a Backend running m on the device o names, over a new
@@ -90,7 +100,7 @@ func New(m *model.Model, c model.CacheConfig, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{m: m, pool: pool, statsK: min(DefaultStatsK, m.Config.Vocab)}
+	b := &Backend{m: m, pool: pool, statsK: min(DefaultStatsK, m.Config.Vocab), chunk: o.chunk(), splitRatio: defaultSplitRatio}
 	if err := b.start(o); err != nil {
 		b.Close()
 		return nil, err

@@ -1,12 +1,16 @@
 package ggml_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/model/ggml"
+	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/modeltest"
+	"github.com/entropix-search/entropix-search/model/synth"
 )
 
 // BenchmarkDecode is one row's decoding step on arith (a tiny model: the
@@ -49,6 +53,43 @@ func BenchmarkDecode(b *testing.B) {
 					}
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkPrefill is a prompt of 4000 positions prefilled in one step on
+// a generated model of context 4096 (F16 cache), in one graph and in
+// chunks of 512 and 128 rows; it reports the graph's memory.
+func BenchmarkPrefill(b *testing.B) {
+	o := options(b)
+	sh := synth.Shape{Name: "long", Dim: 256, HiddenDim: 512, Layers: 2, Heads: 4, KVHeads: 2,
+		Vocab: 512, ContextLen: 4096, RopeTheta: 10000, NormEps: 1e-5}
+	m, err := synth.Generate(sh, kernels.F32, 3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, chunk := range []int{4096, 512, 128} {
+		b.Run(fmt.Sprintf("chunk%d", chunk), func(b *testing.B) {
+			o := o
+			o.Chunk = chunk
+			be, err := ggml.New(m, model.CacheConfig{Tokens: 4096, BlockSize: 16, DType: kvcache.F16}, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			p := be.Cache()
+			rows := make([]model.Row, 4000)
+			for i := range b.N {
+				s := p.NewSeq()
+				for j := range rows {
+					rows[j] = model.Row{Seq: s, Token: (7*j + i) % sh.Vocab, NoLogits: j < len(rows)-1}
+				}
+				if _, err := be.Forward(rows); err != nil {
+					b.Fatal(err)
+				}
+				p.Free(s)
+			}
+			b.ReportMetric(float64(ggml.GraphMemory(be))/(1<<20), "graph-MiB")
 		})
 	}
 }

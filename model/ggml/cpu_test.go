@@ -8,6 +8,7 @@ import (
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
 	_ "github.com/entropix-search/entropix-search/model/cpu"
+	"github.com/entropix-search/entropix-search/model/ggml"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/modeltest"
 	"github.com/entropix-search/entropix-search/model/synth"
@@ -133,31 +134,35 @@ func TestMatchesCPU(t *testing.T) {
 			}
 			defer cb.Close()
 			want, wantAtt := treeSteps(t, cb, m.Config.Vocab, attn)
-			got, gotAtt := treeSteps(t, newBackend(t, m, 256, 4, c.dt), m.Config.Vocab, attn)
-			worst, pworst, sworst := 0.0, 0.0, 0.0
-			for i := range want {
-				d := spreadDiff(got[i], want[i])
-				if !(d <= c.tol) {
-					t.Fatalf("logits row %d: %.3g of the spread from the CPU backend's (tolerance %g)", i, d, c.tol)
-				}
-				worst = max(worst, d)
-			}
-			for i, w := range wantAtt {
-				g := gotAtt[i]
-				if g.Heads != w.Heads || g.Len != w.Len {
-					t.Fatalf("attention %d: %d heads x %d positions, want %d x %d", i, g.Heads, g.Len, w.Heads, w.Len)
-				}
-				for j := range w.Probs {
-					dp := math.Abs(float64(g.Probs[j] - w.Probs[j]))
-					ds := math.Abs(float64(g.Scores[j]-w.Scores[j])) / max(1, math.Abs(float64(w.Scores[j])))
-					if !(dp <= c.ptol) || !(ds <= c.stol) {
-						t.Fatalf("attention %d [%d]: score %g prob %g, the CPU's %g %g", i, j, g.Scores[j], g.Probs[j], w.Scores[j], w.Probs[j])
+			for _, way := range attentionWays {
+				gb := newBackend(t, m, 256, 4, c.dt)
+				ggml.SetAttention(gb, way)
+				got, gotAtt := treeSteps(t, gb, m.Config.Vocab, attn)
+				worst, pworst, sworst := 0.0, 0.0, 0.0
+				for i := range want {
+					d := spreadDiff(got[i], want[i])
+					if !(d <= c.tol) {
+						t.Fatalf("logits row %d: %.3g of the spread from the CPU backend's (tolerance %g)", i, d, c.tol)
 					}
-					pworst, sworst = max(pworst, dp), max(sworst, ds)
+					worst = max(worst, d)
 				}
+				for i, w := range wantAtt {
+					g := gotAtt[i]
+					if g.Heads != w.Heads || g.Len != w.Len {
+						t.Fatalf("attention %d: %d heads x %d positions, want %d x %d", i, g.Heads, g.Len, w.Heads, w.Len)
+					}
+					for j := range w.Probs {
+						dp := math.Abs(float64(g.Probs[j] - w.Probs[j]))
+						ds := math.Abs(float64(g.Scores[j]-w.Scores[j])) / max(1, math.Abs(float64(w.Scores[j])))
+						if !(dp <= c.ptol) || !(ds <= c.stol) {
+							t.Fatalf("attention %d [%d]: score %g prob %g, the CPU's %g %g", i, j, g.Scores[j], g.Probs[j], w.Scores[j], w.Probs[j])
+						}
+						pworst, sworst = max(pworst, dp), max(sworst, ds)
+					}
+				}
+				t.Logf("attention %s: %d logits rows: largest difference %.2g of the spread; %d attention rows: probabilities within %.2g, scores %.2g",
+					way, len(want), worst, len(wantAtt), pworst, sworst)
 			}
-			t.Logf("%d logits rows: largest difference %.2g of the spread; %d attention rows: probabilities within %.2g, scores %.2g",
-				len(want), worst, len(wantAtt), pworst, sworst)
 		})
 	}
 }
@@ -219,21 +224,25 @@ func TestManySearches(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, wantAtt := run(cb)
-	got, gotAtt := run(newBackend(t, m, 2048, 2, kvcache.F32))
-	worst, pworst := 0.0, 0.0
-	for i := range want {
-		worst = max(worst, spreadDiff(got[i], want[i]))
-	}
-	for i, w := range wantAtt {
-		if gotAtt[i].Len != w.Len || gotAtt[i].Heads != w.Heads {
-			t.Fatalf("attention %d: %d x %d, want %d x %d", i, gotAtt[i].Heads, gotAtt[i].Len, w.Heads, w.Len)
+	for _, way := range attentionWays {
+		gb := newBackend(t, m, 2048, 2, kvcache.F32)
+		ggml.SetAttention(gb, way)
+		got, gotAtt := run(gb)
+		worst, pworst := 0.0, 0.0
+		for i := range want {
+			worst = max(worst, spreadDiff(got[i], want[i]))
 		}
-		for j := range w.Probs {
-			pworst = max(pworst, math.Abs(float64(gotAtt[i].Probs[j]-w.Probs[j])))
+		for i, w := range wantAtt {
+			if gotAtt[i].Len != w.Len || gotAtt[i].Heads != w.Heads {
+				t.Fatalf("attention %d: %d x %d, want %d x %d", i, gotAtt[i].Heads, gotAtt[i].Len, w.Heads, w.Len)
+			}
+			for j := range w.Probs {
+				pworst = max(pworst, math.Abs(float64(gotAtt[i].Probs[j]-w.Probs[j])))
+			}
 		}
+		if !(worst <= 1e-4) || !(pworst <= 1e-5) {
+			t.Fatalf("attention %s: logits %.3g of the spread from the CPU backend's, attention probabilities %.3g", way, worst, pworst)
+		}
+		t.Logf("attention %s: %d logits rows within %.2g of the spread, attention probabilities within %.2g", way, len(want), worst, pworst)
 	}
-	if !(worst <= 1e-4) || !(pworst <= 1e-5) {
-		t.Fatalf("logits %.3g of the spread from the CPU backend's, attention probabilities %.3g", worst, pworst)
-	}
-	t.Logf("%d logits rows within %.2g of the spread, attention probabilities within %.2g", len(want), worst, pworst)
 }

@@ -31,10 +31,17 @@
 // write and the new keys and values written into their slots with
 // ggml_set_rows, attention by group — the rows whose sequences share
 // blocks (one search's branches) attend together over their blocks'
-// slots, from the lowest block id to the highest, each read once for all
-// of them (a prefix shared by many branches is read once), with a mask
-// from the block tables (0 where the row's sequence has the position,
-// -Inf elsewhere), grouped-query heads by broadcast; Wo, the
+// slots, each read once for all of them (a prefix shared by many
+// branches is read once), with a mask from the block tables (0 where the
+// row's sequence has the position, -Inf elsewhere), grouped-query heads
+// by broadcast. A group's blocks are spread over the pool (forks, frees,
+// other searches' blocks in between): when they lie close together it
+// reads the slots from its lowest block id to its highest in place, else
+// its blocks are gathered (ggml_get_rows, one for all such groups per
+// layer) and it reads only those (plan.go's gatherSpan). Branches grown
+// apart (16 samples of one prompt) share little: when a set's rows x
+// blocks outweigh the blocks its rows see by more than 4 times, it
+// attends sequence by sequence instead; Wo, the
 // residual, RMSNorm, SwiGLU, the residual; the classifier on the rows
 // that want logits, and each logits row's statistics (stats.go: the
 // argmax, the moments of the softmax's normalizer, the top K), which is

@@ -10,9 +10,10 @@ import (
 )
 
 // Forward runs one step: every row's token goes through the whole network
-// and is appended to its sequence's cache, in one graph on the device;
-// attnLayers names the layers whose attention (scores and probabilities)
-// Output should hold.
+// and is appended to its sequence's cache, in one graph on the device (a
+// step of more rows than Options.Chunk, a long prompt's prefill, in
+// several, one chunk of rows after another); attnLayers names the layers
+// whose attention (scores and probabilities) Output should hold.
 //
 // On error no sequence has changed: rows already appended are rolled back.
 // A full cache returns an error wrapping kvcache.ErrCacheFull, a row past
@@ -38,53 +39,159 @@ func (b *Backend) Forward(rows []model.Row, attnLayers ...int) (*model.Output, e
 	out := &b.out
 	var err error
 	out.Pos, err = model.AppendRows(b.pool, rows, c.ContextLen, out.Pos)
-	// The copies the appends decided go with this step's graph, or the
-	// next one's when this one does not run.
+	// The copies the appends decided go with this step's (first) graph,
+	// or the next step's when it does not run.
 	b.pending = b.pool.TakeCopies(b.pending)
 	if err != nil {
 		return nil, err
 	}
-	rollback := func() {
-		for i := len(rows) - 1; i >= 0; i-- {
-			_ = b.pool.Truncate(rows[i].Seq, out.Pos[i])
-		}
-	}
-	s := b.plan(rows, out.Pos, attnLayers)
 	if b.lazy {
-		if err := b.ensureRows(s.nl); err != nil {
-			rollback()
+		nl := 0
+		for _, r := range rows {
+			if !r.NoLogits {
+				nl++
+			}
+		}
+		if err := b.ensureRows(nl); err != nil {
+			b.rollback(rows)
 			return nil, err
 		}
 	}
-	g, err := b.graphFor(s)
-	if err != nil {
-		rollback()
-		return nil, err
+	// The chunks, each one graph: the Output is prepared only once the
+	// step cannot fail (the last step's rows stay readable until then),
+	// so that a step of several keeps its first chunks' outputs aside.
+	var g *graph
+	var s shape
+	ck := &b.chunks
+	ck.reset()
+	chunk := len(rows)
+	if b.chunk > 0 && len(rows) > b.chunk {
+		chunk = b.chunk
 	}
-	b.setInputs(g)
-	if err := b.sched.Compute(g.g); err != nil {
-		rollback()
-		b.broken = fmt.Errorf("ggml: a step failed on %s, and the device's cache is undefined since: %w", b.DeviceName(), err)
-		return nil, b.broken
+	for r0 := 0; r0 < len(rows); r0 += chunk {
+		r1 := min(len(rows), r0+chunk)
+		if g, s, err = b.run(rows[r0:r1], out.Pos[r0:r1], attnLayers, ck.nl); err != nil {
+			b.rollback(rows)
+			return nil, err
+		}
+		if r1 < len(rows) {
+			b.keep(g, s, rows[r0:r1], out.Pos[r0:r1], attnLayers)
+		}
 	}
-	b.pending = b.pending[:0]
-
 	b.steps++
 	out.Prepare(rows, c.Vocab, c.Heads, attnLayers)
-	if g.logits != nil {
+	last := (len(rows) - 1) / chunk * chunk // the last chunk's first row
+	if g.logits != nil || ck.nl > 0 {
 		if b.lazy {
 			b.lazyLogits()
 		} else {
-			gg.Get(g.logits, out.LogitsBuffer(), 0)
+			buf := out.LogitsBuffer()
+			n := copy(buf, ck.logits)
+			if g.logits != nil {
+				gg.Get(g.logits, buf[n:], 0)
+			}
 		}
-		if g.stats != nil {
-			b.readStats(g, s.nl)
+		if b.statsK > 0 {
+			if g.stats != nil {
+				b.readStats(g, s.nl, ck.nl)
+			}
+			b.fillStats(ck.nl + s.nl)
+		}
+	}
+	if ck.nl > 0 && len(attnLayers) > 0 { // the first chunks' attention, kept aside
+		buf, heads := out.AttentionBuffer(), c.Heads
+		j := 0
+		for r, row := range rows[:last] {
+			if row.NoLogits {
+				continue
+			}
+			for i := range attnLayers {
+				n := 2 * heads * (out.Pos[r] + 1)
+				copy(buf[out.AttentionOffset(r, i):][:n], ck.attn[ck.attnOff[j]:][:n])
+				j++
+			}
 		}
 	}
 	for i := range attnLayers {
-		b.readAttention(rows, s, g.scores[i], g.probs[i], i)
+		b.readAttention(rows[last:], out.Pos[last:], s, g.scores[i], g.probs[i], i, func(r int) []float32 {
+			return out.AttentionBuffer()[out.AttentionOffset(last+r, i):]
+		})
 	}
 	return out, nil
+}
+
+// rollback truncates the step's sequences back to where they were.
+func (b *Backend) rollback(rows []model.Row) {
+	for i := len(rows) - 1; i >= 0; i-- {
+		_ = b.pool.Truncate(rows[i].Seq, b.out.Pos[i])
+	}
+}
+
+// run runs one graph: rows at positions pos (a step's, or a chunk of
+// them), their logits rows going to the device's store (lazy rows) from
+// its row off of the step's.
+func (b *Backend) run(rows []model.Row, pos []int, attnLayers []int, off int) (*graph, shape, error) {
+	s := b.plan(rows, pos, attnLayers)
+	g, err := b.graphFor(s)
+	if err != nil {
+		return nil, s, err
+	}
+	b.st.rowOff = off
+	b.setInputs(g)
+	if err := b.sched.Compute(g.g); err != nil {
+		b.broken = fmt.Errorf("ggml: a step failed on %s, and the device's cache is undefined since: %w", b.DeviceName(), err)
+		return nil, s, b.broken
+	}
+	b.pending = b.pending[:0] // performed
+	return g, s, nil
+}
+
+// chunkOut holds the outputs of a step's chunks but the last until the
+// step is done.
+type chunkOut struct {
+	nl      int       // their rows with logits
+	logits  []float32 // those rows (rows read at once)
+	attn    []float32 // per row with logits and layer asked, its scores and probabilities
+	attnOff []int     // where each starts in attn
+	first   []int     // per row of the chunk keep reads, its first in attnOff
+}
+
+func (c *chunkOut) reset() {
+	c.nl, c.logits, c.attn, c.attnOff = 0, c.logits[:0], c.attn[:0], c.attnOff[:0]
+}
+
+// keep sets aside the outputs of graph g, of shape s, which ran a chunk
+// of a step: rows at positions pos.
+func (b *Backend) keep(g *graph, s shape, rows []model.Row, pos []int, attnLayers []int) {
+	ck, c := &b.chunks, &b.m.Config
+	if g.logits != nil && !b.lazy {
+		n := len(ck.logits)
+		ck.logits = slices.Grow(ck.logits, s.nl*c.Vocab)[:n+s.nl*c.Vocab]
+		gg.Get(g.logits, ck.logits[n:], 0)
+	}
+	if g.stats != nil {
+		b.readStats(g, s.nl, ck.nl)
+	}
+	if len(attnLayers) > 0 {
+		ck.first = ck.first[:0] // per row of the chunk, its first attnOff
+		for r, row := range rows {
+			ck.first = append(ck.first, len(ck.attnOff))
+			if row.NoLogits {
+				continue
+			}
+			for range attnLayers {
+				ck.attnOff = append(ck.attnOff, len(ck.attn))
+				n := 2 * c.Heads * (pos[r] + 1)
+				ck.attn = slices.Grow(ck.attn, n)[:len(ck.attn)+n]
+			}
+		}
+		for i := range attnLayers {
+			b.readAttention(rows, pos, s, g.scores[i], g.probs[i], i, func(r int) []float32 {
+				return ck.attn[ck.attnOff[ck.first[r]+i]:]
+			})
+		}
+	}
+	ck.nl += s.nl
 }
 
 // lastGraph is the last step's graph, kept built and allocated: a step
@@ -99,7 +206,7 @@ type lastGraph struct {
 
 // same reports whether shapes s and o make the same graph.
 func (s shape) same(o shape) bool {
-	return s.n == o.n && s.nl == o.nl && s.reorder == o.reorder && s.maskLen == o.maskLen && s.ncp == o.ncp &&
+	return s.n == o.n && s.nl == o.nl && s.reorder == o.reorder && s.maskLen == o.maskLen && s.ncp == o.ncp && s.ngather == o.ngather &&
 		slices.Equal(s.groups, o.groups) && slices.Equal(s.attn, o.attn)
 }
 
@@ -140,16 +247,17 @@ func (b *Backend) Graphs() (built, reused int) { return b.built, b.reused }
 
 // readAttention copies the i-th asked layer's scores and probabilities
 // (per group, [nkv*Heads] per row with logits, the slots in block-id
-// order) into the Output, each row's in position order.
-func (b *Backend) readAttention(rows []model.Row, s shape, scores, probs []*gg.Tensor, i int) {
-	out, st, p := &b.out, &b.st, b.pool
+// order) of rows at positions pos, each row's in position order, to
+// dst(row): its scores, then its probabilities.
+func (b *Backend) readAttention(rows []model.Row, pos []int, s shape, scores, probs []*gg.Tensor, i int, dst func(r int) []float32) {
+	st, p := &b.st, b.pool
 	heads, bs := b.m.Config.Heads, p.BlockSize()
-	buf := out.AttentionBuffer()
 	for gi, g := range s.groups {
 		if g.nl == 0 {
 			continue
 		}
 		per := g.nkv * heads
+		st.setCols(gi, bs)
 		for kind, src := range []*gg.Tensor{scores[gi], probs[gi]} {
 			st.attn = slices.Grow(st.attn[:0], g.nl*per)[:g.nl*per]
 			gg.Get(src, st.attn, 0)
@@ -159,15 +267,14 @@ func (b *Backend) readAttention(rows []model.Row, s shape, scores, probs []*gg.T
 				if rows[r].NoLogits {
 					continue
 				}
-				np := out.Pos[r] + 1
-				off := out.AttentionOffset(r, i) + kind*heads*np
-				dst := buf[off : off+heads*np]
+				np := pos[r] + 1
+				to := dst(r)[kind*heads*np : (kind+1)*heads*np]
 				from := st.attn[j*per : (j+1)*per]
 				for blk := range (np + bs - 1) / bs {
-					col := p.BlockID(rows[r].Seq, blk)*bs - g.lo
+					col := int(st.col[p.BlockID(rows[r].Seq, blk)])
 					cnt := min(bs, np-blk*bs)
 					for h := range heads {
-						copy(dst[h*np+blk*bs:h*np+blk*bs+cnt], from[h*g.nkv+col:h*g.nkv+col+cnt])
+						copy(to[h*np+blk*bs:h*np+blk*bs+cnt], from[h*g.nkv+col:h*g.nkv+col+cnt])
 					}
 				}
 				j++

@@ -9,14 +9,21 @@ import (
 
 // group is rows [r0, r1) of a step, in the step's order: the rows whose
 // sequences share blocks, directly or through others (the branches of
-// one search), which attend together over slots [lo, lo+nkv) — every
-// block any of them reads, each read once for all of them. Rows of
-// different searches attend apart: attending over the union of all
-// searches' blocks would cost rows x slots scores of which only one
-// search's are kept.
+// one search), which attend together over every block any of them
+// reads, each read once for all of them. Rows of different searches
+// attend apart: attending over the union of all searches' blocks would
+// cost rows x slots scores of which only one search's are kept; so do
+// the sequences of a set of rows that share little (plan.go's rowSet). A
+// group
+// attends over nkv slots: its span, slots [lo, lo+nkv) of the pool, when
+// its blocks lie close together, else its blocks gathered, the step's
+// gathered slots [goff, goff+nkv) (its blocks in increasing id order,
+// padded).
 type group struct {
 	r0, r1  int
 	lo, nkv int
+	gather  bool
+	goff    int
 	maskOff int // where its mask, [nkv, r1-r0], starts in the step's
 	nl      int // its rows with logits
 }
@@ -30,6 +37,7 @@ type shape struct {
 	reorder bool // the step's order is not the rows' (outputs gathered back)
 	maskLen int
 	ncp     int
+	ngather int // blocks gathered
 	attn    []int
 }
 
@@ -47,6 +55,8 @@ type graph struct {
 	csrc, cdst  *gg.Tensor   // [ncp]: the slots copied on write, and where to
 	cvsrc       *gg.Tensor   // [ncp*KVDim]: the same in the transposed values
 	cvdst       *gg.Tensor
+	gk          *gg.Tensor // I32 [ngather]: the blocks gathered
+	gv          *gg.Tensor // I32 [ngather, KVDim]: the same for each dimension of the transposed values
 
 	logits        *gg.Tensor     // F32 [Vocab, nl]
 	rowIdx        *gg.Tensor     // I64 [nl]: where the rows go in the device's store (lazy rows)
@@ -81,6 +91,9 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		t.csrc, t.cdst = in(gg.TypeI32, int64(s.ncp)), in(gg.TypeI64, int64(s.ncp))
 		t.cvsrc, t.cvdst = in(gg.TypeI32, int64(s.ncp)*kvd), in(gg.TypeI64, int64(s.ncp)*kvd)
 	}
+	if s.ngather > 0 {
+		t.gk, t.gv = in(gg.TypeI32, int64(s.ngather)), in(gg.TypeI32, int64(s.ngather), kvd)
+	}
 	if len(s.attn) > 0 {
 		t.groupOut = make([]*gg.Tensor, len(s.groups))
 		for gi, g := range s.groups {
@@ -109,6 +122,7 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		t.g.Expand(a)
 		return a
 	}
+	bs := b.pool.BlockSize()
 	kRow := gg.RowSize(b.kvT, int(kvd)) // bytes of a slot's keys
 	es := gg.RowSize(b.kvT, 1)          // bytes of an element
 	scale := float32(1 / math.Sqrt(float64(hd)))
@@ -138,6 +152,15 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		vPool = ctx.SetRows(vPool, ctx.Reshape(v, 1, kvd*n), t.vidx)
 		t.g.Expand(kPool)
 		t.g.Expand(vPool)
+		// The gathering groups' blocks, all at once: keys [KVDim*bs,
+		// ngather] (each block's keys a row), values [bs, ngather, KVDim]
+		// (each dimension's block of values a row).
+		var kg, vg *gg.Tensor
+		gs := s.ngather * bs // slots gathered
+		if s.ngather > 0 {
+			kg = ctx.GetRows(ctx.Reshape(kPool, kvd*int64(bs), int64(b.slots/bs)), t.gk)
+			vg = ctx.GetRows(ctx.Reshape(vPool, int64(bs), int64(b.slots/bs), kvd), t.gv)
+		}
 
 		// Attention, group by group: every row and head over the group's
 		// slots, the mask keeping each row's own positions; kv head j
@@ -150,8 +173,14 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 			if rows < s.n {
 				qg = ctx.View3D(q, int(hd), int(heads), rows, int(hd)*4, int(hd*heads)*4, g.r0*int(hd*heads)*4)
 			}
-			keys := ctx.View3D(kPool, int(hd), g.nkv, int(kvHeads), kRow, int(hd)*es, g.lo*kRow)             // [hd, nkv, kvHeads]
-			vals := ctx.View3D(vPool, g.nkv, int(hd), int(kvHeads), b.slots*es, int(hd)*b.slots*es, g.lo*es) // [nkv, hd, kvHeads]
+			var keys, vals *gg.Tensor // [hd, nkv, kvHeads] and [nkv, hd, kvHeads]
+			if g.gather {
+				keys = ctx.View3D(kg, int(hd), g.nkv, int(kvHeads), int(kvd)*4, int(hd)*4, g.goff*int(kvd)*4)
+				vals = ctx.View3D(vg, g.nkv, int(hd), int(kvHeads), gs*4, int(hd)*gs*4, g.goff*4)
+			} else {
+				keys = ctx.View3D(kPool, int(hd), g.nkv, int(kvHeads), kRow, int(hd)*es, g.lo*kRow)
+				vals = ctx.View3D(vPool, g.nkv, int(hd), int(kvHeads), b.slots*es, int(hd)*b.slots*es, g.lo*es)
+			}
 			mask := ctx.View2D(t.mask, g.nkv, rows, g.nkv*4, g.maskOff*4)
 			kq := ctx.MulMat(keys, ctx.Permute(qg, 0, 2, 1, 3)) // [nkv, rows, heads]
 			var p *gg.Tensor

@@ -62,3 +62,6 @@ func spreadDiff(got, want []float32) float64 {
 	d, _ := reftest.SpreadDiff(got, want)
 	return d
 }
+
+// attentionWays are the ways of ggml.SetAttention.
+var attentionWays = []string{"auto", "span", "gather", "split"}

@@ -73,12 +73,13 @@ func (r *logitRows) free() {
 	*r = logitRows{}
 }
 
-// rowIndex fills the step's destination rows in the store: its half's
-// first nl.
+// rowIndex fills the graph's destination rows in the store: nl rows of
+// its half from the step's row b.st.rowOff (a chunk of a step writes after
+// the chunks before it).
 func (b *Backend) rowIndex(nl int) []int64 {
 	idx := b.st.rowIdx[:0]
 	for j := range nl {
-		idx = append(idx, int64(b.rows.half*b.rows.cap+j))
+		idx = append(idx, int64(b.rows.half*b.rows.cap+b.st.rowOff+j))
 	}
 	b.st.rowIdx = idx
 	return idx

@@ -25,7 +25,16 @@ type Options struct {
 	// Threads is ggml-cpu's threads (on the CPU device, and for the
 	// operations a GPU hands back); 0: one per core.
 	Threads int
+	// Chunk is the most rows one graph runs: a step of more (a long
+	// prompt's prefill, many prompts at once) runs as several graphs, one
+	// chunk of rows after another, so that the graph's memory (the
+	// attention's scores, rows x slots x heads) stays bounded; 0:
+	// DefaultChunk.
+	Chunk int
 }
+
+// DefaultChunk is Options.Chunk's default.
+const DefaultChunk = 512
 
 var defaults struct {
 	sync.Mutex
@@ -142,6 +151,14 @@ func cpuDevice() (gg.Device, error) {
 		}
 	}
 	return 0, fmt.Errorf("ggml: no CPU device among the loaded backends")
+}
+
+// chunk resolves Options.Chunk.
+func (o Options) chunk() int {
+	if o.Chunk > 0 {
+		return o.Chunk
+	}
+	return DefaultChunk
 }
 
 // threads resolves Options.Threads.

@@ -165,8 +165,11 @@ func (k *kvRun) step() {
 }
 
 // TestDeviceKVProperty runs random operation sequences on the device's
-// cache, in both element types and several block sizes, against fresh
-// recomputes, and checks that freeing everything leaves no block in use.
+// cache, in both element types and several block sizes, the attention
+// groups reading their blocks as the backend chooses and one other way
+// each (ggml.SetAttention's, in turn: each way in both element types),
+// against fresh recomputes, and checks that freeing everything leaves no
+// block in use.
 func TestDeviceKVProperty(t *testing.T) {
 	options(t)
 	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "stories260K.gguf"), "")
@@ -178,32 +181,39 @@ func TestDeviceKVProperty(t *testing.T) {
 	if testing.Short() {
 		ops = 40
 	}
+	turn := 0
 	for _, dt := range []kvcache.ElemType{kvcache.F32, kvcache.F16} {
 		for _, bs := range []int{1, 3, 4, 16} {
-			t.Run(fmt.Sprintf("kv-%v/block%d", dt, bs), func(t *testing.T) {
-				k := &kvRun{t: t, r: rand.New(rand.NewPCG(uint64(bs), uint64(dt))), m: m,
-					b: newBackend(t, m, 320, bs, dt), fresh: newBackend(t, m, 256, 8, dt),
-					tol: 1e-4, counts: map[string]int{}}
-				if dt == kvcache.F16 {
-					k.tol = 2e-3 // the recompute rounds the same keys and values, but its products group differently
-				}
-				for range ops {
-					k.op()
-				}
-				p := k.b.Cache()
-				st := p.Stats()
-				for _, a := range k.live {
-					p.Free(a.s)
-				}
-				if st := p.Stats(); st.BlocksInUse != 0 || st.LogicalBlocks != 0 {
-					t.Fatalf("blocks leaked: %+v", st)
-				}
-				t.Logf("%v; %d copies on write; largest difference %.2g of the logit spread", k.counts, st.CopyOnWrites, k.worst)
-				if k.counts["checked"] < 20 || k.counts["fork"] == 0 ||
-					!testing.Short() && (st.CopyOnWrites == 0 && bs > 1 || k.counts["truncate"] == 0) {
-					t.Errorf("the operations barely exercised the cache: %v, %d copies on write", k.counts, st.CopyOnWrites)
-				}
-			})
+			turn++
+			for _, way := range []string{"auto", attentionWays[1+turn%(len(attentionWays)-1)]} {
+				t.Run(fmt.Sprintf("kv-%v/block%d/%s", dt, bs, way), func(t *testing.T) {
+					k := &kvRun{t: t, r: rand.New(rand.NewPCG(uint64(bs), uint64(dt))), m: m,
+						b: newBackend(t, m, 320, bs, dt), fresh: newBackend(t, m, 256, 8, dt),
+						tol: 1e-4, counts: map[string]int{}}
+					ggml.SetAttention(k.b, way)
+					if dt == kvcache.F16 {
+						k.tol = 2e-3 // the recompute rounds the same keys and values, but its products group differently
+					}
+					for range ops {
+						k.op()
+					}
+					p := k.b.Cache()
+					st := p.Stats()
+					for _, a := range k.live {
+						p.Free(a.s)
+					}
+					if st := p.Stats(); st.BlocksInUse != 0 || st.LogicalBlocks != 0 {
+						t.Fatalf("blocks leaked: %+v", st)
+					}
+					t.Logf("%v; %d copies on write; largest difference %.2g of the logit spread", k.counts, st.CopyOnWrites, k.worst)
+					if k.counts["checked"] < 20 || k.counts["fork"] == 0 ||
+						!testing.Short() && (st.CopyOnWrites == 0 && bs > 1 || k.counts["truncate"] == 0) {
+						t.Errorf("the operations barely exercised the cache: %v, %d copies on write", k.counts, st.CopyOnWrites)
+					}
+					sp := k.b.Spans()
+					t.Logf("attention: %d groups, read %d slots of spans of %d, blocks of %d", sp.Groups, sp.Read, sp.Span, sp.Used)
+				})
+			}
 		}
 	}
 }

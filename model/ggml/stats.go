@@ -63,20 +63,29 @@ type statsScratch struct {
 	order              []int
 }
 
-// readStats reads the step's statistics into the Output.
-func (b *Backend) readStats(t *graph, nl int) {
+// readStats reads the statistics of graph g's nl rows with logits, the
+// step's from its row off on (a chunk of a step: the chunks before it
+// have off), aside until fillStats.
+func (b *Backend) readStats(t *graph, nl, off int) {
 	k, sc := b.topK(), &b.statsBuf
-	sc.argmax, sc.top = grow32(sc.argmax, nl), grow32(sc.top, k*nl)
-	sc.max, sc.z, sc.a, sc.b, sc.topL = growF(sc.max, nl), growF(sc.z, nl), growF(sc.a, nl), growF(sc.b, nl), growF(sc.topL, k*nl)
-	gg.Get(t.stats.argmax, sc.argmax, 0)
-	gg.Get(t.stats.max, sc.max, 0)
-	gg.Get(t.stats.z, sc.z, 0)
-	gg.Get(t.stats.a, sc.a, 0)
-	gg.Get(t.stats.b, sc.b, 0)
-	gg.Get(t.stats.top, sc.top, 0)
-	gg.Get(t.stats.topL, sc.topL, 0)
+	n := off + nl
+	sc.argmax, sc.top = growKeep(sc.argmax, n), growKeep(sc.top, k*n)
+	sc.max, sc.z, sc.a, sc.b, sc.topL = growKeep(sc.max, n), growKeep(sc.z, n), growKeep(sc.a, n), growKeep(sc.b, n), growKeep(sc.topL, k*n)
+	gg.Get(t.stats.argmax, sc.argmax[off:n], 0)
+	gg.Get(t.stats.max, sc.max[off:n], 0)
+	gg.Get(t.stats.z, sc.z[off:n], 0)
+	gg.Get(t.stats.a, sc.a[off:n], 0)
+	gg.Get(t.stats.b, sc.b[off:n], 0)
+	gg.Get(t.stats.top, sc.top[k*off:k*n], 0)
+	gg.Get(t.stats.topL, sc.topL[k*off:k*n], 0)
+}
+
+// fillStats fills the Output's statistics of the step's nl rows with
+// logits from what readStats read.
+func (b *Backend) fillStats(nl int) {
+	k, sc := b.topK(), &b.statsBuf
 	stats := b.out.StatsBuffer(b.statsK)
-	for r := range stats {
+	for r := range stats[:nl] {
 		fillStats(&stats[r], sc.argmax[r], sc.max[r], sc.z[r], sc.a[r], sc.b[r], sc.top[r*k:(r+1)*k], sc.topL[r*k:(r+1)*k], &sc.order)
 	}
 }
@@ -114,6 +123,10 @@ func fillStats(st *model.RowStats, arg int32, mx, z, a, b float32, top []int32, 
 	st.NonFinite = math.IsNaN(float64(mx)) || math.IsInf(float64(mx), 1) || !finite(st.Z) || !finite(st.A) || !finite(st.B)
 }
 
-func grow32(s []int32, n int) []int32 { return slices.Grow(s[:0], n)[:n] }
-
-func growF(s []float32, n int) []float32 { return slices.Grow(s[:0], n)[:n] }
+// growKeep returns s at length n, keeping its first elements.
+func growKeep[T any](s []T, n int) []T {
+	if n <= len(s) {
+		return s[:n]
+	}
+	return slices.Grow(s, n-len(s))[:n]
+}
