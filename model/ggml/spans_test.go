@@ -178,14 +178,7 @@ func TestSpans(t *testing.T) {
 	if os.Getenv("ENTROPIX_GGML_SPAN_PROBLEMS") == "" {
 		t.Skip("skipped: a measurement, run with ENTROPIX_GGML_SPAN_PROBLEMS=n")
 	}
-	ggml.SetDefaults(options(t))
-	registerSpans()
-	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	prompts, parallel := arithPrompts(t, envInt("ENTROPIX_GGML_SPAN_PROBLEMS", 8)), envInt("ENTROPIX_GGML_SPAN_PARALLEL", 4)
+	m, prompts, parallel := spanModel(t)
 	search := func(t *testing.T, cache, parallel, pad int) *spanLog {
 		l := &spanLog{}
 		nextSpans(spanSetup{hook: l.hook, pad: pad, split: -1})
@@ -278,17 +271,11 @@ func TestSpanSpeed(t *testing.T) {
 	if rounds == 0 {
 		t.Skip("skipped: a measurement, run with ENTROPIX_GGML_SPAN_SPEED=rounds")
 	}
-	ggml.SetDefaults(options(t))
-	registerSpans()
-	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	prompts, parallel := arithPrompts(t, envInt("ENTROPIX_GGML_SPAN_PROBLEMS", 8)), envInt("ENTROPIX_GGML_SPAN_PARALLEL", 4)
+	m, prompts, parallel := spanModel(t)
 	pad, width := envInt("ENTROPIX_GGML_SPAN_PAD", 0), envInt("ENTROPIX_GGML_SPAN_WIDTH", 0)
 	emode := engine.BeamAdaptive
 	if s := os.Getenv("ENTROPIX_GGML_SPAN_ENGINE_MODE"); s != "" {
+		var err error
 		if emode, err = engine.ParseMode(s); err != nil {
 			t.Fatal(err)
 		}
@@ -306,6 +293,7 @@ func TestSpanSpeed(t *testing.T) {
 			way, split, cut := strings.Cut(mode, "/") // "auto/4": as the backend chooses, splitting at 4
 			sr := -1.0
 			if cut {
+				var err error
 				if sr, err = strconv.ParseFloat(split, 64); err != nil {
 					t.Fatal(err)
 				}
@@ -350,4 +338,18 @@ func TestSpanSpeed(t *testing.T) {
 		slices.Sort(ratios)
 		t.Logf("%s / %s, time a step: median %.3f, range %.3f-%.3f over %d rounds", mode, modes[0], ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1], len(ratios))
 	}
+}
+
+// spanModel sets the span measurements up: the defaults and the spans'
+// backend registered, arith.gguf loaded (closed at the test's end), the
+// problems' prompts and how many searches run at once.
+func spanModel(t *testing.T) (*model.Model, []string, int) {
+	ggml.SetDefaults(options(t))
+	registerSpans()
+	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, arithPrompts(t, envInt("ENTROPIX_GGML_SPAN_PROBLEMS", 8)), envInt("ENTROPIX_GGML_SPAN_PARALLEL", 4)
 }
