@@ -31,11 +31,20 @@ type layerWeights struct {
 // once, the KV pool's blocks on the device, each Forward one graph. It is
 // a model.Backend, used from one goroutine.
 type Backend struct {
-	m     *model.Model
-	pool  *kvcache.Pool
-	dev   gg.Backend // the device's backend
-	cpu   gg.Backend // the CPU's, for operations the device lacks (== dev on the CPU)
-	sched gg.Sched
+	m       *model.Model
+	pool    *kvcache.Pool
+	device  gg.Device  // the device
+	dev     gg.Backend // the device's backend
+	cpu     gg.Backend // the CPU's, for operations the device lacks (== dev on the CPU)
+	sched   gg.Sched
+	threads int // ggml-cpu's threads
+
+	// restartOnFree restarts the device's backend before a graph runs
+	// after device memory that earlier graphs ran on was freed (on
+	// Vulkan: restart.go); ran says whether a graph ran on the backend
+	// since it started, stale that memory was freed since.
+	restartOnFree, ran, stale bool
+	restarts                  int
 
 	wctx gg.Context // the weights' tensor headers
 	wbuf gg.Buffer  // the weights' memory
@@ -128,11 +137,11 @@ func (b *Backend) start(o Options) error {
 	if err != nil {
 		return err
 	}
+	b.device, b.threads = d, o.threads()
 	if b.dev, err = d.Init(); err != nil {
 		return err
 	}
-	b.dev.SetThreads(o.threads())
-	backends := []gg.Backend{b.dev}
+	b.dev.SetThreads(b.threads)
 	if d.Type() == gg.DeviceCPU {
 		b.cpu = b.dev
 	} else {
@@ -143,13 +152,23 @@ func (b *Backend) start(o Options) error {
 		if b.cpu, err = cd.Init(); err != nil {
 			return err
 		}
-		b.cpu.SetThreads(o.threads())
-		backends = append(backends, b.cpu)
+		b.cpu.SetThreads(b.threads)
 	}
 	if d.Type() != gg.DeviceCPU {
 		b.padSlots = 256
 		b.lazy = true
 	}
+	b.restartOnFree = d.Reg().Name() == "Vulkan"
+	return b.newSched()
+}
+
+// newSched makes the scheduler over the device's backend and the CPU's.
+func (b *Backend) newSched() error {
+	backends := []gg.Backend{b.dev}
+	if b.cpu != b.dev {
+		backends = append(backends, b.cpu)
+	}
+	var err error
 	b.sched, err = gg.NewSched(backends, b.graphSize(maxGroups))
 	return err
 }
@@ -281,4 +300,4 @@ func (b *Backend) Close() error {
 }
 
 // DeviceName is the name of the device the backend runs on.
-func (b *Backend) DeviceName() string { return b.dev.Device().Name() }
+func (b *Backend) DeviceName() string { return b.device.Name() }

@@ -50,3 +50,11 @@ func SetSplit(b *Backend, r float64) {
 	b.splitRatio = r
 	b.dropGraph()
 }
+
+// SetRestartOnFree turns on or off the restarts of the device's backend
+// after device memory graphs ran on was freed (on by default on Vulkan),
+// for testing them on ggml's CPU device.
+func SetRestartOnFree(b *Backend, on bool) { b.restartOnFree = on }
+
+// Restarts is how many times the device's backend was restarted.
+func Restarts(b *Backend) int { return b.restarts }

@@ -138,6 +138,7 @@ func (b *Backend) run(rows []model.Row, pos []int, attnLayers []int, off int) (*
 	}
 	b.st.rowOff = off
 	b.setInputs(g)
+	b.ran = true
 	if err := b.sched.Compute(g.g); err != nil {
 		b.broken = fmt.Errorf("ggml: a step failed on %s, and the device's cache is undefined since: %w", b.DeviceName(), err)
 		return nil, s, b.broken
@@ -213,19 +214,45 @@ func (s shape) same(o shape) bool {
 // graphFor returns the graph of a step of shape s: the last step's when
 // it had the same shape (no building, no allocation: a decoding step
 // often repeats the last one's shape, and on a GPU the attention spans
-// are padded so that it does), else a new one, built and allocated.
+// are padded so that it does), else a new one, built and allocated. On
+// Vulkan a graph that follows freed device memory (the scheduler's, grown
+// by this graph, or a store of rows outgrown) runs on a restarted backend
+// (restart.go).
 func (b *Backend) graphFor(s shape) (*graph, error) {
+	if b.stale {
+		if err := b.restart(); err != nil {
+			return nil, err
+		}
+	}
 	if l := &b.last; l.g != nil && l.statsK == b.statsK && l.rows == b.rows.t && l.s.same(s) {
 		b.reused++
 		return l.g, nil
 	}
 	b.dropGraph()
-	ctx := gg.NewContext(b.graphSize(len(s.groups)), b.graphSize(len(s.groups)))
-	g := b.build(ctx, s)
-	b.sched.Reset()
-	if err := b.sched.Alloc(g.g); err != nil {
-		ctx.Free()
-		return nil, err
+	var ctx gg.Context
+	var g *graph
+	for {
+		ctx = gg.NewContext(b.graphSize(len(s.groups)), b.graphSize(len(s.groups)))
+		g = b.build(ctx, s)
+		b.sched.Reset()
+		size := b.sched.BufferSize(b.dev)
+		if err := b.sched.Alloc(g.g); err != nil {
+			ctx.Free()
+			return nil, err
+		}
+		if b.sched.BufferSize(b.dev) == size {
+			break
+		}
+		// The scheduler grew its memory: it freed the memory earlier
+		// graphs ran in.
+		b.freed()
+		if !b.stale {
+			break
+		}
+		ctx.Free() // the graph again, on a restarted backend
+		if err := b.restart(); err != nil {
+			return nil, err
+		}
 	}
 	s.groups, s.attn = slices.Clone(s.groups), slices.Clone(s.attn)
 	b.last = lastGraph{ctx: ctx, g: g, s: s, statsK: b.statsK, rows: b.rows.t}

@@ -40,6 +40,7 @@ func (b *Backend) ensureRows(nl int) error {
 	for _, r := range b.retired {
 		if b.steps >= r.until {
 			r.s.free()
+			b.freed()
 		} else {
 			keep = append(keep, r)
 		}

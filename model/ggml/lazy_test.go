@@ -2,6 +2,7 @@ package ggml_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -17,8 +18,16 @@ import (
 // ggml's CPU device: each step's rows fetched on first use equal those
 // read at once, a row of the step before stays readable after the next
 // step (LogitsLater), a step with more rows than the store grows it, and
-// the statistics do not need the rows.
+// the statistics do not need the rows. With restarts (Vulkan's way), the
+// backend restarts when the store or the graph memory grows, and every
+// row is the same.
 func TestLazyRows(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) { lazyRows(t, restart) })
+	}
+}
+
+func lazyRows(t *testing.T, restart bool) {
 	options(t)
 	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf"), "")
 	if err != nil {
@@ -27,12 +36,18 @@ func TestLazyRows(t *testing.T) {
 	defer m.Close()
 	eager, lazy := newBackend(t, m, 2048, 4, kvcache.F32), newBackend(t, m, 2048, 4, kvcache.F32)
 	ggml.SetLazyRows(lazy, true)
+	ggml.SetRestartOnFree(lazy, restart)
 	var last func() []float32
 	var lastWant []float32
-	for step, n := range []int{3, 1, 80, 5, 130, 2} { // 80 and 130 rows outgrow the store
+	for step, n := range []int{3, 1, 80, 5, 130, 2, 600, 3, 1} { // 80, 130 and 600 rows outgrow the store, 600 the graph memory too
 		var re, rl []model.Row
-		se, sl := eager.Cache().NewSeq(), lazy.Cache().NewSeq()
+		var seqs []*kvcache.Seq // eager's and lazy's, a pair per 200 rows (the context length is 256)
+		var se, sl *kvcache.Seq
 		for i := range n {
+			if i%200 == 0 {
+				se, sl = eager.Cache().NewSeq(), lazy.Cache().NewSeq()
+				seqs = append(seqs, se, sl)
+			}
 			tok := (step*31 + i*7 + 1) % m.Config.Vocab
 			re = append(re, model.Row{Seq: se, Token: tok, NoLogits: i%3 == 1})
 			rl = append(rl, model.Row{Seq: sl, Token: tok, NoLogits: i%3 == 1})
@@ -63,8 +78,13 @@ func TestLazyRows(t *testing.T) {
 			r--
 		}
 		last, lastWant = ol.LogitsLater(r), slices.Clone(oe.Logits(r))
-		eager.Cache().Free(se)
-		lazy.Cache().Free(sl)
+		for k := 0; k < len(seqs); k += 2 {
+			eager.Cache().Free(seqs[k])
+			lazy.Cache().Free(seqs[k+1])
+		}
+	}
+	if n := ggml.Restarts(lazy); (n > 0) != restart {
+		t.Fatalf("%d restarts", n)
 	}
 	// A row first read after Close reads as zeros: nothing is left on the
 	// device.
