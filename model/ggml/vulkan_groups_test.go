@@ -9,28 +9,23 @@ import (
 	"github.com/entropix-search/entropix-search/model/ggml"
 )
 
-// TestVulkanManyGroups reproduces the heap corruption seen on lavapipe in
-// entropix-bench backends' server part, without the engine, the server or
-// other backends: steps of 16 to 56 sequences that share no block (a
-// group per sequence, as concurrent searches make), each sequence a
-// prefill of about 40 positions and then three decoding steps of one row
-// each. On ggml's CPU backend (which checks every get_rows and set_rows
-// index) it passes; on lavapipe it aborts in glibc's malloc (or
-// segfaults) within the first rounds, detected in lavapipe's threads.
-// The number of groups is not the cause: the same sequences forked from
-// one root block (one group) abort too. Narrowed since: it aborts with
-// the attention, the mask, the KV writes and every layer switched off
-// (tokens' embeddings, get_rows of the output rows, the norm, the output
-// product and the lazy rows' set_rows alone abort in under a second, at
-// steps that rebuild and reallocate the graph), and it needs the second
-// get_rows fed by a small I32 input, whatever its indices; not lavapipe's
-// threads (LP_NUM_THREADS=0 aborts too). It runs only with
-// ENTROPIX_GGML_VULKAN_STRESS=1 (and the Vulkan tier's settings) until the
-// cause is fixed, so that the Vulkan tier stays green;
+// TestVulkanManyGroups is the stress test of the heap corruption once
+// seen on lavapipe in entropix-bench backends' server part, without the
+// engine, the server or other backends: steps of 16 to 56 sequences that
+// share no block (a group per sequence, as concurrent searches make), each
+// sequence a prefill of about 40 positions and then three decoding steps
+// of one row each, the prefills in one graph (no chunks). Its cause:
+// lavapipe binds every binding of ggml-vulkan's descriptor sets, those a
+// kernel leaves to buffers freed since too, and the scheduler freed its
+// compute buffer when a step outgrew it (restart.go); it aborted in
+// glibc's malloc, or segfaulted in lavapipe's thread, within the first
+// rounds. Now the backend restarts instead. It takes minutes on lavapipe,
+// so it runs only with ENTROPIX_GGML_VULKAN_STRESS=1 (and the Vulkan
+// tier's settings); TestVulkanGrowth is the tier's test of the same cause.
 // ENTROPIX_GGML_DEVICE=cpu runs it on the CPU.
 func TestVulkanManyGroups(t *testing.T) {
 	if os.Getenv("ENTROPIX_GGML_VULKAN_STRESS") == "" {
-		t.Skip("skipped: the reproduction of the lavapipe crash runs with ENTROPIX_GGML_VULKAN_STRESS=1")
+		t.Skip("skipped: the Vulkan stress test runs with ENTROPIX_GGML_VULKAN_STRESS=1")
 	}
 	var o ggml.Options
 	if os.Getenv("ENTROPIX_GGML_DEVICE") == "" {
@@ -38,6 +33,7 @@ func TestVulkanManyGroups(t *testing.T) {
 	} else {
 		o = options(t)
 	}
+	o.Chunk = 4096 // each step one graph: the largest outgrow the graph memory
 	m := loadStories(t)
 	b, err := ggml.New(m, model.CacheConfig{Tokens: 8192, BlockSize: 16, DType: kvcache.F16}, o)
 	if err != nil {
@@ -74,9 +70,75 @@ func TestVulkanManyGroups(t *testing.T) {
 			p.Free(s)
 		}
 		built, reused := b.Graphs()
-		t.Logf("round %d: %d sequences, %d graphs built, %d reused", round, n, built, reused)
+		t.Logf("round %d: %d sequences, %d graphs built, %d reused, %d restarts", round, n, built, reused, ggml.Restarts(b))
 	}
 	if n := p.Stats().BlocksInUse; n != 0 {
 		t.Fatalf("%d blocks in use", n)
+	}
+}
+
+// TestVulkanGrowth is the Vulkan tier's test of the lavapipe crash's
+// cause: steps that outgrow the graph memory after graphs ran (prefills,
+// each larger than any before, between decoding steps of every sequence),
+// so that the scheduler frees the memory earlier graphs ran in. The
+// backend restarts instead of running on with descriptor sets bound to
+// freed memory (restart.go), and the first sequence's logits still match
+// the reference. Without the restarts it aborts on lavapipe in glibc's
+// malloc, most runs.
+func TestVulkanGrowth(t *testing.T) {
+	if os.Getenv("ENTROPIX_GGML_VULKAN") == "" {
+		t.Skip("skipped: the Vulkan tier runs with ENTROPIX_GGML_VULKAN=1")
+	}
+	o := vulkanOptions(t)
+	m := loadStories(t)
+	b, err := ggml.New(m, model.CacheConfig{Tokens: 512, BlockSize: 16, DType: kvcache.F16}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	p := b.Cache()
+	var seqs []*kvcache.Seq
+	var toks [][]int
+	worst := 0.0
+	for round, n := range []int{8, 150, 300} { // a prefill of n rows, then two decoding steps
+		var rows []model.Row
+		seq := p.NewSeq()
+		seqs, toks = append(seqs, seq), append(toks, nil)
+		for i := range n {
+			tok := (7*i + 3*round) % m.Config.Vocab
+			rows = append(rows, model.Row{Seq: seq, Token: tok, NoLogits: i < n-1})
+			toks[round] = append(toks[round], tok)
+		}
+		if _, err := b.Forward(rows); err != nil {
+			t.Fatal(err)
+		}
+		for step := range 2 {
+			rows = rows[:0]
+			for s, seq := range seqs {
+				tok := (5*s + step + round) % m.Config.Vocab
+				rows = append(rows, model.Row{Seq: seq, Token: tok})
+				toks[s] = append(toks[s], tok)
+			}
+			out, err := b.Forward(rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if step == 1 { // the first sequence against the reference
+				want, err := m.Reference(toks[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := spreadDiff(out.Logits(0), want[len(want)-1])
+				if !(d <= 2e-3) {
+					t.Fatalf("round %d: logits %.3g of the spread from the reference", round, d)
+				}
+				worst = max(worst, d)
+			}
+		}
+	}
+	built, reused := b.Graphs()
+	t.Logf("%d graphs built, %d reused, %d restarts; logits within %.2g of the spread from the reference", built, reused, ggml.Restarts(b), worst)
+	if ggml.Restarts(b) == 0 {
+		t.Fatal("no restart: the steps did not outgrow the graph memory")
 	}
 }
