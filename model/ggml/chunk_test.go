@@ -28,20 +28,12 @@ func chunkSteps(t *testing.T, b *ggml.Backend, vocab int, attn []int) (logits []
 		if err != nil {
 			t.Fatal(err)
 		}
+		logits, att = keepOutputs(out, rows, len(attn), logits, att)
 		for i, r := range rows {
-			if r.NoLogits {
-				continue
-			}
-			logits = append(logits, append([]float32(nil), out.Logits(i)...))
-			if st := out.Stats(i); st != nil {
+			if st := out.Stats(i); st != nil && !r.NoLogits {
 				c := *st
 				c.Top, c.TopLogits = append([]int32(nil), st.Top...), append([]float32(nil), st.TopLogits...)
 				stats = append(stats, c)
-			}
-			for j := range attn {
-				a := out.Attention(i, j)
-				a.Scores, a.Probs = append([]float32(nil), a.Scores...), append([]float32(nil), a.Probs...)
-				att = append(att, a)
 			}
 		}
 	}

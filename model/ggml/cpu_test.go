@@ -201,15 +201,7 @@ func TestManySearches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i, r := range rows {
-				if r.NoLogits {
-					continue
-				}
-				logits = append(logits, append([]float32(nil), out.Logits(i)...))
-				a := out.Attention(i, 0)
-				a.Scores, a.Probs = append([]float32(nil), a.Scores...), append([]float32(nil), a.Probs...)
-				att = append(att, a)
-			}
+			logits, att = keepOutputs(out, rows, len(attn), logits, att)
 			if step == 1 {
 				seqs = append(seqs, p.Fork(seqs[5]))
 			}

@@ -3,6 +3,7 @@ package ggml_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/entropix-search/entropix-search/kvcache"
@@ -65,3 +66,20 @@ func spreadDiff(got, want []float32) float64 {
 
 // attentionWays are the ways of ggml.SetAttention.
 var attentionWays = []string{"auto", "span", "gather", "split"}
+
+// keepOutputs appends copies of the logits and of the attention (each of
+// the step's nattn layers, in order) of out's rows that have logits.
+func keepOutputs(out *model.Output, rows []model.Row, nattn int, logits [][]float32, att []model.Attention) ([][]float32, []model.Attention) {
+	for i, r := range rows {
+		if r.NoLogits {
+			continue
+		}
+		logits = append(logits, slices.Clone(out.Logits(i)))
+		for j := range nattn {
+			a := out.Attention(i, j)
+			a.Scores, a.Probs = slices.Clone(a.Scores), slices.Clone(a.Probs)
+			att = append(att, a)
+		}
+	}
+	return logits, att
+}
