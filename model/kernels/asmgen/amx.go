@@ -17,10 +17,11 @@ import (
 //
 // The tile registers' shapes (one configuration for every AMX tile, set
 // by LDTILECFG at a tile's start and released by TILERELEASE at its end,
-// so no tile state outlives a call): tmm0 and tmm1 the int32 sums (16
-// rows of 64 bytes), tmm2 the activations (16 rows of 64 int8), tmm3 and
-// tmm4 the weights' two byte planes (16 rows of 64 bytes: 16 weight rows
-// of four bytes each, as VNNI lays out the right-hand matrix).
+// so no tile state outlives a call), every tile 16 rows of 64 bytes:
+// tmm0 and tmm1 the int32 sums, tmm2 and tmm7 the activations (16 rows of
+// 64 int8, one chunk each in turn), tmm3 and tmm4 the weights' two byte
+// planes (16 weight rows of four bytes each, as VNNI lays out the
+// right-hand matrix); tmm5 and tmm6 are not used.
 
 // amxTiles is the number of tile registers the configuration shapes.
 const amxTiles = 8
