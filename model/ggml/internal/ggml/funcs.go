@@ -57,6 +57,7 @@ var fns struct {
 	concat              uintptr                                                          `sym:"ggml_concat"`
 	reshape2d           uintptr                                                          `sym:"ggml_reshape_2d"`
 	reshape3d           uintptr                                                          `sym:"ggml_reshape_3d"`
+	reshape4d           uintptr                                                          `sym:"ggml_reshape_4d"`
 	view1d              uintptr                                                          `sym:"ggml_view_1d"`
 	view2d              uintptr                                                          `sym:"ggml_view_2d"`
 	view3d              uintptr                                                          `sym:"ggml_view_3d"`
@@ -265,7 +266,7 @@ func (c Context) Concat(a, b *Tensor, dim int) *Tensor {
 	return tensorOf(call(fns.concat, uintptr(c), a.addr(), b.addr(), uintptr(dim)))
 }
 
-// Reshape is a view of the contiguous a with a new shape of 2 or 3
+// Reshape is a view of the contiguous a with a new shape of 2, 3 or 4
 // dimensions.
 func (c Context) Reshape(a *Tensor, ne ...int64) *Tensor {
 	switch len(ne) {
@@ -273,6 +274,8 @@ func (c Context) Reshape(a *Tensor, ne ...int64) *Tensor {
 		return tensorOf(call(fns.reshape2d, uintptr(c), a.addr(), uintptr(ne[0]), uintptr(ne[1])))
 	case 3:
 		return tensorOf(call(fns.reshape3d, uintptr(c), a.addr(), uintptr(ne[0]), uintptr(ne[1]), uintptr(ne[2])))
+	case 4:
+		return tensorOf(call(fns.reshape4d, uintptr(c), a.addr(), uintptr(ne[0]), uintptr(ne[1]), uintptr(ne[2]), uintptr(ne[3])))
 	}
 	panic(fmt.Sprintf("ggml: reshape to %d dimensions", len(ne)))
 }

@@ -357,6 +357,7 @@ func TestRows(t *testing.T) {
 	tr := c.Cont(c.Permute(a, 1, 0, 2, 3)) // [5, 3]
 	rs := c.Reshape(a, 5, 3)
 	rs3 := c.Cont(c.Reshape(a, 3, 1, 5))
+	rs4 := c.Cont(c.Reshape(a, 3, 1, 1, 5))
 	cat := c.Concat(c.View2D(a, 3, 2, 3*4, 3*3*4), c.View2D(a, 3, 1, 3*4, 0), 1) // rows 3, 4, then 0
 	v1 := c.Cont(c.View1D(a, 4, 4*4))
 	v2 := c.Cont(c.View2D(a, 2, 2, 3*4, 4))         // rows 0-1, columns 1-2
@@ -368,7 +369,7 @@ func TestRows(t *testing.T) {
 		Set(dst, []int64{2, 0}, 0)
 		Set(g.inputs[0], []int32{0, 2}, 0)
 		Set(cache, make([]uint16, 12), 0)
-	}, rows, back, h, tr, rs, rs3, cat, v1, v2, v3, sums, amax, top)
+	}, rows, back, h, tr, rs, rs3, rs4, cat, v1, v2, v3, sums, amax, top)
 	near(t, "get_rows", get(rows, 6), slices.Concat(av[12:15], av[3:6]), 0)
 	half := func(x []float32) []float32 {
 		y := make([]float32, len(x))
@@ -394,8 +395,9 @@ func TestRows(t *testing.T) {
 	near(t, "cont(permute)", get(tr, 15), wantT, 0)
 	near(t, "reshape", get(rs, 15), av, 0)
 	near(t, "reshape 3d", get(rs3, 15), av, 0)
-	if rs.Ne != [4]int64{5, 3, 1, 1} || rs3.Ne != [4]int64{3, 1, 5, 1} || rs.Nb[1] != 20 {
-		t.Fatalf("reshape shapes %v %v, strides %v", rs.Ne, rs3.Ne, rs.Nb)
+	near(t, "reshape 4d", get(rs4, 15), av, 0)
+	if rs.Ne != [4]int64{5, 3, 1, 1} || rs3.Ne != [4]int64{3, 1, 5, 1} || rs4.Ne != [4]int64{3, 1, 1, 5} || rs.Nb[1] != 20 {
+		t.Fatalf("reshape shapes %v %v %v, strides %v", rs.Ne, rs3.Ne, rs4.Ne, rs.Nb)
 	}
 	near(t, "concat", get(cat, 9), slices.Concat(av[9:15], av[0:3]), 0)
 	near(t, "view 1d", get(v1, 4), av[4:8], 0)
