@@ -61,10 +61,14 @@ type Backend struct {
 	k, v  []*gg.Tensor
 	kvT   gg.Type
 	slots int
+	// scratch is the first slot of a block past the pool's, written by
+	// a padded step's extra rows and copies (plan.go's padRows), read by
+	// no sequence.
+	scratch int
 
-	last          lastGraph // the last step's graph, for the next step of its shape
-	built, reused int       // steps that built their graph, and that reused the last
-	spans         spanCount // the attention's slots read against those used
+	last   lastGraph  // the last step's graph, for the next step of its shape
+	graphs GraphStats // the graphs built and run again
+	spans  spanCount  // the attention's slots read against those used
 
 	lazy    bool       // the logits rows stay on the device until read (lazy.go)
 	fetchMu sync.Mutex // a row's fetch against Forward and Close
@@ -84,6 +88,9 @@ type Backend struct {
 	// gatherMode chooses between a group's span and its blocks gathered
 	// (gatherAuto: by their slots).
 	gatherMode int
+	// batchMode chooses between the groups attending one by one and as
+	// one batch (batchAuto: a batch on a GPU when a step has several).
+	batchMode int
 	// splitRatio splits a set of rows sharing blocks into a group per
 	// sequence when its rows x blocks exceed splitRatio times the blocks
 	// its rows see (0: never).
@@ -124,7 +131,7 @@ func New(m *model.Model, c model.CacheConfig, o Options) (*Backend, error) {
 	}
 	d := b.dev.Device()
 	gg.Logf(gg.LogInfo, "model/ggml: %s on %s (%s): weights %.1f MiB, KV pool of %d positions %.1f MiB (%v), graph memory %.1f MiB",
-		m.Source, d.Name(), d.Description(), mib(b.wbuf.Size()), b.slots, mib(b.kbuf.Size()), b.kvT, mib(b.sched.BufferSize(b.dev)))
+		m.Source, d.Name(), d.Description(), mib(b.wbuf.Size()), b.scratch, mib(b.kbuf.Size()), b.kvT, mib(b.sched.BufferSize(b.dev)))
 	return b, nil
 }
 
@@ -178,7 +185,8 @@ func (b *Backend) newSched() error {
 func (b *Backend) upload() error {
 	c, w := &b.m.Config, b.m.Weights
 	pc := b.pool.Config()
-	b.slots = pc.MaxBlocks * pc.BlockSize
+	b.scratch = pc.MaxBlocks * pc.BlockSize
+	b.slots = b.scratch + pc.BlockSize
 	b.kvT = gg.TypeF32
 	if pc.DType == kvcache.F16 {
 		b.kvT = gg.TypeF16

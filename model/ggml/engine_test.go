@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/entropix-search/entropix-search/engine"
@@ -65,5 +66,75 @@ func TestEngineMatchesCPU(t *testing.T) {
 			}
 			t.Logf("%d of %d modes gave the same text on both backends", same, len(modes))
 		})
+	}
+}
+
+// TestConcurrentSearchesGPUShapes runs arith problems eight at once on
+// one engine (the server's batching across searches) on the CPU backend
+// and on the ggml backend shaped as on a GPU (ggml.SetAttention's "gpu":
+// slots padded, logits rows lazy, the searches' groups in one padded
+// batch): greedy's answers must be identical, beam-adaptive's the same
+// but for near ties (most must agree), every block freed, and most steps
+// must run the last step's graph again.
+func TestConcurrentSearchesGPUShapes(t *testing.T) {
+	ggml.SetDefaults(options(t))
+	registerSpans()
+	m, err := model.Load(filepath.Join(modeltest.RepoRoot(), "bench", "models", "arith.gguf"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompts := arithPrompts(t, 16)
+	if testing.Short() {
+		prompts = prompts[:8]
+	}
+	for _, mode := range []engine.Mode{engine.Greedy, engine.BeamAdaptive} {
+		run := func(backend string) ([]string, *engine.Engine) {
+			e, err := engine.New(m, engine.WithBackend(backend), engine.WithMode(mode), engine.WithSeed(1),
+				engine.WithKVType(kvcache.F32), engine.WithCacheTokens(8*m.Config.ContextLen))
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts := make([]string, len(prompts))
+			var wg sync.WaitGroup
+			for w := range 8 {
+				wg.Go(func() {
+					for i := w; i < len(prompts); i += 8 {
+						res, err := e.Search(context.Background(), prompts[i], engine.Budget{MaxTokens: 48})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						texts[i] = res.Text
+					}
+				})
+			}
+			wg.Wait()
+			if n := e.Cache().Stats().BlocksInUse; n != 0 {
+				t.Fatalf("%v on %s: %d blocks in use after the searches", mode, backend, n)
+			}
+			return texts, e
+		}
+		want, ec := run("cpu")
+		ec.Close()
+		nextSpans(spanSetup{way: "gpu", split: -1})
+		got, eg := run("ggml-spans")
+		gs := eg.Backend().(*ggml.Backend).GraphStats()
+		eg.Close()
+		same := 0
+		for i := range want {
+			if got[i] == want[i] {
+				same++
+			} else if mode == engine.Greedy {
+				t.Errorf("problem %d, greedy: ggml as on a GPU says %q, the CPU %q", i, got[i], want[i])
+			}
+		}
+		t.Logf("%v: %d of %d answers the same; %d graphs built, %d run again, %.0f nodes a step", mode, same, len(want), gs.Built, gs.Reused, float64(gs.Nodes)/float64(gs.Built+gs.Reused))
+		if same < len(want)*3/4 {
+			t.Errorf("%v: only %d of %d answers the same on both backends", mode, same, len(want))
+		}
+		if gs.Reused < gs.Built {
+			t.Errorf("%v: %d graphs built, only %d steps ran the last one again", mode, gs.Built, gs.Reused)
+		}
 	}
 }

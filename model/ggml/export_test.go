@@ -24,10 +24,24 @@ func SetPadSlots(b *Backend, n int) {
 // (as the backend chooses), "span" (every group its span in place, no
 // set of rows split), "gather" (every group its blocks gathered, no set
 // split), "split" (every set of rows of several sequences split into a
-// group per sequence, each reading as the backend chooses).
+// group per sequence, each reading as the backend chooses), "batch"
+// (the groups as one batch, even one), "batch-split" (the sets split,
+// as one batch), "groups" (one by one, even on a GPU), "gpu" (as on a
+// GPU: the slots padded to 256, the logits rows lazy) and "gpu-batch"
+// (the same, every step one batch). Call it before the first Forward.
 func SetAttention(b *Backend, way string) {
-	b.gatherMode, b.splitRatio = gatherAuto, defaultSplitRatio
+	b.gatherMode, b.splitRatio, b.batchMode = gatherAuto, defaultSplitRatio, batchAuto
 	switch way {
+	case "batch":
+		b.batchMode = batchAlways
+	case "batch-split":
+		b.batchMode, b.splitRatio = batchAlways, 1e-9
+	case "groups":
+		b.batchMode = batchNever
+	case "gpu": // as on a GPU: slots padded, rows lazy, batches when the backend chooses
+		b.padSlots, b.lazy = 256, true
+	case "gpu-batch": // the same, every step one batch
+		b.padSlots, b.lazy, b.batchMode = 256, true, batchAlways
 	case "span":
 		b.gatherMode, b.splitRatio = gatherNever, 0
 	case "gather":

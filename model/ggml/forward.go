@@ -3,6 +3,7 @@ package ggml
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/entropix-search/entropix-search/model"
 
@@ -137,6 +138,7 @@ func (b *Backend) run(rows []model.Row, pos []int, attnLayers []int, off int) (*
 		return nil, s, err
 	}
 	b.st.rowOff = off
+	b.graphs.Nodes += int64(g.nodes)
 	b.setInputs(g)
 	b.ran = true
 	if err := b.sched.Compute(g.g); err != nil {
@@ -207,6 +209,12 @@ type lastGraph struct {
 
 // same reports whether shapes s and o make the same graph.
 func (s shape) same(o shape) bool {
+	if s.batchG != o.batchG || s.batchR != o.batchR || s.batchS != o.batchS {
+		return false
+	}
+	if s.batchG > 0 { // the groups are in the inputs
+		return s.gn == o.gn && s.gnl == o.gnl && s.reorder == o.reorder && s.ncp == o.ncp && slices.Equal(s.attn, o.attn)
+	}
 	return s.n == o.n && s.nl == o.nl && s.reorder == o.reorder && s.maskLen == o.maskLen && s.ncp == o.ncp && s.ngather == o.ngather &&
 		slices.Equal(s.groups, o.groups) && slices.Equal(s.attn, o.attn)
 }
@@ -225,10 +233,11 @@ func (b *Backend) graphFor(s shape) (*graph, error) {
 		}
 	}
 	if l := &b.last; l.g != nil && l.statsK == b.statsK && l.rows == b.rows.t && l.s.same(s) {
-		b.reused++
+		b.graphs.Reused++
 		return l.g, nil
 	}
 	b.dropGraph()
+	t0 := time.Now()
 	var ctx gg.Context
 	var g *graph
 	for {
@@ -256,7 +265,9 @@ func (b *Backend) graphFor(s shape) (*graph, error) {
 	}
 	s.groups, s.attn = slices.Clone(s.groups), slices.Clone(s.attn)
 	b.last = lastGraph{ctx: ctx, g: g, s: s, statsK: b.statsK, rows: b.rows.t}
-	b.built++
+	g.nodes = g.g.Nodes()
+	b.graphs.Built++
+	b.graphs.BuildTime += time.Since(t0)
 	return g, nil
 }
 
@@ -270,7 +281,25 @@ func (b *Backend) dropGraph() {
 
 // Graphs reports how many steps built their graph and how many ran the
 // last step's again.
-func (b *Backend) Graphs() (built, reused int) { return b.built, b.reused }
+func (b *Backend) Graphs() (built, reused int) { return b.graphs.Built, b.graphs.Reused }
+
+// GraphStats counts a backend's graphs: the graphs built (and the host's
+// time building and allocating them), the graphs run again, and the
+// nodes of the graphs run, summed over them (on a GPU each node is a
+// kernel the host records and the device launches).
+type GraphStats struct {
+	Built, Reused int
+	BuildTime     time.Duration
+	Nodes         int64
+}
+
+// GraphStats reports the backend's graphs so far; unlike the backend's
+// other methods, it may be called while a Forward runs (it waits for it).
+func (b *Backend) GraphStats() GraphStats {
+	b.fetchMu.Lock()
+	defer b.fetchMu.Unlock()
+	return b.graphs
+}
 
 // readAttention copies the i-th asked layer's scores and probabilities
 // (per group, [nkv*Heads] per row with logits, the slots in block-id
@@ -279,15 +308,27 @@ func (b *Backend) Graphs() (built, reused int) { return b.built, b.reused }
 func (b *Backend) readAttention(rows []model.Row, pos []int, s shape, scores, probs []*gg.Tensor, i int, dst func(r int) []float32) {
 	st, p := &b.st, b.pool
 	heads, bs := b.m.Config.Heads, p.BlockSize()
+	var batch [2][]float32 // a batch's scores and probabilities, of all its rows with logits
+	if s.batchG > 0 && s.nl > 0 {
+		for kind, src := range []*gg.Tensor{scores[0], probs[0]} {
+			batch[kind] = make([]float32, s.nl*s.batchS*heads)
+			gg.Get(src, batch[kind], 0)
+		}
+	}
+	nl := 0 // the rows with logits of the groups before
 	for gi, g := range s.groups {
 		if g.nl == 0 {
 			continue
 		}
 		per := g.nkv * heads
 		st.setCols(gi, bs)
-		for kind, src := range []*gg.Tensor{scores[gi], probs[gi]} {
-			st.attn = slices.Grow(st.attn[:0], g.nl*per)[:g.nl*per]
-			gg.Get(src, st.attn, 0)
+		for kind, src := range []*gg.Tensor{scores[min(gi, len(scores)-1)], probs[min(gi, len(probs)-1)]} {
+			if s.batchG > 0 {
+				st.attn = batch[kind][nl*per:]
+			} else {
+				st.attn = slices.Grow(st.attn[:0], g.nl*per)[:g.nl*per]
+				gg.Get(src, st.attn, 0)
+			}
 			j := 0 // the row's index among the group's rows with logits
 			for k := g.r0; k < g.r1; k++ {
 				r := st.order[k]
@@ -307,6 +348,7 @@ func (b *Backend) readAttention(rows []model.Row, pos []int, s shape, scores, pr
 				j++
 			}
 		}
+		nl += g.nl
 	}
 }
 

@@ -33,18 +33,24 @@ type group struct {
 // goes out.
 type shape struct {
 	n, nl   int
+	gn, gnl int // the graph's rows and rows with logits: n and nl, or more when padded (plan.go's padRows)
 	groups  []group
 	reorder bool // the step's order is not the rows' (outputs gathered back)
 	maskLen int
 	ncp     int
 	ngather int // blocks gathered
 	attn    []int
+	// A batch (plan.go's planBatch): batchG groups of batchR rows over
+	// batchS slots each, attending in one product; 0 when the groups
+	// attend one by one.
+	batchG, batchR, batchS int
 }
 
 // graph is a step's graph and its tensors: the inputs to set, the
 // outputs to read.
 type graph struct {
-	g gg.Graph
+	g     gg.Graph
+	nodes int
 
 	tokens, pos *gg.Tensor   // I32 [n]: each row's token and position
 	kidx        *gg.Tensor   // I64 [n]: the slot each row's key goes to
@@ -57,6 +63,9 @@ type graph struct {
 	cvdst       *gg.Tensor
 	gk          *gg.Tensor // I32 [ngather]: the blocks gathered
 	gv          *gg.Tensor // I32 [ngather, KVDim]: the same for each dimension of the transposed values
+	qidx        *gg.Tensor // a batch's I32 [batchG*batchR]: each padded row's step row
+	oidx        *gg.Tensor // a batch's I32 [n]: each step row's padded row
+	attnRows    *gg.Tensor // a batch's I32 [nl]: the padded rows with logits, when attention goes out
 
 	logits        *gg.Tensor     // F32 [Vocab, nl]
 	rowIdx        *gg.Tensor     // I64 [nl]: where the rows go in the device's store (lazy rows)
@@ -75,7 +84,7 @@ type graph struct {
 func (b *Backend) build(ctx gg.Context, s shape) *graph {
 	c := &b.m.Config
 	hd, heads, kvHeads, kvd := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads), int64(c.KVDim())
-	n := int64(s.n)
+	n := int64(s.gn)
 	in := func(t gg.Type, ne ...int64) *gg.Tensor {
 		x := ctx.NewTensor(t, ne...)
 		x.SetInput()
@@ -84,8 +93,8 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 	t := &graph{g: ctx.NewGraph(b.graphSize(len(s.groups)))}
 	t.tokens, t.pos, t.kidx = in(gg.TypeI32, n), in(gg.TypeI32, n), in(gg.TypeI64, n)
 	t.vidx, t.mask = in(gg.TypeI64, n*kvd), in(gg.TypeF32, int64(s.maskLen))
-	if s.nl > 0 && (s.nl < s.n || s.reorder) {
-		t.outRows = in(gg.TypeI32, int64(s.nl))
+	if s.gnl > 0 && (s.gnl < s.gn || s.reorder) {
+		t.outRows = in(gg.TypeI32, int64(s.gnl))
 	}
 	if s.ncp > 0 {
 		t.csrc, t.cdst = in(gg.TypeI32, int64(s.ncp)), in(gg.TypeI64, int64(s.ncp))
@@ -94,7 +103,12 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 	if s.ngather > 0 {
 		t.gk, t.gv = in(gg.TypeI32, int64(s.ngather)), in(gg.TypeI32, int64(s.ngather), kvd)
 	}
-	if len(s.attn) > 0 {
+	if s.batchG > 0 {
+		t.qidx, t.oidx = in(gg.TypeI32, int64(s.batchG*s.batchR)), in(gg.TypeI32, n)
+		if len(s.attn) > 0 && s.gnl > 0 {
+			t.attnRows = in(gg.TypeI32, int64(s.gnl))
+		}
+	} else if len(s.attn) > 0 {
 		t.groupOut = make([]*gg.Tensor, len(s.groups))
 		for gi, g := range s.groups {
 			if g.nl > 0 && g.nl < g.r1-g.r0 {
@@ -166,6 +180,14 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		// slots, the mask keeping each row's own positions; kv head j
 		// serves query heads j*heads/kvHeads...
 		ai := slices.Index(s.attn, l)
+		if s.batchG > 0 {
+			o := b.attendBatch(ctx, t, s, q, kg, vg, ai, scale)
+			x = ctx.Add(x, ctx.MulMat(lw.wo, o)) // x += Wo o (the residual)
+			h = norm(x, lw.ffnNorm)
+			f := ctx.SwiGLU(ctx.MulMat(lw.w1, h), ctx.MulMat(lw.w3, h))
+			x = ctx.Add(x, ctx.MulMat(lw.w2, f))
+			continue
+		}
 		os := make([]*gg.Tensor, 0, len(s.groups))
 		for gi, g := range s.groups {
 			rows := g.r1 - g.r0
@@ -216,23 +238,62 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		f := ctx.SwiGLU(ctx.MulMat(lw.w1, h), ctx.MulMat(lw.w3, h)) // f = silu(W1 h) * W3 h
 		x = ctx.Add(x, ctx.MulMat(lw.w2, f))                        // x += W2 f (the residual)
 	}
-	if s.nl > 0 {
+	if s.gnl > 0 {
 		if t.outRows != nil {
 			x = ctx.GetRows(x, t.outRows)
 		}
 		t.logits = ctx.MulMat(b.output, norm(x, b.outNorm)) // logits = output rmsnorm(x)
 		if b.lazy {                                         // the rows into the device's store, read from there when asked for
-			t.rowIdx = in(gg.TypeI64, int64(s.nl))
+			t.rowIdx = in(gg.TypeI64, int64(s.gnl))
 			t.g.Expand(ctx.SetRows(b.rows.t, t.logits, t.rowIdx))
 		} else {
 			t.logits.SetOutput()
 			t.g.Expand(t.logits)
 		}
 		if b.statsK > 0 {
-			b.buildStats(ctx, t, s.nl)
+			b.buildStats(ctx, t, s.gnl)
 		}
 	}
 	return t
+}
+
+// attendBatch is a batch's attention (shape s) for queries q [hd, heads,
+// n], keys kg and values vg gathered: the rows gathered into batchG
+// groups of batchR, one product of each group's rows with its keys
+// [hd, batchS, kvHeads] (the query heads broadcast over the key heads),
+// the softmax under the mask [batchS, batchR, 1, batchG], one product
+// with the values, and each step row's output gathered back: [QDim, n].
+// When layer ai's attention goes out it sets t.scores[ai] and
+// t.probs[ai] to one tensor each, [batchS*Heads, nl].
+func (b *Backend) attendBatch(ctx gg.Context, t *graph, s shape, q, kg, vg *gg.Tensor, ai int, scale float32) *gg.Tensor {
+	c := &b.m.Config
+	hd, heads, kvHeads := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads)
+	G, R, S := int64(s.batchG), int64(s.batchR), int64(s.batchS)
+	qb := ctx.GetRows(ctx.Reshape(q, hd*heads, int64(s.gn)), t.qidx)    // [hd*heads, G*R]
+	qb = ctx.Permute(ctx.Reshape(qb, hd, heads, R, G), 0, 2, 1, 3)      // [hd, R, heads, G]
+	keys := ctx.Permute(ctx.Reshape(kg, hd, kvHeads, S, G), 0, 2, 1, 3) // [hd, S, kvHeads, G]
+	vals := ctx.Permute(ctx.Reshape(vg, S, G, hd, kvHeads), 0, 3, 1, 2) // [S, hd, kvHeads, G]
+	mask := ctx.Reshape(t.mask, S, R, 1, G)
+	kq := ctx.MulMat(keys, qb) // [S, R, heads, G]
+	var p *gg.Tensor
+	if ai >= 0 {
+		sc := ctx.Scale(kq, scale)
+		p = ctx.SoftMax(sc, mask, 1)
+		if s.gnl > 0 {
+			out := func(a *gg.Tensor) *gg.Tensor {
+				a = ctx.GetRows(ctx.Reshape(ctx.Cont(ctx.Permute(a, 0, 2, 1, 3)), S*heads, R*G), t.attnRows)
+				a.SetOutput()
+				t.g.Expand(a)
+				return a
+			}
+			t.scores[ai], t.probs[ai] = []*gg.Tensor{out(sc)}, []*gg.Tensor{out(p)}
+		}
+	} else {
+		p = ctx.SoftMax(kq, mask, scale)
+	}
+	o := ctx.MulMat(vals, p)                                             // [hd, R, heads, G]
+	o = ctx.Reshape(ctx.Cont(ctx.Permute(o, 0, 2, 1, 3)), heads*hd, R*G) // [QDim, G*R]
+	return ctx.GetRows(o, t.oidx)                                        // [QDim, n]
 }
 
 // maxGroups bounds the attention groups of a step (and so its graph's
@@ -263,7 +324,7 @@ func (b *Backend) reserve() error {
 	nkv := min(b.slots, (reserveSlots+bs-1)/bs*bs)
 	ctx := gg.NewContext(b.graphSize(1), b.graphSize(1))
 	defer ctx.Free()
-	s := shape{n: reserveRows, nl: reserveRows, maskLen: nkv * reserveRows,
+	s := shape{n: reserveRows, nl: reserveRows, gn: reserveRows, gnl: reserveRows, maskLen: nkv * reserveRows,
 		groups: []group{{r0: 0, r1: reserveRows, nkv: nkv, nl: reserveRows}}}
 	g := b.build(ctx, s)
 	err := b.sched.Reserve(g.g)

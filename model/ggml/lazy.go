@@ -76,11 +76,12 @@ func (r *logitRows) free() {
 
 // rowIndex fills the graph's destination rows in the store: nl rows of
 // its half from the step's row b.st.rowOff (a chunk of a step writes after
-// the chunks before it).
+// the chunks before it), padded rows (plan.go's padRows) where the last
+// row goes.
 func (b *Backend) rowIndex(nl int) []int64 {
 	idx := b.st.rowIdx[:0]
 	for j := range nl {
-		idx = append(idx, int64(b.rows.half*b.rows.cap+b.st.rowOff+j))
+		idx = append(idx, int64(b.rows.half*b.rows.cap+b.st.rowOff+min(j, b.st.nl-1))) // a padded row: the last's place
 	}
 	b.st.rowIdx = idx
 	return idx

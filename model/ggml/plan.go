@@ -2,6 +2,7 @@ package ggml
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/entropix-search/entropix-search/kvcache"
@@ -22,6 +23,7 @@ type step struct {
 	attn                 []float32 // scratch for reading attention back
 	rowIdx               []int64   // the rows' places in the device's store
 	rowOff               int       // the graph's first row with logits among the step's
+	nl                   int       // the step's rows with logits (the graph's may be more: padRows)
 	copies               map[int64]int64
 	parent               []int32 // union-find over block ids
 	touched              []int32
@@ -39,6 +41,9 @@ type step struct {
 	key                  []int                // per row: its group's first row
 	gather               []int32              // the gathering groups' blocks (padded), in their order
 	gatherIdx            []int32              // the same per KV dimension: [len(gather), KVDim]
+	qidx, oidx           []int32              // a batch's: per padded row its step row, per step row its padded row
+	attnRows             []int32              // a batch's: its rows with logits, padded rows, in the step's order
+	info                 []groupInfo          // per group: its span's first slot, its slots
 }
 
 // defaultSplitRatio is Backend.splitRatio's default: a set of rows
@@ -69,6 +74,70 @@ const (
 	gatherNever
 	gatherAlways
 )
+
+// The batchings (Backend.batchMode): on a GPU when a step has several
+// groups, never, or always.
+const (
+	batchAuto = iota
+	batchNever
+	batchAlways
+)
+
+// groupInfo is a group's slots: its span's first slot, and its
+// GroupSpan (Read: its blocks gathered, padded).
+type groupInfo struct {
+	lo int
+	GroupSpan
+}
+
+// batchFree is the rows x slots of padding a batch may always add: on a
+// GPU, a few hundred thousand multiply-adds per head, far less than a
+// kernel's launch.
+const batchFree = 1 << 16
+
+// batched reports whether a step of n rows whose groups are groups (per
+// group: its rows, its slots) attends as one batch: on a GPU, where each
+// of a graph's nodes costs the host time to record and the device time
+// to launch, and a batch has the same nodes for any number of groups,
+// when there are several and the padding (a batch pads every group to
+// the largest's rows and slots) adds at most three times the groups' own
+// rows x slots, batchFree, and a quarter of the rows' products with the
+// weights (counted in rows x slots of the same multiply-adds). One
+// search's prompt beside others' decoding steps would add far more: its
+// groups attend one by one.
+func (b *Backend) batched(n int, groups []groupInfo) bool {
+	switch b.batchMode {
+	case batchNever:
+		return false
+	case batchAlways:
+		return true
+	}
+	if b.padSlots == 0 || len(groups) < 2 {
+		return false
+	}
+	R, S, own := 0, 0, 0
+	for _, g := range groups {
+		R, S, own = max(R, g.Rows), max(S, g.Read), own+g.Rows*g.Read
+	}
+	R = 1 << bits.Len(uint(R-1))
+	c := &b.m.Config
+	// A row's products with one layer's weights, in slots: a slot is
+	// 4*Heads*HeadDim multiply-adds (its score and its value's share, for
+	// every head).
+	weights := 2 * (c.Dim*(c.Heads*c.HeadDim+2*c.KVDim()) + c.Heads*c.HeadDim*c.Dim + 3*c.Dim*c.HiddenDim)
+	rowSlots := weights / (4 * c.Heads * c.HeadDim)
+	return padCount(len(groups))*R*S-own <= 3*own+batchFree+n*rowSlots/4
+}
+
+// padCount rounds n up to a multiple of a quarter of the power of two
+// at most n: at most a quarter more, four sizes an octave.
+func padCount(n int) int {
+	if n < 8 {
+		return n
+	}
+	q := 1 << (bits.Len(uint(n)) - 3)
+	return (n + q - 1) / q * q
+}
 
 // rowSet is a set of a step's rows whose block tables share blocks,
 // transitively: its first row, its rows, its blocks, and the blocks its
@@ -234,7 +303,7 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 	if b.padSlots > bs {
 		pad = b.padSlots / bs * bs
 	}
-	st.union, st.gather, st.gu = st.union[:0], st.gather[:0], st.gu[:0]
+	st.union, st.gather, st.gu, st.info = st.union[:0], st.gather[:0], st.gu[:0], st.info[:0]
 	for gi := range st.groups {
 		g := &st.groups[gi]
 		st.nextStamp()
@@ -259,18 +328,31 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 		span := min(b.slots, ((hi+1)*bs+pad-1)/pad*pad) - lo
 		gathered := (len(u)*bs + pad - 1) / pad * pad
 		st.gu = append(st.gu, [2]int{u0, len(st.union)})
-		if b.gatherSpan(span, gathered) {
-			g.gather, g.lo, g.nkv, g.goff = true, 0, gathered, len(st.gather)*bs
-			st.gather = append(st.gather, u...)
-			for range gathered/bs - len(u) { // padding: masked out
-				st.gather = append(st.gather, u[0])
-			}
-		} else {
-			g.lo, g.nkv = lo, span
+		st.info = append(st.info, groupInfo{lo: lo, GroupSpan: GroupSpan{Rows: g.r1 - g.r0, Span: span, Read: gathered, Used: len(u) * bs, Seen: seen}})
+	}
+	if b.batched(n, st.info) {
+		b.planBatch(&s, rows)
+		for _, gi := range st.info { // the padded rows and slots count
+			gi.Rows, gi.Read = s.batchR, s.batchS
+			b.spans.add(gi.GroupSpan)
 		}
-		g.maskOff = s.maskLen
-		s.maskLen += g.nkv * (g.r1 - g.r0)
-		b.spans.add(GroupSpan{Rows: g.r1 - g.r0, Span: span, Read: g.nkv, Used: len(u) * bs, Seen: seen})
+	} else {
+		for gi := range st.groups {
+			g, in := &st.groups[gi], st.info[gi]
+			if u := st.union[st.gu[gi][0]:st.gu[gi][1]]; b.gatherSpan(in.Span, in.Read) {
+				g.gather, g.lo, g.nkv, g.goff = true, 0, in.Read, len(st.gather)*bs
+				st.gather = append(st.gather, u...)
+				for range in.Read/bs - len(u) { // padding: masked out
+					st.gather = append(st.gather, u[0])
+				}
+			} else {
+				g.lo, g.nkv = in.lo, in.Span
+			}
+			g.maskOff = s.maskLen
+			s.maskLen += g.nkv * (g.r1 - g.r0)
+			in.Read = g.nkv
+			b.spans.add(in.GroupSpan)
+		}
 	}
 	s.ngather = len(st.gather)
 	if n := s.ngather; n > 0 {
@@ -295,8 +377,12 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 			st.outRows = append(st.outRows, int32(st.inv[i]))
 		}
 	}
-	s.nl = len(st.outRows)
-	st.vidx = slices.Grow(st.vidx[:0], n*kvd)[:n*kvd]
+	s.nl, st.nl = len(st.outRows), len(st.outRows)
+	s.gn, s.gnl = n, s.nl
+	if s.batchG > 0 && b.padSlots > 0 {
+		b.padRows(&s)
+	}
+	st.vidx = slices.Grow(st.vidx[:0], s.gn*kvd)[:s.gn*kvd]
 	for k, slot := range st.kidx {
 		for d := range kvd {
 			st.vidx[k*kvd+d] = int64(d*b.slots) + slot
@@ -304,6 +390,20 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 	}
 	st.mask = slices.Grow(st.mask[:0], s.maskLen)[:s.maskLen]
 	inf := float32(math.Inf(-1))
+	if s.batchG > 0 { // a batch's padded rows see their group's first slot
+		for j := range st.mask {
+			st.mask[j] = inf
+		}
+		for gi := range s.batchG {
+			rows := 0 // a padded group's
+			if gi < len(s.groups) {
+				rows = s.groups[gi].r1 - s.groups[gi].r0
+			}
+			for j := rows; j < s.batchR; j++ {
+				st.mask[(gi*s.batchR+j)*s.batchS] = 0
+			}
+		}
+	}
 	st.groupOut = st.groupOut[:0]
 	for gi, g := range s.groups {
 		st.setCols(gi, bs)
@@ -311,8 +411,10 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 		for k := g.r0; k < g.r1; k++ {
 			i := st.order[k]
 			m := st.mask[g.maskOff+(k-g.r0)*g.nkv:][:g.nkv]
-			for j := range m {
-				m[j] = inf
+			if s.batchG == 0 {
+				for j := range m {
+					m[j] = inf
+				}
 			}
 			for blk := range pos[i]/bs + 1 {
 				off := st.col[p.BlockID(rows[i].Seq, blk)]
@@ -325,7 +427,123 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 		st.groupOut = append(st.groupOut, out)
 	}
 	s.ncp = b.planCopies()
+	if s.batchG > 0 && b.padSlots > 0 { // a padded batch: its copies too
+		b.padCopies(&s)
+	}
 	return s
+}
+
+// padStepRows is the rows a padded step of n rows runs: a power of two
+// up to 64 (where a GPU's products with the weights take the time of
+// one row), padCount beyond.
+func padStepRows(n int) int {
+	if n <= 64 {
+		return 1 << bits.Len(uint(n-1))
+	}
+	return padCount(n)
+}
+
+// padRows pads a batch's step on a GPU so that the next steps' graphs
+// are likely to have its shape (and run it again, not built anew): its
+// rows to padStepRows(n) with copies of its last row (writing their keys
+// and values to the scratch block; their outputs go nowhere), its rows with
+// logits to padStepRows(nl) with copies of the last (their logits rows
+// written to the same place in the store, their statistics not read),
+// and the outputs always gathered.
+func (b *Backend) padRows(s *shape) {
+	st := &b.st
+	s.gn, s.reorder = padStepRows(s.n), true
+	for range s.gn - s.n {
+		st.tokens, st.pos, st.kidx = append(st.tokens, st.tokens[s.n-1]), append(st.pos, st.pos[s.n-1]), append(st.kidx, int64(b.scratch))
+		st.oidx = append(st.oidx, st.oidx[s.n-1])
+	}
+	if s.nl > 0 {
+		s.gnl = padStepRows(s.nl)
+		for range s.gnl - s.nl {
+			st.outRows = append(st.outRows, st.outRows[s.nl-1])
+			if len(st.attnRows) > 0 {
+				st.attnRows = append(st.attnRows, st.attnRows[s.nl-1])
+			}
+		}
+	}
+}
+
+// minPaddedCopies is the fewest slots a padded batch copies: copies on
+// write come and go with the forks, a few slots each, and a copy costs
+// little.
+const minPaddedCopies = 32
+
+// padCopies pads a padded batch's copies on write, to a power of two
+// and at least minPaddedCopies, with copies of its last (or of the
+// scratch slot onto itself).
+func (b *Backend) padCopies(s *shape) {
+	st, kvd := &b.st, int64(b.m.Config.KVDim())
+	if s.ncp == 0 {
+		slot := int64(b.scratch)
+		st.csrc, st.cdst = append(st.csrc, int32(slot)), append(st.cdst, slot)
+		for d := range kvd {
+			st.cvsrc, st.cvdst = append(st.cvsrc, int32(d*int64(b.slots)+slot)), append(st.cvdst, d*int64(b.slots)+slot)
+		}
+		s.ncp = 1
+	}
+	ncp := max(minPaddedCopies, 1<<bits.Len(uint(s.ncp-1)))
+	for range ncp - s.ncp {
+		st.csrc, st.cdst = append(st.csrc, st.csrc[s.ncp-1]), append(st.cdst, st.cdst[s.ncp-1])
+		st.cvsrc = append(st.cvsrc, st.cvsrc[(s.ncp-1)*int(kvd):s.ncp*int(kvd)]...)
+		st.cvdst = append(st.cvdst, st.cvdst[(s.ncp-1)*int(kvd):s.ncp*int(kvd)]...)
+	}
+	s.ncp = ncp
+}
+
+// planBatch lays a step's groups out as one batch of shape s: each group
+// its blocks gathered, padded to s.batchS slots, and its rows padded to
+// s.batchR (a power of two), group gi's rows at [gi*batchR,
+// (gi+1)*batchR) of the batch, its mask [batchS, batchR] at gi*batchR*batchS.
+// A padded row repeats the group's first and sees its first slot only;
+// its output is dropped.
+func (b *Backend) planBatch(s *shape, rows []model.Row) {
+	st, bs := &b.st, b.pool.BlockSize()
+	for _, in := range st.info {
+		s.batchR, s.batchS = max(s.batchR, in.Rows), max(s.batchS, in.Read)
+	}
+	s.batchG, s.batchR = len(st.groups), 1<<bits.Len(uint(s.batchR-1))
+	R, S := s.batchR, s.batchS
+	st.qidx, st.oidx, st.attnRows = st.qidx[:0], st.oidx[:0], st.attnRows[:0]
+	for gi := range st.groups {
+		g := &st.groups[gi]
+		u := st.union[st.gu[gi][0]:st.gu[gi][1]]
+		g.gather, g.lo, g.nkv, g.goff = true, 0, S, len(st.gather)*bs
+		st.gather = append(st.gather, u...)
+		for range S/bs - len(u) { // padding: masked out
+			st.gather = append(st.gather, u[0])
+		}
+		g.maskOff = gi * R * S
+		for j := range R {
+			r := g.r0 + j
+			if r >= g.r1 {
+				r = g.r0
+			}
+			st.qidx = append(st.qidx, int32(r))
+		}
+		for k := g.r0; k < g.r1; k++ {
+			st.oidx = append(st.oidx, int32(gi*R+k-g.r0))
+			if !rows[st.order[k]].NoLogits {
+				st.attnRows = append(st.attnRows, int32(gi*R+k-g.r0))
+			}
+		}
+	}
+	if b.padSlots > 0 { // on a GPU, groups that read a block and go nowhere
+		s.batchG = padCount(s.batchG)
+		for range s.batchG - len(st.groups) {
+			for range S / bs {
+				st.gather = append(st.gather, st.gather[0])
+			}
+			for range R {
+				st.qidx = append(st.qidx, 0)
+			}
+		}
+	}
+	s.maskLen = s.batchG * R * S
 }
 
 // planCopies turns the pending copies on write, in their order, into one
@@ -388,6 +606,13 @@ func (b *Backend) setInputs(g *graph) {
 	}
 	if g.rowIdx != nil {
 		gg.Set(g.rowIdx, b.rowIndex(g.rowIdx.Bytes()/8), 0)
+	}
+	if g.qidx != nil {
+		gg.Set(g.qidx, st.qidx, 0)
+		gg.Set(g.oidx, st.oidx, 0)
+		if g.attnRows != nil {
+			gg.Set(g.attnRows, st.attnRows, 0)
+		}
 	}
 	if g.gk != nil {
 		gg.Set(g.gk, st.gather, 0)

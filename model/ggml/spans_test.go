@@ -322,12 +322,13 @@ func TestSpanSpeed(t *testing.T) {
 			}
 			wg.Wait()
 			wall := time.Since(t0)
-			built, reused := tb.Graphs()
+			gs := tb.GraphStats()
+			built, reused := gs.Built, gs.Reused
 			e.Close()
 			us := float64(tb.forward.Microseconds()) / float64(tb.steps)
 			perStep[mode] = append(perStep[mode], us)
-			t.Logf("round %d %s: %d steps, %.0f µs a step in Forward, wall %v, graphs built %d reused %d; read/used work %.2fx",
-				r, mode, tb.steps, us, wall.Round(time.Millisecond), built, reused, float64(l.rowRead)/float64(l.rowUsed))
+			t.Logf("round %d %s: %d steps, %.0f µs a step in Forward, wall %v, graphs built %d reused %d (%.0f µs a build), %.0f nodes a step; read/used work %.2fx",
+				r, mode, tb.steps, us, wall.Round(time.Millisecond), built, reused, float64(gs.BuildTime.Microseconds())/float64(max(built, 1)), float64(gs.Nodes)/float64(tb.steps), float64(l.rowRead)/float64(l.rowUsed))
 		}
 	}
 	for _, mode := range modes[1:] {

@@ -95,11 +95,13 @@ func TestVulkan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As the backend chooses (here: spans in place), every group its
-	// blocks gathered, and the branches attending one by one.
+	// As the backend chooses (here: spans in place, the branches in one
+	// batch once they attend apart), every group its blocks gathered, the
+	// branches attending one by one, the groups one by one, and every
+	// step one batch.
 	attn := []int{m.Config.Layers - 1}
 	wl, wa := treeSteps(t, cb, m.Config.Vocab, attn)
-	for _, way := range []string{"auto", "gather", "split"} {
+	for _, way := range []string{"auto", "gather", "split", "groups", "gpu-batch"} {
 		b := newVK()
 		ggml.SetAttention(b, way)
 		gl, ga := treeSteps(t, b, m.Config.Vocab, attn)
