@@ -129,6 +129,33 @@ type ServerPoint struct {
 	TokensPerSec   float64       `json:"tokens_per_sec"`
 	RequestsPerSec float64       `json:"requests_per_sec"`
 	P50            time.Duration `json:"p50_ns"`
+	// Passes and Rows are the engine's forward passes in the measurement
+	// and their rows; Graphs, when the backend counts them, its graphs.
+	Passes int64        `json:"passes,omitempty"`
+	Rows   int64        `json:"rows,omitempty"`
+	Graphs *GraphCounts `json:"graphs,omitempty"`
+}
+
+// GraphCounts are a graph backend's graphs over a measurement: those
+// built (and the host's time building them), those run again, and their
+// nodes summed over the passes.
+type GraphCounts struct {
+	Built     int           `json:"built"`
+	Reused    int           `json:"reused"`
+	BuildTime time.Duration `json:"build_ns"`
+	Nodes     int64         `json:"nodes"`
+}
+
+// passes describes p's forward passes and graphs, or "".
+func (p ServerPoint) passes() string {
+	if p.Passes == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("; %d passes, %.1f rows each", p.Passes, float64(p.Rows)/float64(p.Passes))
+	if g := p.Graphs; g != nil {
+		s += fmt.Sprintf(", %d graphs built (%s each), %d run again, %.0f nodes a pass", g.Built, us(g.BuildTime/time.Duration(max(g.Built, 1))), g.Reused, float64(g.Nodes)/float64(p.Passes))
+	}
+	return s
 }
 
 // ServerTiming is a server's throughput with one client and with many.
@@ -362,7 +389,7 @@ func (r *BackendCheck) timingMarkdown(b *strings.Builder) {
 			return ""
 		}
 		p := t.Server.One
-		return fmt.Sprintf("%.1f tokens/s (%d requests in %.1f s, p50 %s)", p.TokensPerSec, p.Requests, p.Seconds, ms(p.P50))
+		return fmt.Sprintf("%.1f tokens/s (%d requests in %.1f s, p50 %s%s)", p.TokensPerSec, p.Requests, p.Seconds, ms(p.P50), p.passes())
 	})
 	manyLabel := "server, concurrent clients"
 	for _, t := range r.Timings {
@@ -380,7 +407,7 @@ func (r *BackendCheck) timingMarkdown(b *strings.Builder) {
 		if n := p.Errors + t.Server.One.Errors; n > 0 {
 			errs = fmt.Sprintf(", %d errors", n)
 		}
-		return fmt.Sprintf("%.1f tokens/s, **%.2fx** (%d requests in %.1f s, p50 %s%s)", p.TokensPerSec, t.Server.Ratio, p.Requests, p.Seconds, ms(p.P50), errs)
+		return fmt.Sprintf("%.1f tokens/s, **%.2fx** (%d requests in %.1f s, p50 %s%s%s)", p.TokensPerSec, t.Server.Ratio, p.Requests, p.Seconds, ms(p.P50), errs, p.passes())
 	})
 	b.WriteString("\n")
 	for _, t := range r.Timings {

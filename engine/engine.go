@@ -132,6 +132,10 @@ func (e *Engine) Model() *model.Model { return e.m }
 // every search: rows/passes is how many rows a pass carried on average.
 func (e *Engine) Batching() (passes, rows int64) { return e.passes.Load(), e.rows.Load() }
 
+// Backend returns the backend the engine runs its passes on (for
+// inspection: it is not safe to use while searches run).
+func (e *Engine) Backend() model.Backend { return e.be }
+
 // BlocksInUse is the KV blocks in use after the last step: unlike
 // Cache().Stats(), safe to call while searches run (metrics).
 func (e *Engine) BlocksInUse() int { return int(e.inUse.Load()) }

@@ -45,6 +45,10 @@ var backendFlags []func(fs *flag.FlagSet) (apply func() error)
 // They run after the flags are applied.
 var backendInfo []func(used []string) string
 
+// graphCounts, when a graph backend is built in, reports a backend's
+// graphs so far (false: not one of its backends).
+var graphCounts func(model.Backend) (bench.GraphCounts, bool)
+
 // backendsReport is the JSON the backends subcommand writes.
 type backendsReport struct {
 	Machine machine               `json:"machine"`
@@ -482,6 +486,20 @@ func measureServer(ctx context.Context, m *model.Model, eng *engine.Engine, sp s
 	var firstErr error
 	point := func(clients int) bench.ServerPoint {
 		p := bench.ServerPoint{Clients: clients}
+		passes0, rows0 := eng.Batching()
+		var g0 bench.GraphCounts
+		counted := false
+		if graphCounts != nil {
+			g0, counted = graphCounts(eng.Backend())
+		}
+		counts := func() { // the passes and graphs since the point began
+			passes, rows := eng.Batching()
+			p.Passes, p.Rows = passes-passes0, rows-rows0
+			if counted {
+				g, _ := graphCounts(eng.Backend())
+				p.Graphs = &bench.GraphCounts{Built: g.Built - g0.Built, Reused: g.Reused - g0.Reused, BuildTime: g.BuildTime - g0.BuildTime, Nodes: g.Nodes - g0.Nodes}
+			}
+		}
 		var mu sync.Mutex
 		var lat []time.Duration
 		t0 := time.Now()
@@ -515,6 +533,7 @@ func measureServer(ctx context.Context, m *model.Model, eng *engine.Engine, sp s
 			slices.Sort(lat)
 			p.P50 = lat[(len(lat)-1)/2]
 		}
+		counts()
 		return p
 	}
 	st := &bench.ServerTiming{Mode: engine.BeamAdaptive.String(), MaxTokens: sp.tokens}

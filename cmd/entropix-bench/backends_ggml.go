@@ -6,12 +6,22 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/entropix-search/entropix-search/bench"
+	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/ggml"
 )
 
 // The ggml backend in the backends subcommand: its flags, and its
 // devices in the check's header.
 func init() {
+	graphCounts = func(b model.Backend) (bench.GraphCounts, bool) {
+		gb, ok := b.(*ggml.Backend)
+		if !ok {
+			return bench.GraphCounts{}, false
+		}
+		g := gb.GraphStats()
+		return bench.GraphCounts{Built: g.Built, Reused: g.Reused, BuildTime: g.BuildTime, Nodes: g.Nodes}, true
+	}
 	backendFlags = append(backendFlags, func(fs *flag.FlagSet) func() error {
 		dir := fs.String("ggml-dir", "", "`folder` of the ggml libraries (default $ENTROPIX_GGML_DIR)")
 		dev := fs.String("device", "", "the ggml backend's `device`: cpu, vulkan0, cuda0, ... (default $ENTROPIX_GGML_DEVICE, else the first GPU, else the CPU)")
