@@ -164,6 +164,12 @@ func (b *Backend) start(o Options) error {
 	if d.Type() != gg.DeviceCPU {
 		b.padSlots = 256
 		b.lazy = true
+		// A search's branches attend together however far apart they
+		// have grown: split, they would be a group each, and either
+		// many more nodes (group by group) or their shared prefix
+		// gathered once per branch (in a batch), where the masked
+		// products a split saves cost a GPU little.
+		b.splitRatio = 0
 	}
 	b.restartOnFree = d.Reg().Name() == "Vulkan"
 	return b.newSched()

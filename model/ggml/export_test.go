@@ -27,8 +27,8 @@ func SetPadSlots(b *Backend, n int) {
 // group per sequence, each reading as the backend chooses), "batch"
 // (the groups as one batch, even one), "batch-split" (the sets split,
 // as one batch), "groups" (one by one, even on a GPU), "gpu" (as on a
-// GPU: the slots padded to 256, the logits rows lazy) and "gpu-batch"
-// (the same, every step one batch). Call it before the first Forward.
+// GPU: the slots padded to 256, the logits rows lazy, no set split) and
+// "gpu-batch" (the same, every step one batch). Call it before the first Forward.
 func SetAttention(b *Backend, way string) {
 	b.gatherMode, b.splitRatio, b.batchMode = gatherAuto, defaultSplitRatio, batchAuto
 	switch way {
@@ -38,10 +38,10 @@ func SetAttention(b *Backend, way string) {
 		b.batchMode, b.splitRatio = batchAlways, 1e-9
 	case "groups":
 		b.batchMode = batchNever
-	case "gpu": // as on a GPU: slots padded, rows lazy, batches when the backend chooses
-		b.padSlots, b.lazy = 256, true
+	case "gpu": // as on a GPU: slots padded, rows lazy, no set split, batches when the backend chooses
+		b.padSlots, b.lazy, b.splitRatio = 256, true, 0
 	case "gpu-batch": // the same, every step one batch
-		b.padSlots, b.lazy, b.batchMode = 256, true, batchAlways
+		b.padSlots, b.lazy, b.splitRatio, b.batchMode = 256, true, 0, batchAlways
 	case "span":
 		b.gatherMode, b.splitRatio = gatherNever, 0
 	case "gather":
