@@ -39,9 +39,16 @@
 // reads the slots from its lowest block id to its highest in place, else
 // its blocks are gathered (ggml_get_rows, one for all such groups per
 // layer) and it reads only those (plan.go's gatherSpan). Branches grown
-// apart (16 samples of one prompt) share little: when a set's rows x
-// blocks outweigh the blocks its rows see by more than 4 times, it
-// attends sequence by sequence instead; Wo, the
+// apart (16 samples of one prompt) share little: on the CPU, when a
+// set's rows x blocks outweigh the blocks its rows see by more than 4
+// times, it attends sequence by sequence instead. On a GPU, where a
+// graph's every node is a kernel to record and launch, a step's groups
+// attend as one batch (plan.go's planBatch: each group's blocks gathered
+// and padded to the largest group's slots, its rows to the largest's; two
+// products and a softmax a layer for any number of groups), and the
+// step's rows, rows with logits and copies on write are padded (extra
+// rows write to a scratch block past the pool's) so that the next steps
+// have its shape and run its graph again; Wo, the
 // residual, RMSNorm, SwiGLU, the residual; the classifier on the rows
 // that want logits, and each logits row's statistics (stats.go: the
 // argmax, the moments of the softmax's normalizer, the top K), which is
