@@ -19,13 +19,16 @@ const DefaultStatsK = 64
 // 0 computes no statistics (the search then computes them from the rows).
 func (b *Backend) SetRowStats(k int) { b.statsK = min(max(k, 0), b.m.Config.Vocab) }
 
-// statsGraph are the step's statistics tensors, per row with logits.
+// statsGraph are the step's statistics tensors, per row with logits,
+// joined into two outputs so that the host reads them in two transfers
+// (on a GPU each is a round trip to the device).
 type statsGraph struct {
-	argmax  *gg.Tensor // I32 [nl]: the largest logit's token
-	max     *gg.Tensor // F32 [1, 1, nl]: the largest logit
-	z, a, b *gg.Tensor // F32 [1, nl]: Σ e, Σ e·s, Σ e·s², s = logit - max, e = exp(s)
-	top     *gg.Tensor // I32 [K, nl]: the K largest logits' tokens, in no order
-	topL    *gg.Tensor // F32 [1, K, nl]: their logits
+	// ints is I32 [1+K, nl]: per row the largest logit's token, then the
+	// K largest logits' tokens, in no order.
+	ints *gg.Tensor
+	// floats is F32 [4+K, nl]: per row the largest logit, Σ e, Σ e·s,
+	// Σ e·s² (s = logit - max, e = exp(s)), then the K tokens' logits.
+	floats *gg.Tensor
 }
 
 // buildStats adds to t the statistics of its logits L [Vocab, nl], as
@@ -35,17 +38,21 @@ type statsGraph struct {
 // the top K on the host.
 func (b *Backend) buildStats(ctx gg.Context, t *graph, nl int) {
 	L, vocab, n := t.logits, int64(b.m.Config.Vocab), int64(nl)
-	st := &statsGraph{}
-	st.argmax = ctx.Argmax(L)
+	k := int64(b.topK())
+	argmax := ctx.Argmax(L)
 	rows := ctx.Reshape(L, 1, vocab, n) // each logit a row, per logits row: for gathering
-	st.max = ctx.GetRows(rows, ctx.Reshape(st.argmax, 1, n))
-	s := ctx.Sub(L, ctx.Reshape(st.max, 1, n))
+	mx := ctx.Reshape(ctx.GetRows(rows, ctx.Reshape(argmax, 1, n)), 1, n)
+	s := ctx.Sub(L, mx)
 	e := ctx.Exp(s)
 	es := ctx.Mul(e, s)
-	st.z, st.a, st.b = ctx.SumRows(e), ctx.SumRows(es), ctx.SumRows(ctx.Mul(es, s))
-	st.top = ctx.TopK(L, b.topK())
-	st.topL = ctx.GetRows(rows, st.top)
-	for _, x := range []*gg.Tensor{st.argmax, st.max, st.z, st.a, st.b, st.top, st.topL} {
+	top := ctx.TopK(L, int(k))
+	topL := ctx.Reshape(ctx.GetRows(rows, top), k, n)
+	st := &statsGraph{
+		ints: ctx.Concat(ctx.Reshape(argmax, 1, n), top, 0),
+		floats: ctx.Concat(ctx.Concat(ctx.Concat(mx, ctx.SumRows(e), 0), ctx.Concat(ctx.SumRows(es), ctx.SumRows(ctx.Mul(es, s)), 0), 0),
+			topL, 0),
+	}
+	for _, x := range []*gg.Tensor{st.ints, st.floats} {
 		x.SetOutput()
 		t.g.Expand(x)
 	}
@@ -61,6 +68,8 @@ type statsScratch struct {
 	argmax, top        []int32
 	max, z, a, b, topL []float32
 	order              []int
+	ints               []int32   // a graph's statsGraph.ints, as read
+	floats             []float32 // and its floats
 }
 
 // readStats reads the statistics of graph g's nl rows with logits, the
@@ -71,13 +80,16 @@ func (b *Backend) readStats(t *graph, nl, off int) {
 	n := off + nl
 	sc.argmax, sc.top = growKeep(sc.argmax, n), growKeep(sc.top, k*n)
 	sc.max, sc.z, sc.a, sc.b, sc.topL = growKeep(sc.max, n), growKeep(sc.z, n), growKeep(sc.a, n), growKeep(sc.b, n), growKeep(sc.topL, k*n)
-	gg.Get(t.stats.argmax, sc.argmax[off:n], 0)
-	gg.Get(t.stats.max, sc.max[off:n], 0)
-	gg.Get(t.stats.z, sc.z[off:n], 0)
-	gg.Get(t.stats.a, sc.a[off:n], 0)
-	gg.Get(t.stats.b, sc.b[off:n], 0)
-	gg.Get(t.stats.top, sc.top[k*off:k*n], 0)
-	gg.Get(t.stats.topL, sc.topL[k*off:k*n], 0)
+	sc.ints, sc.floats = slices.Grow(sc.ints[:0], (1+k)*nl)[:(1+k)*nl], slices.Grow(sc.floats[:0], (4+k)*nl)[:(4+k)*nl]
+	gg.Get(t.stats.ints, sc.ints, 0)
+	gg.Get(t.stats.floats, sc.floats, 0)
+	for r := range nl {
+		ints, floats := sc.ints[r*(1+k):(r+1)*(1+k)], sc.floats[r*(4+k):(r+1)*(4+k)]
+		i := off + r
+		sc.argmax[i], sc.max[i], sc.z[i], sc.a[i], sc.b[i] = ints[0], floats[0], floats[1], floats[2], floats[3]
+		copy(sc.top[i*k:(i+1)*k], ints[1:])
+		copy(sc.topL[i*k:(i+1)*k], floats[4:])
+	}
 }
 
 // fillStats fills the Output's statistics of the step's nl rows with
