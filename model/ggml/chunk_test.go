@@ -88,9 +88,12 @@ func TestChunks(t *testing.T) {
 	}
 	for _, lazy := range []bool{false, true} {
 		want, wantStats, wantAtt := chunkSteps(t, newB(0, lazy), m.Config.Vocab, attn)
-		for _, chunk := range []int{7, 16} {
+		for _, chunk := range []int{7, 16, -16} { // -16: chunks of 16 as on a GPU, one padded batch a step
 			t.Run(fmt.Sprintf("lazy-%v/chunk%d", lazy, chunk), func(t *testing.T) {
-				b := newB(chunk, lazy)
+				b := newB(max(chunk, -chunk), lazy)
+				if chunk < 0 {
+					ggml.SetAttention(b, "gpu-batch")
+				}
 				got, gotStats, gotAtt := chunkSteps(t, b, m.Config.Vocab, attn)
 				if len(got) != len(want) || len(gotStats) != len(wantStats) || len(gotAtt) != len(wantAtt) {
 					t.Fatalf("%d logits rows, %d statistics, %d attention rows; in one graph %d, %d, %d",
