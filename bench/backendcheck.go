@@ -179,7 +179,17 @@ type BackendTiming struct {
 	Prefill *PrefillResult `json:"prefill,omitempty"`
 	Search  *SearchTiming  `json:"search,omitempty"`
 	Server  *ServerTiming  `json:"server,omitempty"`
-	Errors  []string       `json:"errors,omitempty"`
+	// Bare is decode and the branch steps again without the rows'
+	// statistics, for a backend that computes them with the step.
+	Bare   *BareTiming `json:"bare,omitempty"`
+	Errors []string    `json:"errors,omitempty"`
+}
+
+// BareTiming is a backend's forward pass alone: decode and the branch
+// steps without the rows' statistics.
+type BareTiming struct {
+	Decode *DecodeResult `json:"decode,omitempty"`
+	Steps  []StepResult  `json:"steps,omitempty"`
 }
 
 // note records a failed measurement.
@@ -224,6 +234,24 @@ func MeasureBackendTiming(ctx context.Context, m *model.Model, name string, c Sp
 		t.note("prefill", err)
 	} else {
 		t.Prefill = &p
+	}
+	if be, err := c.backend(m, c.BlockSize); err == nil {
+		_, stats := be.(rowStatser)
+		be.Close()
+		if stats && ctx.Err() == nil {
+			bare := c
+			bare.NoStats, t.Bare = true, &BareTiming{}
+			if d, err := MeasureDecode(m, bare); err != nil {
+				t.note("decode without statistics", err)
+			} else {
+				t.Bare.Decode = &d
+			}
+			if s, err := MeasureBranchSteps(m, bare); err != nil {
+				t.note("branch steps without statistics", err)
+			} else {
+				t.Bare.Steps = s
+			}
+		}
 	}
 	if searchTokens > 0 && eng != nil {
 		if err := ctx.Err(); err != nil {
@@ -367,6 +395,18 @@ func (r *BackendCheck) timingMarkdown(b *strings.Builder) {
 			return ""
 		})
 	}
+	row("the same without the rows' statistics (the forward pass alone, as llama.cpp's benchmarks): decode; each branch step", func(t *BackendTiming) string {
+		if t.Bare == nil || t.Bare.Decode == nil {
+			return ""
+		}
+		s := fmt.Sprintf("%.1f tokens/s (%s)", t.Bare.Decode.TokensPerSec, ms(t.Bare.Decode.PerToken))
+		for _, st := range t.Bare.Steps {
+			if st.Branches > 1 {
+				s += fmt.Sprintf("; %d: %s, %.1f tokens/s", st.Branches, ms(st.Step), st.TokensPerSec)
+			}
+		}
+		return s
+	})
 	row(fmt.Sprintf("prefill of %d tokens, one batch", c.PromptTokens), func(t *BackendTiming) string {
 		if t.Prefill == nil {
 			return ""

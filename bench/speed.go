@@ -41,7 +41,14 @@ type SpeedConfig struct {
 	// Backend names the model.Backend measured (model.RegisterBackend);
 	// "cpu" when empty.
 	Backend string
+	// NoStats measures a backend that computes each row's statistics
+	// with the step (the ggml backend: SetRowStats) without them: the
+	// forward pass alone, as llama.cpp's benchmarks time it.
+	NoStats bool `json:",omitempty"`
 }
+
+// rowStatser is a backend that computes rows' statistics with a step.
+type rowStatser interface{ SetRowStats(k int) }
 
 // backend makes the measured backend over a cache of the given capacity
 // in token positions.
@@ -50,7 +57,11 @@ func (c SpeedConfig) backend(m *model.Model, tokens int) (model.Backend, error) 
 	if name == "" {
 		name = "cpu"
 	}
-	return model.NewBackend(name, m, model.CacheConfig{Tokens: tokens, BlockSize: c.BlockSize, DType: c.KVType})
+	be, err := model.NewBackend(name, m, model.CacheConfig{Tokens: tokens, BlockSize: c.BlockSize, DType: c.KVType})
+	if rs, ok := be.(rowStatser); ok && c.NoStats {
+		rs.SetRowStats(0)
+	}
+	return be, err
 }
 
 // DefaultSpeedConfig is the full measurement: a few minutes for a

@@ -90,9 +90,21 @@ def main():
         ours["prefill"] = timing["prefill"]["TokensPerSec"]
     for s in timing.get("steps") or []:
         ours["step%d" % s["Branches"]] = s["TokensPerSec"]
+    bare = timing.get("bare") or {}
+    if bare.get("decode"):
+        ours["decode-bare"] = bare["decode"]["TokensPerSec"]
+    for s in bare.get("steps") or []:
+        ours["step%d-bare" % s["Branches"]] = s["TokensPerSec"]
+    for k in list(theirs):
+        if k == "decode" or k.startswith("step"):
+            theirs[k + "-bare"] = theirs[k]
 
     rows = [("decode", "decode, 1 row (%d tokens)" % decode), ("prefill", "prefill of %d tokens" % prefill)]
     rows += [("step%d" % b, "%d-branch step: %d sequence%s sharing a %d-token prompt" % (b, b, "" if b == 1 else "s", prefix)) for b in branches]
+    # Ours computes each row's statistics (the top 64, the normalizer's
+    # moments) with the step; llama.cpp's benchmarks time the forward pass
+    # alone: the same without them.
+    rows += [(k + "-bare", label + ", ours without the rows' statistics") for k, label in rows if k == "decode" or k.startswith("step")]
     print("### %s: %s against llama.cpp on the same ggml libraries (-ngl %s)\n" % (chk["model"], chk["b"], ngl))
     print("| measure | ours, tokens/s | llama.cpp, tokens/s | ours / llama.cpp |")
     print("| --- | ---: | ---: | ---: |")
