@@ -208,12 +208,13 @@ func MeasureBackendTiming(ctx context.Context, m *model.Model, name string, c Sp
 	c.Backend = name
 	c = c.withDefaults()
 	t := &BackendTiming{Backend: name, Config: c}
-	if be, err := c.backend(m, c.BlockSize); err == nil {
-		t.Device = deviceName(be)
-		be.Close()
-	} else {
+	be, err := c.backend(m, c.BlockSize)
+	if err != nil {
 		return nil, err
 	}
+	t.Device = deviceName(be)
+	_, stats := be.(rowStatser) // then timed without them too
+	be.Close()
 	if d, err := MeasureDecode(m, c); err != nil {
 		t.note("decode", err)
 	} else {
@@ -235,22 +236,18 @@ func MeasureBackendTiming(ctx context.Context, m *model.Model, name string, c Sp
 	} else {
 		t.Prefill = &p
 	}
-	if be, err := c.backend(m, c.BlockSize); err == nil {
-		_, stats := be.(rowStatser)
-		be.Close()
-		if stats && ctx.Err() == nil {
-			bare := c
-			bare.NoStats, t.Bare = true, &BareTiming{}
-			if d, err := MeasureDecode(m, bare); err != nil {
-				t.note("decode without statistics", err)
-			} else {
-				t.Bare.Decode = &d
-			}
-			if s, err := MeasureBranchSteps(m, bare); err != nil {
-				t.note("branch steps without statistics", err)
-			} else {
-				t.Bare.Steps = s
-			}
+	if stats && ctx.Err() == nil {
+		bare := c
+		bare.NoStats, t.Bare = true, &BareTiming{}
+		if d, err := MeasureDecode(m, bare); err != nil {
+			t.note("decode without statistics", err)
+		} else {
+			t.Bare.Decode = &d
+		}
+		if s, err := MeasureBranchSteps(m, bare); err != nil {
+			t.note("branch steps without statistics", err)
+		} else {
+			t.Bare.Steps = s
 		}
 	}
 	if searchTokens > 0 && eng != nil {
