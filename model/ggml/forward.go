@@ -308,11 +308,10 @@ func (b *Backend) GraphStats() GraphStats {
 func (b *Backend) readAttention(rows []model.Row, pos []int, s shape, scores, probs []*gg.Tensor, i int, dst func(r int) []float32) {
 	st, p := &b.st, b.pool
 	heads, bs := b.m.Config.Heads, p.BlockSize()
-	var batch [2][]float32 // a batch's scores and probabilities, of all its rows with logits
-	if s.batchG > 0 && s.nl > 0 {
+	if s.batchG > 0 && s.nl > 0 { // a batch's scores and probabilities, of all its rows with logits
 		for kind, src := range []*gg.Tensor{scores[0], probs[0]} {
-			batch[kind] = make([]float32, s.nl*s.batchS*heads)
-			gg.Get(src, batch[kind], 0)
+			st.attnBatch[kind] = slices.Grow(st.attnBatch[kind][:0], s.nl*s.batchS*heads)[:s.nl*s.batchS*heads]
+			gg.Get(src, st.attnBatch[kind], 0)
 		}
 	}
 	nl := 0 // the rows with logits of the groups before
@@ -322,12 +321,12 @@ func (b *Backend) readAttention(rows []model.Row, pos []int, s shape, scores, pr
 		}
 		per := g.nkv * heads
 		st.setCols(gi, bs)
-		for kind, src := range []*gg.Tensor{scores[min(gi, len(scores)-1)], probs[min(gi, len(probs)-1)]} {
+		for kind := range 2 {
 			if s.batchG > 0 {
-				st.attn = batch[kind][nl*per:]
+				st.attn = st.attnBatch[kind][nl*per:]
 			} else {
 				st.attn = slices.Grow(st.attn[:0], g.nl*per)[:g.nl*per]
-				gg.Get(src, st.attn, 0)
+				gg.Get([]*gg.Tensor{scores[gi], probs[gi]}[kind], st.attn, 0)
 			}
 			j := 0 // the row's index among the group's rows with logits
 			for k := g.r0; k < g.r1; k++ {

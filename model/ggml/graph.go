@@ -180,59 +180,57 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		// slots, the mask keeping each row's own positions; kv head j
 		// serves query heads j*heads/kvHeads...
 		ai := slices.Index(s.attn, l)
+		var o *gg.Tensor // the attention's output, [QDim, n]
 		if s.batchG > 0 {
-			o := b.attendBatch(ctx, t, s, q, kg, vg, ai, scale)
-			x = ctx.Add(x, ctx.MulMat(lw.wo, o)) // x += Wo o (the residual)
-			h = norm(x, lw.ffnNorm)
-			f := ctx.SwiGLU(ctx.MulMat(lw.w1, h), ctx.MulMat(lw.w3, h))
-			x = ctx.Add(x, ctx.MulMat(lw.w2, f))
-			continue
-		}
-		os := make([]*gg.Tensor, 0, len(s.groups))
-		for gi, g := range s.groups {
-			rows := g.r1 - g.r0
-			qg := q
-			if rows < s.n {
-				qg = ctx.View3D(q, int(hd), int(heads), rows, int(hd)*4, int(hd*heads)*4, g.r0*int(hd*heads)*4)
-			}
-			var keys, vals *gg.Tensor // [hd, nkv, kvHeads] and [nkv, hd, kvHeads]
-			if g.gather {
-				keys = ctx.View3D(kg, int(hd), g.nkv, int(kvHeads), int(kvd)*4, int(hd)*4, g.goff*int(kvd)*4)
-				vals = ctx.View3D(vg, g.nkv, int(hd), int(kvHeads), gs*4, int(hd)*gs*4, g.goff*4)
-			} else {
-				keys = ctx.View3D(kPool, int(hd), g.nkv, int(kvHeads), kRow, int(hd)*es, g.lo*kRow)
-				vals = ctx.View3D(vPool, g.nkv, int(hd), int(kvHeads), b.slots*es, int(hd)*b.slots*es, g.lo*es)
-			}
-			mask := ctx.View2D(t.mask, g.nkv, rows, g.nkv*4, g.maskOff*4)
-			kq := ctx.MulMat(keys, ctx.Permute(qg, 0, 2, 1, 3)) // [nkv, rows, heads]
-			var p *gg.Tensor
-			if ai >= 0 {
-				sc := ctx.Scale(kq, scale) // score = q·k / sqrt(head dim)
-				p = ctx.SoftMax(sc, mask, 1)
-				if g.nl > 0 {
-					t.scores[ai] = append(t.scores[ai], rowsOut(sc, gi))
-					t.probs[ai] = append(t.probs[ai], rowsOut(p, gi))
-				} else {
-					t.scores[ai], t.probs[ai] = append(t.scores[ai], nil), append(t.probs[ai], nil)
+			o = b.attendBatch(ctx, t, s, q, kg, vg, ai, scale)
+		} else {
+			os := make([]*gg.Tensor, 0, len(s.groups))
+			for gi, g := range s.groups {
+				rows := g.r1 - g.r0
+				qg := q
+				if rows < s.n {
+					qg = ctx.View3D(q, int(hd), int(heads), rows, int(hd)*4, int(hd*heads)*4, g.r0*int(hd*heads)*4)
 				}
-			} else {
-				p = ctx.SoftMax(kq, mask, scale) // softmax over the row's positions
-			}
-			o := ctx.MulMat(vals, p)                                                                  // the probabilities' weighted sum of values, [hd, rows, heads]
-			os = append(os, ctx.Reshape(ctx.Cont(ctx.Permute(o, 0, 2, 1, 3)), heads*hd, int64(rows))) // [QDim, rows]
-		}
-		for len(os) > 1 { // the groups' outputs joined in the step's order
-			joined := os[:0]
-			for i := 0; i < len(os); i += 2 {
-				if i+1 < len(os) {
-					joined = append(joined, ctx.Concat(os[i], os[i+1], 1))
+				var keys, vals *gg.Tensor // [hd, nkv, kvHeads] and [nkv, hd, kvHeads]
+				if g.gather {
+					keys = ctx.View3D(kg, int(hd), g.nkv, int(kvHeads), int(kvd)*4, int(hd)*4, g.goff*int(kvd)*4)
+					vals = ctx.View3D(vg, g.nkv, int(hd), int(kvHeads), gs*4, int(hd)*gs*4, g.goff*4)
 				} else {
-					joined = append(joined, os[i])
+					keys = ctx.View3D(kPool, int(hd), g.nkv, int(kvHeads), kRow, int(hd)*es, g.lo*kRow)
+					vals = ctx.View3D(vPool, g.nkv, int(hd), int(kvHeads), b.slots*es, int(hd)*b.slots*es, g.lo*es)
 				}
+				mask := ctx.View2D(t.mask, g.nkv, rows, g.nkv*4, g.maskOff*4)
+				kq := ctx.MulMat(keys, ctx.Permute(qg, 0, 2, 1, 3)) // [nkv, rows, heads]
+				var p *gg.Tensor
+				if ai >= 0 {
+					sc := ctx.Scale(kq, scale) // score = q·k / sqrt(head dim)
+					p = ctx.SoftMax(sc, mask, 1)
+					if g.nl > 0 {
+						t.scores[ai] = append(t.scores[ai], rowsOut(sc, gi))
+						t.probs[ai] = append(t.probs[ai], rowsOut(p, gi))
+					} else {
+						t.scores[ai], t.probs[ai] = append(t.scores[ai], nil), append(t.probs[ai], nil)
+					}
+				} else {
+					p = ctx.SoftMax(kq, mask, scale) // softmax over the row's positions
+				}
+				og := ctx.MulMat(vals, p)                                                                  // the probabilities' weighted sum of values, [hd, rows, heads]
+				os = append(os, ctx.Reshape(ctx.Cont(ctx.Permute(og, 0, 2, 1, 3)), heads*hd, int64(rows))) // [QDim, rows]
 			}
-			os = joined
+			for len(os) > 1 { // the groups' outputs joined in the step's order
+				joined := os[:0]
+				for i := 0; i < len(os); i += 2 {
+					if i+1 < len(os) {
+						joined = append(joined, ctx.Concat(os[i], os[i+1], 1))
+					} else {
+						joined = append(joined, os[i])
+					}
+				}
+				os = joined
+			}
+			o = os[0]
 		}
-		x = ctx.Add(x, ctx.MulMat(lw.wo, os[0])) // x += Wo o (the residual)
+		x = ctx.Add(x, ctx.MulMat(lw.wo, o)) // x += Wo o (the residual)
 
 		h = norm(x, lw.ffnNorm)                                     // h = rmsnorm(x)
 		f := ctx.SwiGLU(ctx.MulMat(lw.w1, h), ctx.MulMat(lw.w3, h)) // f = silu(W1 h) * W3 h

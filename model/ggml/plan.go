@@ -20,10 +20,11 @@ type step struct {
 	mask                 []float32
 	csrc, cvsrc          []int32
 	cdst, cvdst          []int64
-	attn                 []float32 // scratch for reading attention back
-	rowIdx               []int64   // the rows' places in the device's store
-	rowOff               int       // the graph's first row with logits among the step's
-	nl                   int       // the step's rows with logits (the graph's may be more: padRows)
+	attn                 []float32    // scratch for reading attention back
+	attnBatch            [2][]float32 // a batch's scores and probabilities, read back
+	rowIdx               []int64      // the rows' places in the device's store
+	rowOff               int          // the graph's first row with logits among the step's
+	nl                   int          // the step's rows with logits (the graph's may be more: padRows)
 	copies               map[int64]int64
 	parent               []int32 // union-find over block ids
 	touched              []int32
