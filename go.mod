@@ -11,6 +11,7 @@ require (
 	github.com/emirpasic/gods/v2 v2.0.0-alpha
 	github.com/google/renameio/v2 v2.0.2
 	github.com/mattn/go-isatty v0.0.20
+	github.com/natefinch/atomic v1.0.1
 	github.com/openai/openai-go/v3 v3.96.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rs/zerolog v1.35.1

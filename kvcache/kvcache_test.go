@@ -3,6 +3,7 @@ package kvcache
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -95,7 +96,7 @@ func TestNewValidates(t *testing.T) {
 		{Config{Layers: 1, KVDim: 4}, "MaxBlocks"},
 		{Config{Layers: 1, KVDim: 4, MaxBlocks: -1}, "MaxBlocks"},
 		{Config{Layers: 1, KVDim: 4, MaxBytes: 100}, "less than one block"},
-		{Config{Layers: 1 << 40, KVDim: 1 << 40, MaxBlocks: 1}, "exceeds"},
+		{Config{Layers: min(1<<40, math.MaxInt), KVDim: min(1<<40, math.MaxInt), MaxBlocks: 1}, "exceeds"},
 		{Config{Layers: 4096, KVDim: 1 << 20, MaxBlocks: 1}, "exceeds"},
 	} {
 		_, err := New(tc.cfg)

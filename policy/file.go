@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/google/renameio/v2"
 )
 
 // File is a search policy as a file: every knob of the entropix policy
@@ -113,13 +111,4 @@ func SaveFile(path string, f File) error {
 		return err
 	}
 	return saveAtomic(path, b.Bytes())
-}
-
-// saveAtomic writes data to path atomically (github.com/google/renameio),
-// keeping the mode of a file it replaces.
-func saveAtomic(path string, data []byte) error {
-	if err := renameio.WriteFile(path, data, 0o644, renameio.WithExistingPermissions()); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	return nil
 }

@@ -40,7 +40,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	// Values that stress the encoding: awkward floats, -0, invalid UTF-8
 	// and every enum.
 	n := tr.Node(ids["a"])
-	n.LogProb, n.Score, n.Step = math.SmallestNonzeroFloat64, math.Copysign(0, -1), 1<<40
+	n.LogProb, n.Score, n.Step = math.SmallestNonzeroFloat64, math.Copysign(0, -1), min(1<<40, math.MaxInt)
 	n.Metrics = policy.Metrics{Entropy: 0.1 + 0.2, Varentropy: math.MaxFloat64,
 		Attention: policy.AttentionMetrics{Entropy: 1e-300, Varentropy: 1.0 / 3, Agreement: math.Copysign(0, -1), Interaction: 123456789.123456789}}
 	tr.Node(ids["comma"]).Text = "\xe2\x96" // half a UTF-8 character, as byte-level BPE emits

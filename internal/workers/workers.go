@@ -180,7 +180,7 @@ func (p *Pool) RunTask(n int, t Task) {
 
 // run is Run for any task.
 func (p *Pool) run(n int, t Task) {
-	if n > 1 && n < 1<<31 && p.mu.TryLock() {
+	if n > 1 && int64(n) < 1<<31 && p.mu.TryLock() {
 		if len(p.workers) > 0 {
 			p.runLocked(n, t)
 			p.mu.Unlock()

@@ -900,7 +900,7 @@ func TestMatMulMany(t *testing.T) {
 func TestPrefetchRows(t *testing.T) {
 	x := make([]float32, 1000)
 	h := make([]uint16, 1000)
-	for _, c := range [][3]int{{0, 0, 0}, {1, 64, 0}, {16, 64, 768}, {1000, 64, 128}, {3, 2000, 10}, {-1, 5, 5}, {5, 1, 1 << 40}} {
+	for _, c := range [][3]int{{0, 0, 0}, {1, 64, 0}, {16, 64, 768}, {1000, 64, 128}, {3, 2000, 10}, {-1, 5, 5}, {5, 1, min(1<<40, math.MaxInt)}} {
 		PrefetchRows(x, c[0], c[1], c[2])
 		PrefetchRows(h, c[0], c[1], c[2])
 		PrefetchRows(x[:0], c[0], c[1], c[2])

@@ -363,7 +363,7 @@ func FuzzNewKQuantMat(f *testing.F) {
 	f.Add(uint8(2), 3, 256, make([]byte, 3*210))
 	f.Add(uint8(3), 8, 256, make([]byte, 8*8*18))
 	f.Add(uint8(0), -8, 256, []byte{})
-	f.Add(uint8(1), 1<<40, 1<<40, []byte{1})
+	f.Add(uint8(1), min(1<<40, math.MaxInt), min(1<<40, math.MaxInt), []byte{1})
 	f.Fuzz(func(t *testing.T, typ uint8, rows, cols int, raw []byte) {
 		newMat := [...]func(int, int, []byte) (*Mat, error){NewQ4KMat, NewQ5KMat, NewQ6KMat, NewQ40Mat}[typ%4]
 		blk := [...]int{144, 176, 210, 8 * 18}[typ%4]

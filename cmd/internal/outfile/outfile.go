@@ -1,7 +1,7 @@
 // Package outfile writes the command-line tools' output files so that
 // nothing the user had is lost: a regular file is replaced atomically (a
 // temporary file in the same folder, synced, then renamed over it, with
-// github.com/google/renameio), so a failure — a full disk, a killed
+// github.com/google/renameio; on Windows github.com/natefinch/atomic), so a failure — a full disk, a killed
 // process, a writer error — leaves the old file whole and removes only the
 // temporary file; a path that names something else (a device such as
 // /dev/stdout, a FIFO) is written in place and never removed; a symbolic
@@ -20,9 +20,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
-
-	"github.com/google/renameio/v2"
 )
 
 // Stdout is the path that names standard output.
@@ -71,8 +68,7 @@ func Check(path string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if special {
-		// Non-blocking: a FIFO nobody reads is refused, not waited on.
-		f, err := os.OpenFile(real, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		f, err := openNonblock(real)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
@@ -112,15 +108,7 @@ func Write(path string, stdout io.Writer, write func(io.Writer) error) error {
 		}
 		return nil
 	}
-	t, err := renameio.NewPendingFile(real, renameio.WithPermissions(0o644), renameio.WithExistingPermissions())
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer t.Cleanup() // removes the temporary file unless it replaced path
-	if err := buffered(t, write); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := t.CloseAtomicallyReplace(); err != nil {
+	if err := replace(real, write); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -116,12 +116,12 @@ func TestRegistryLib(t *testing.T) {
 	if _, err := registryLib(dir); err == nil {
 		t.Fatal("no registry library, and no error")
 	}
-	for _, name := range []string{"libggml.vulkan.v0.5.0.so", "libggml-base.so", "libggml-cpu-x64.so"} {
+	for _, name := range []string{"libggml.vulkan.v0.5.0" + libExt(), "libggml-base" + libExt(), "libggml-cpu-x64" + libExt()} {
 		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if p, err := registryLib(dir); err != nil || filepath.Base(p) != "libggml.vulkan.v0.5.0.so" {
+	if p, err := registryLib(dir); err != nil || filepath.Base(p) != "libggml.vulkan.v0.5.0"+libExt() {
 		t.Fatalf("registry %s, %v", p, err)
 	}
 }

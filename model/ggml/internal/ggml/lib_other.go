@@ -1,4 +1,4 @@
-//go:build !(linux || darwin || freebsd)
+//go:build !(linux || darwin || (freebsd && cgo))
 
 package ggml
 
@@ -8,7 +8,7 @@ import (
 )
 
 // Load fails: this binding loads libraries through purego's Dlopen,
-// which this platform lacks.
+// which this platform lacks (FreeBSD has it only in cgo builds).
 func Load(dir string) error {
 	return errors.New("ggml: the ggml backend is not available on " + runtime.GOOS)
 }

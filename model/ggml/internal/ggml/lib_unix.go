@@ -1,15 +1,12 @@
-//go:build linux || darwin || freebsd
+//go:build linux || darwin || (freebsd && cgo)
 
 package ggml
 
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -21,34 +18,6 @@ var loaded struct {
 	sync.Mutex
 	dir       string // the folder loaded, "" before
 	base, reg uintptr
-}
-
-// libExt is the shared libraries' file extension.
-func libExt() string {
-	if runtime.GOOS == "darwin" {
-		return ".dylib"
-	}
-	return ".so"
-}
-
-// registryLib finds the backend registry library in dir: libggml.so (a
-// build of ggml), or a prebuilt package's libggml.<variant>.so.
-func registryLib(dir string) (string, error) {
-	ext := libExt()
-	if p := filepath.Join(dir, "libggml"+ext); fileExists(p) {
-		return p, nil
-	}
-	matches, _ := filepath.Glob(filepath.Join(dir, "libggml.*"+ext))
-	slices.Sort(matches)
-	if len(matches) == 0 {
-		return "", fmt.Errorf("ggml: %s has libggml-base%s but no backend registry library (libggml%s or libggml.*%s)", dir, ext, ext, ext)
-	}
-	return matches[0], nil
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
 }
 
 // Load opens the ggml libraries in dir (see the package documentation),
