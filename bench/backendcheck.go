@@ -137,13 +137,15 @@ type ServerPoint struct {
 }
 
 // GraphCounts are a graph backend's graphs over a measurement: those
-// built (and the host's time building them), those run again, and their
-// nodes summed over the passes.
+// built (and the host's time building them), those run again, their
+// nodes summed over the passes, and the most pieces a graph was cut into
+// (more than one: ops the device lacks ran on the CPU).
 type GraphCounts struct {
 	Built     int           `json:"built"`
 	Reused    int           `json:"reused"`
 	BuildTime time.Duration `json:"build_ns"`
 	Nodes     int64         `json:"nodes"`
+	MaxSplits int           `json:"max_splits,omitempty"`
 }
 
 // passes describes p's forward passes and graphs, or "".
@@ -154,6 +156,9 @@ func (p ServerPoint) passes() string {
 	s := fmt.Sprintf("; %d passes, %.1f rows each", p.Passes, float64(p.Rows)/float64(p.Passes))
 	if g := p.Graphs; g != nil {
 		s += fmt.Sprintf(", %d graphs built (%s each), %d run again, %.0f nodes a pass", g.Built, us(g.BuildTime/time.Duration(max(g.Built, 1))), g.Reused, float64(g.Nodes)/float64(p.Passes))
+		if g.MaxSplits > 1 {
+			s += fmt.Sprintf(", up to %d pieces a graph (ops the device lacks ran on the CPU)", g.MaxSplits)
+		}
 	}
 	return s
 }

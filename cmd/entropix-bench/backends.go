@@ -497,7 +497,7 @@ func measureServer(ctx context.Context, m *model.Model, eng *engine.Engine, sp s
 			p.Passes, p.Rows = passes-passes0, rows-rows0
 			if counted {
 				g, _ := graphCounts(eng.Backend())
-				p.Graphs = &bench.GraphCounts{Built: g.Built - g0.Built, Reused: g.Reused - g0.Reused, BuildTime: g.BuildTime - g0.BuildTime, Nodes: g.Nodes - g0.Nodes}
+				p.Graphs = &bench.GraphCounts{Built: g.Built - g0.Built, Reused: g.Reused - g0.Reused, BuildTime: g.BuildTime - g0.BuildTime, Nodes: g.Nodes - g0.Nodes, MaxSplits: g.MaxSplits}
 			}
 		}
 		var mu sync.Mutex

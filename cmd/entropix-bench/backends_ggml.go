@@ -20,7 +20,7 @@ func init() {
 			return bench.GraphCounts{}, false
 		}
 		g := gb.GraphStats()
-		return bench.GraphCounts{Built: g.Built, Reused: g.Reused, BuildTime: g.BuildTime, Nodes: g.Nodes}, true
+		return bench.GraphCounts{Built: g.Built, Reused: g.Reused, BuildTime: g.BuildTime, Nodes: g.Nodes, MaxSplits: g.MaxSplits}, true
 	}
 	backendFlags = append(backendFlags, func(fs *flag.FlagSet) func() error {
 		dir := fs.String("ggml-dir", "", "`folder` of the ggml libraries (default $ENTROPIX_GGML_DIR)")

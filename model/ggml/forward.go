@@ -266,6 +266,7 @@ func (b *Backend) graphFor(s shape) (*graph, error) {
 	s.groups, s.attn = slices.Clone(s.groups), slices.Clone(s.attn)
 	b.last = lastGraph{ctx: ctx, g: g, s: s, statsK: b.statsK, rows: b.rows.t}
 	g.nodes = g.g.Nodes()
+	b.graphs.MaxSplits = max(b.graphs.MaxSplits, b.sched.Splits())
 	b.graphs.Built++
 	b.graphs.BuildTime += time.Since(t0)
 	return g, nil
@@ -286,11 +287,14 @@ func (b *Backend) Graphs() (built, reused int) { return b.graphs.Built, b.graphs
 // GraphStats counts a backend's graphs: the graphs built (and the host's
 // time building and allocating them), the graphs run again, and the
 // nodes of the graphs run, summed over them (on a GPU each node is a
-// kernel the host records and the device launches).
+// kernel the host records and the device launches), and the most pieces
+// ggml's scheduler cut a graph into (1: the whole graph on the device;
+// more: some op ran on the CPU, its inputs and outputs copied between).
 type GraphStats struct {
 	Built, Reused int
 	BuildTime     time.Duration
 	Nodes         int64
+	MaxSplits     int
 }
 
 // GraphStats reports the backend's graphs so far; unlike the backend's

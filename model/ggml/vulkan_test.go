@@ -118,6 +118,11 @@ func TestVulkan(t *testing.T) {
 			t.Fatalf("the tree on %s, attention %s: logits %.3g of the spread from the CPU backend's, attention probabilities %.3g", o.Device, way, lw, pw)
 		}
 		t.Logf("the tree on %s, attention %s: logits within %.2g of the spread of the CPU backend's, attention probabilities within %.2g", o.Device, way, lw, pw)
+		// Every op ran on the device: a graph cut in pieces runs some on
+		// the CPU, its tensors copied across each step.
+		if gs := b.GraphStats(); gs.MaxSplits != 1 {
+			t.Errorf("attention %s: a graph in %d pieces on %s and the CPU", way, gs.MaxSplits, o.Device)
+		}
 	}
 }
 
