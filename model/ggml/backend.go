@@ -82,6 +82,11 @@ type Backend struct {
 
 	pending []kvcache.Copy // copies on write not yet performed
 	broken  error          // set when a computation failed: the device cache is undefined
+	// flash attends with ggml_flash_attn_ext (one op a group and layer,
+	// as llama.cpp does on a GPU), the values kept untransposed as the
+	// keys are; else a product, a softmax and a product over transposed
+	// values. On a GPU by default (Options.FlashAttn).
+	flash bool
 	// padSlots rounds each step's attention span up (on a GPU: a graph
 	// whose shapes repeat can be replayed, as CUDA graphs are).
 	padSlots int
@@ -170,6 +175,15 @@ func (b *Backend) start(o Options) error {
 		// gathered once per branch (in a batch), where the masked
 		// products a split saves cost a GPU little.
 		b.splitRatio = 0
+	}
+	switch o.FlashAttn {
+	case "", FlashAuto:
+		b.flash = d.Type() != gg.DeviceCPU
+	case FlashOn:
+		b.flash = true
+	case FlashOff:
+	default:
+		return fmt.Errorf("ggml: flash attention %q: want %s, %s or %s", o.FlashAttn, FlashAuto, FlashOn, FlashOff)
 	}
 	b.restartOnFree = d.Reg().Name() == "Vulkan"
 	return b.newSched()
@@ -261,7 +275,11 @@ func (b *Backend) allocKV() error {
 	b.k, b.v = make([]*gg.Tensor, c.Layers), make([]*gg.Tensor, c.Layers)
 	for l := range c.Layers {
 		b.k[l] = kctx.NewTensor(b.kvT, int64(c.KVDim()), int64(b.slots)).SetName(fmt.Sprintf("cache_k_l%d", l))
-		b.v[l] = kctx.NewTensor(b.kvT, int64(b.slots), int64(c.KVDim())).SetName(fmt.Sprintf("cache_v_l%d", l))
+		if b.flash { // as the keys
+			b.v[l] = kctx.NewTensor(b.kvT, int64(c.KVDim()), int64(b.slots)).SetName(fmt.Sprintf("cache_v_l%d", l))
+		} else { // transposed
+			b.v[l] = kctx.NewTensor(b.kvT, int64(b.slots), int64(c.KVDim())).SetName(fmt.Sprintf("cache_v_l%d", l))
+		}
 	}
 	buf, err := kctx.AllocTensors(b.dev)
 	if err != nil {
@@ -271,6 +289,19 @@ func (b *Backend) allocKV() error {
 	buf.Clear(0)
 	b.kbuf, b.kctx = buf, kctx
 	return nil
+}
+
+// setFlash turns flash attention on or off, the KV pool made again in
+// its layout (cleared) when that changes: before the first Forward.
+func (b *Backend) setFlash(on bool) error {
+	if b.flash == on {
+		return nil
+	}
+	b.dropGraph()
+	b.kbuf.Free()
+	b.kctx.Free()
+	b.kbuf, b.kctx, b.flash = 0, 0, on
+	return b.allocKV()
 }
 
 // Cache returns the block manager of the backend's KV cache.

@@ -1,5 +1,7 @@
 package ggml
 
+import gg "github.com/entropix-search/entropix-search/model/ggml/internal/ggml"
+
 // SetLazyRows turns the device's store of logits rows on or off (on by
 // default on a GPU), for testing it on ggml's CPU device. Call it before
 // the first Forward.
@@ -27,10 +29,15 @@ func SetPadSlots(b *Backend, n int) {
 // group per sequence, each reading as the backend chooses), "batch"
 // (the groups as one batch, even one), "batch-split" (the sets split,
 // as one batch), "groups" (one by one, even on a GPU), "gpu" (as on a
-// GPU: the slots padded to 256, the logits rows lazy, no set split) and
-// "gpu-batch" (the same, every step one batch). Call it before the first Forward.
+// GPU: the slots padded to 256, the logits rows lazy, no set split,
+// flash attention), "gpu-batch" (the same, every step one batch),
+// "gpu-noflash" and "gpu-batch-noflash" (the same without flash
+// attention) and "flash" (as the backend chooses, with flash
+// attention). Flash attention is the device's default otherwise. Call
+// it before the first Forward.
 func SetAttention(b *Backend, way string) {
 	b.gatherMode, b.splitRatio, b.batchMode = gatherAuto, defaultSplitRatio, batchAuto
+	flash := b.device.Type() != gg.DeviceCPU
 	switch way {
 	case "batch":
 		b.batchMode = batchAlways
@@ -38,10 +45,12 @@ func SetAttention(b *Backend, way string) {
 		b.batchMode, b.splitRatio = batchAlways, 1e-9
 	case "groups":
 		b.batchMode = batchNever
-	case "gpu": // as on a GPU: slots padded, rows lazy, no set split, batches when the backend chooses
-		b.padSlots, b.lazy, b.splitRatio = 256, true, 0
-	case "gpu-batch": // the same, every step one batch
-		b.padSlots, b.lazy, b.splitRatio, b.batchMode = 256, true, 0, batchAlways
+	case "gpu", "gpu-noflash": // as on a GPU: slots padded, rows lazy, no set split, batches when the backend chooses
+		b.padSlots, b.lazy, b.splitRatio, flash = 256, true, 0, way == "gpu"
+	case "gpu-batch", "gpu-batch-noflash": // the same, every step one batch
+		b.padSlots, b.lazy, b.splitRatio, b.batchMode, flash = 256, true, 0, batchAlways, way == "gpu-batch"
+	case "flash":
+		flash = true
 	case "span":
 		b.gatherMode, b.splitRatio = gatherNever, 0
 	case "gather":
@@ -51,6 +60,9 @@ func SetAttention(b *Backend, way string) {
 	case "auto":
 	default:
 		panic("SetAttention: no way " + way)
+	}
+	if err := b.setFlash(flash); err != nil {
+		panic(err)
 	}
 	b.dropGraph()
 }

@@ -53,16 +53,16 @@ type graph struct {
 	nodes int
 
 	tokens, pos *gg.Tensor   // I32 [n]: each row's token and position
-	kidx        *gg.Tensor   // I64 [n]: the slot each row's key goes to
-	vidx        *gg.Tensor   // I64 [n*KVDim]: the element of the transposed values each row's value element goes to
-	mask        *gg.Tensor   // F32 [maskLen]: per group [nkv, rows], 0 where a row sees a slot, -Inf elsewhere
+	kidx        *gg.Tensor   // I64 [n]: the slot each row's key (and, under flash attention, value) goes to
+	vidx        *gg.Tensor   // I64 [n*KVDim]: the element of the transposed values each row's value element goes to (not under flash attention)
+	mask        *gg.Tensor   // F32 (F16 under flash attention) [maskLen]: per group [nkv, rows], 0 where a row sees a slot, -Inf elsewhere
 	outRows     *gg.Tensor   // I32 [nl]: the rows with logits, in the rows' order, when not simply all
 	groupOut    []*gg.Tensor // per group, I32 [nl]: its rows with logits, when attention goes out and not all have
 	csrc, cdst  *gg.Tensor   // [ncp]: the slots copied on write, and where to
-	cvsrc       *gg.Tensor   // [ncp*KVDim]: the same in the transposed values
+	cvsrc       *gg.Tensor   // [ncp*KVDim]: the same in the transposed values (not under flash attention)
 	cvdst       *gg.Tensor
 	gk          *gg.Tensor // I32 [ngather]: the blocks gathered
-	gv          *gg.Tensor // I32 [ngather, KVDim]: the same for each dimension of the transposed values
+	gv          *gg.Tensor // I32 [ngather, KVDim]: the same for each dimension of the transposed values (not under flash attention)
 	qidx        *gg.Tensor // a batch's I32 [batchG*batchR]: each padded row's step row
 	oidx        *gg.Tensor // a batch's I32 [n]: each step row's padded row
 	attnRows    *gg.Tensor // a batch's I32 [nl]: the padded rows with logits, when attention goes out
@@ -91,17 +91,27 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		return x
 	}
 	t := &graph{g: ctx.NewGraph(b.graphSize(len(s.groups)))}
+	flash := b.flash
 	t.tokens, t.pos, t.kidx = in(gg.TypeI32, n), in(gg.TypeI32, n), in(gg.TypeI64, n)
-	t.vidx, t.mask = in(gg.TypeI64, n*kvd), in(gg.TypeF32, int64(s.maskLen))
+	if flash {
+		t.mask = in(gg.TypeF16, int64(s.maskLen))
+	} else {
+		t.vidx, t.mask = in(gg.TypeI64, n*kvd), in(gg.TypeF32, int64(s.maskLen))
+	}
 	if s.gnl > 0 && (s.gnl < s.gn || s.reorder) {
 		t.outRows = in(gg.TypeI32, int64(s.gnl))
 	}
 	if s.ncp > 0 {
 		t.csrc, t.cdst = in(gg.TypeI32, int64(s.ncp)), in(gg.TypeI64, int64(s.ncp))
-		t.cvsrc, t.cvdst = in(gg.TypeI32, int64(s.ncp)*kvd), in(gg.TypeI64, int64(s.ncp)*kvd)
+		if !flash {
+			t.cvsrc, t.cvdst = in(gg.TypeI32, int64(s.ncp)*kvd), in(gg.TypeI64, int64(s.ncp)*kvd)
+		}
 	}
 	if s.ngather > 0 {
-		t.gk, t.gv = in(gg.TypeI32, int64(s.ngather)), in(gg.TypeI32, int64(s.ngather), kvd)
+		t.gk = in(gg.TypeI32, int64(s.ngather))
+		if !flash {
+			t.gv = in(gg.TypeI32, int64(s.ngather), kvd)
+		}
 	}
 	if s.batchG > 0 {
 		t.qidx, t.oidx = in(gg.TypeI32, int64(s.batchG*s.batchR)), in(gg.TypeI32, n)
@@ -156,24 +166,42 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		k = rope(k, kvHeads) // and every key head
 
 		// The cache: the copies on write first, then this step's keys and
-		// values into their slots; attention reads after both.
-		kPool, vPool := b.k[l], ctx.Reshape(b.v[l], 1, int64(b.slots)*kvd)
+		// values into their slots; attention reads after both. Values are
+		// kept transposed ([slots, KVDim]: each dimension's values a row,
+		// the attention's second product reads them in place), or under
+		// flash attention as the keys are.
+		kPool, vPool := b.k[l], b.v[l]
+		if !flash {
+			vPool = ctx.Reshape(vPool, 1, int64(b.slots)*kvd)
+		}
 		if s.ncp > 0 {
 			kPool = ctx.SetRows(kPool, ctx.GetRows(kPool, t.csrc), t.cdst)
-			vPool = ctx.SetRows(vPool, ctx.GetRows(vPool, t.cvsrc), t.cvdst)
+			if flash {
+				vPool = ctx.SetRows(vPool, ctx.GetRows(vPool, t.csrc), t.cdst)
+			} else {
+				vPool = ctx.SetRows(vPool, ctx.GetRows(vPool, t.cvsrc), t.cvdst)
+			}
 		}
 		kPool = ctx.SetRows(kPool, ctx.Reshape(k, kvd, n), t.kidx)
-		vPool = ctx.SetRows(vPool, ctx.Reshape(v, 1, kvd*n), t.vidx)
+		if flash {
+			vPool = ctx.SetRows(vPool, ctx.Reshape(v, kvd, n), t.kidx)
+		} else {
+			vPool = ctx.SetRows(vPool, ctx.Reshape(v, 1, kvd*n), t.vidx)
+		}
 		t.g.Expand(kPool)
 		t.g.Expand(vPool)
 		// The gathering groups' blocks, all at once: keys [KVDim*bs,
 		// ngather] (each block's keys a row), values [bs, ngather, KVDim]
-		// (each dimension's block of values a row).
+		// (each dimension's block of values a row), or as the keys.
 		var kg, vg *gg.Tensor
 		gs := s.ngather * bs // slots gathered
 		if s.ngather > 0 {
 			kg = ctx.GetRows(ctx.Reshape(kPool, kvd*int64(bs), int64(b.slots/bs)), t.gk)
-			vg = ctx.GetRows(ctx.Reshape(vPool, int64(bs), int64(b.slots/bs), kvd), t.gv)
+			if flash {
+				vg = ctx.GetRows(ctx.Reshape(vPool, kvd*int64(bs), int64(b.slots/bs)), t.gk)
+			} else {
+				vg = ctx.GetRows(ctx.Reshape(vPool, int64(bs), int64(b.slots/bs), kvd), t.gv)
+			}
 		}
 
 		// Attention, group by group: every row and head over the group's
@@ -191,19 +219,34 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 				if rows < s.n {
 					qg = ctx.View3D(q, int(hd), int(heads), rows, int(hd)*4, int(hd*heads)*4, g.r0*int(hd*heads)*4)
 				}
-				var keys, vals *gg.Tensor // [hd, nkv, kvHeads] and [nkv, hd, kvHeads]
-				if g.gather {
+				// keys [hd, nkv, kvHeads]; values [nkv, hd, kvHeads], or
+				// under flash attention as the keys
+				var keys, vals *gg.Tensor
+				switch {
+				case g.gather:
 					keys = ctx.View3D(kg, int(hd), g.nkv, int(kvHeads), int(kvd)*4, int(hd)*4, g.goff*int(kvd)*4)
-					vals = ctx.View3D(vg, g.nkv, int(hd), int(kvHeads), gs*4, int(hd)*gs*4, g.goff*4)
-				} else {
+					if flash {
+						vals = ctx.View3D(vg, int(hd), g.nkv, int(kvHeads), int(kvd)*4, int(hd)*4, g.goff*int(kvd)*4)
+					} else {
+						vals = ctx.View3D(vg, g.nkv, int(hd), int(kvHeads), gs*4, int(hd)*gs*4, g.goff*4)
+					}
+				default:
 					keys = ctx.View3D(kPool, int(hd), g.nkv, int(kvHeads), kRow, int(hd)*es, g.lo*kRow)
-					vals = ctx.View3D(vPool, g.nkv, int(hd), int(kvHeads), b.slots*es, int(hd)*b.slots*es, g.lo*es)
+					if flash {
+						vals = ctx.View3D(vPool, int(hd), g.nkv, int(kvHeads), kRow, int(hd)*es, g.lo*kRow)
+					} else {
+						vals = ctx.View3D(vPool, g.nkv, int(hd), int(kvHeads), b.slots*es, int(hd)*b.slots*es, g.lo*es)
+					}
 				}
-				mask := ctx.View2D(t.mask, g.nkv, rows, g.nkv*4, g.maskOff*4)
-				kq := ctx.MulMat(keys, ctx.Permute(qg, 0, 2, 1, 3)) // [nkv, rows, heads]
+				mes := 4 // the mask's element size
+				if flash {
+					mes = 2
+				}
+				mask := ctx.View2D(t.mask, g.nkv, rows, g.nkv*mes, g.maskOff*mes)
+				qp := ctx.Permute(qg, 0, 2, 1, 3) // [hd, rows, heads]
 				var p *gg.Tensor
-				if ai >= 0 {
-					sc := ctx.Scale(kq, scale) // score = q·k / sqrt(head dim)
+				if ai >= 0 { // the layer's attention goes out: its scores and probabilities
+					sc := ctx.Scale(gg.AccF32(ctx.MulMat(keys, qp)), scale) // score = q·k / sqrt(head dim), [nkv, rows, heads]
 					p = ctx.SoftMax(sc, mask, 1)
 					if g.nl > 0 {
 						t.scores[ai] = append(t.scores[ai], rowsOut(sc, gi))
@@ -211,8 +254,13 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 					} else {
 						t.scores[ai], t.probs[ai] = append(t.scores[ai], nil), append(t.probs[ai], nil)
 					}
-				} else {
-					p = ctx.SoftMax(kq, mask, scale) // softmax over the row's positions
+				}
+				if flash { // [hd, heads, rows]
+					os = append(os, ctx.Reshape(gg.AccF32(ctx.FlashAttn(qp, keys, vals, mask, scale)), heads*hd, int64(rows)))
+					continue
+				}
+				if p == nil {
+					p = ctx.SoftMax(gg.AccF32(ctx.MulMat(keys, qp)), mask, scale) // softmax over the row's positions
 				}
 				og := ctx.MulMat(vals, p)                                                                  // the probabilities' weighted sum of values, [hd, rows, heads]
 				os = append(os, ctx.Reshape(ctx.Cont(ctx.Permute(og, 0, 2, 1, 3)), heads*hd, int64(rows))) // [QDim, rows]
@@ -270,12 +318,10 @@ func (b *Backend) attendBatch(ctx gg.Context, t *graph, s shape, q, kg, vg *gg.T
 	qb := ctx.GetRows(ctx.Reshape(q, hd*heads, int64(s.gn)), t.qidx)    // [hd*heads, G*R]
 	qb = ctx.Permute(ctx.Reshape(qb, hd, heads, R, G), 0, 2, 1, 3)      // [hd, R, heads, G]
 	keys := ctx.Permute(ctx.Reshape(kg, hd, kvHeads, S, G), 0, 2, 1, 3) // [hd, S, kvHeads, G]
-	vals := ctx.Permute(ctx.Reshape(vg, S, G, hd, kvHeads), 0, 3, 1, 2) // [S, hd, kvHeads, G]
 	mask := ctx.Reshape(t.mask, S, R, 1, G)
-	kq := ctx.MulMat(keys, qb) // [S, R, heads, G]
 	var p *gg.Tensor
 	if ai >= 0 {
-		sc := ctx.Scale(kq, scale)
+		sc := ctx.Scale(gg.AccF32(ctx.MulMat(keys, qb)), scale) // [S, R, heads, G]
 		p = ctx.SoftMax(sc, mask, 1)
 		if s.gnl > 0 {
 			out := func(a *gg.Tensor) *gg.Tensor {
@@ -286,12 +332,20 @@ func (b *Backend) attendBatch(ctx gg.Context, t *graph, s shape, q, kg, vg *gg.T
 			}
 			t.scores[ai], t.probs[ai] = []*gg.Tensor{out(sc)}, []*gg.Tensor{out(p)}
 		}
-	} else {
-		p = ctx.SoftMax(kq, mask, scale)
 	}
-	o := ctx.MulMat(vals, p)                                             // [hd, R, heads, G]
-	o = ctx.Reshape(ctx.Cont(ctx.Permute(o, 0, 2, 1, 3)), heads*hd, R*G) // [QDim, G*R]
-	return ctx.GetRows(o, t.oidx)                                        // [QDim, n]
+	var o *gg.Tensor // [QDim, G*R]
+	if b.flash {
+		vals := ctx.Permute(ctx.Reshape(vg, hd, kvHeads, S, G), 0, 2, 1, 3) // [hd, S, kvHeads, G], as the keys
+		o = ctx.Reshape(gg.AccF32(ctx.FlashAttn(qb, keys, vals, mask, scale)), heads*hd, R*G)
+	} else {
+		if p == nil {
+			p = ctx.SoftMax(gg.AccF32(ctx.MulMat(keys, qb)), mask, scale)
+		}
+		vals := ctx.Permute(ctx.Reshape(vg, S, G, hd, kvHeads), 0, 3, 1, 2) // [S, hd, kvHeads, G]
+		o = ctx.MulMat(vals, p)                                             // [hd, R, heads, G]
+		o = ctx.Reshape(ctx.Cont(ctx.Permute(o, 0, 2, 1, 3)), heads*hd, R*G)
+	}
+	return ctx.GetRows(o, t.oidx) // [QDim, n]
 }
 
 // maxGroups bounds the attention groups of a step (and so its graph's

@@ -65,7 +65,7 @@ func spreadDiff(got, want []float32) float64 {
 }
 
 // attentionWays are the ways of ggml.SetAttention.
-var attentionWays = []string{"auto", "span", "gather", "split", "batch", "batch-split", "gpu", "gpu-batch"}
+var attentionWays = []string{"auto", "span", "gather", "split", "batch", "batch-split", "gpu", "gpu-batch", "flash", "gpu-noflash", "gpu-batch-noflash"}
 
 // keepOutputs appends copies of the logits and of the attention (each of
 // the step's nattn layers, in order) of out's rows that have logits.

@@ -31,7 +31,20 @@ type Options struct {
 	// attention's scores, rows x slots x heads) stays bounded; 0:
 	// DefaultChunk.
 	Chunk int
+	// FlashAttn is whether attention runs as ggml_flash_attn_ext (one op
+	// a layer, the values cached untransposed) or as a product, a softmax
+	// and a product: FlashOn, FlashOff, or FlashAuto ("" too): on a GPU,
+	// not on the CPU device (where ggml-cpu's flash attention sums F16
+	// values in F16). llama.cpp's default is the same.
+	FlashAttn string
 }
+
+// Options.FlashAttn's values.
+const (
+	FlashAuto = "auto"
+	FlashOn   = "on"
+	FlashOff  = "off"
+)
 
 // DefaultChunk is Options.Chunk's default.
 const DefaultChunk = 512

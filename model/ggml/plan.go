@@ -18,6 +18,7 @@ type step struct {
 	groupOut             [][]int32
 	kidx, vidx           []int64
 	mask                 []float32
+	mask16               []uint16 // the mask in F16, under flash attention
 	csrc, cvsrc          []int32
 	cdst, cvdst          []int64
 	attn                 []float32    // scratch for reading attention back
@@ -356,7 +357,7 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 		}
 	}
 	s.ngather = len(st.gather)
-	if n := s.ngather; n > 0 {
+	if n := s.ngather; n > 0 && !b.flash {
 		st.gatherIdx = slices.Grow(st.gatherIdx[:0], n*kvd)[:n*kvd]
 		for d := range kvd {
 			copy(st.gatherIdx[d*n:], st.gather)
@@ -383,10 +384,12 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 	if s.batchG > 0 && b.padSlots > 0 {
 		b.padRows(&s)
 	}
-	st.vidx = slices.Grow(st.vidx[:0], s.gn*kvd)[:s.gn*kvd]
-	for k, slot := range st.kidx {
-		for d := range kvd {
-			st.vidx[k*kvd+d] = int64(d*b.slots) + slot
+	if !b.flash {
+		st.vidx = slices.Grow(st.vidx[:0], s.gn*kvd)[:s.gn*kvd]
+		for k, slot := range st.kidx {
+			for d := range kvd {
+				st.vidx[k*kvd+d] = int64(d*b.slots) + slot
+			}
 		}
 	}
 	st.mask = slices.Grow(st.mask[:0], s.maskLen)[:s.maskLen]
@@ -426,6 +429,15 @@ func (b *Backend) plan(rows []model.Row, pos []int, attnLayers []int) shape {
 			}
 		}
 		st.groupOut = append(st.groupOut, out)
+	}
+	if b.flash { // F16: 0, or -Inf
+		st.mask16 = slices.Grow(st.mask16[:0], s.maskLen)[:s.maskLen]
+		for j, m := range st.mask {
+			st.mask16[j] = 0
+			if m != 0 {
+				st.mask16[j] = 0xfc00
+			}
+		}
 	}
 	s.ncp = b.planCopies()
 	if s.batchG > 0 && b.padSlots > 0 { // a padded batch: its copies too
@@ -482,16 +494,20 @@ func (b *Backend) padCopies(s *shape) {
 	if s.ncp == 0 {
 		slot := int64(b.scratch)
 		st.csrc, st.cdst = append(st.csrc, int32(slot)), append(st.cdst, slot)
-		for d := range kvd {
-			st.cvsrc, st.cvdst = append(st.cvsrc, int32(d*int64(b.slots)+slot)), append(st.cvdst, d*int64(b.slots)+slot)
+		if !b.flash {
+			for d := range kvd {
+				st.cvsrc, st.cvdst = append(st.cvsrc, int32(d*int64(b.slots)+slot)), append(st.cvdst, d*int64(b.slots)+slot)
+			}
 		}
 		s.ncp = 1
 	}
 	ncp := max(minPaddedCopies, 1<<bits.Len(uint(s.ncp-1)))
 	for range ncp - s.ncp {
 		st.csrc, st.cdst = append(st.csrc, st.csrc[s.ncp-1]), append(st.cdst, st.cdst[s.ncp-1])
-		st.cvsrc = append(st.cvsrc, st.cvsrc[(s.ncp-1)*int(kvd):s.ncp*int(kvd)]...)
-		st.cvdst = append(st.cvdst, st.cvdst[(s.ncp-1)*int(kvd):s.ncp*int(kvd)]...)
+		if !b.flash {
+			st.cvsrc = append(st.cvsrc, st.cvsrc[(s.ncp-1)*int(kvd):s.ncp*int(kvd)]...)
+			st.cvdst = append(st.cvdst, st.cvdst[(s.ncp-1)*int(kvd):s.ncp*int(kvd)]...)
+		}
 	}
 	s.ncp = ncp
 }
@@ -581,6 +597,9 @@ func (b *Backend) planCopies() int {
 	for _, dst := range st.cdst {
 		src := from[dst]
 		st.csrc = append(st.csrc, int32(src))
+		if b.flash { // the values' slots are the keys'
+			continue
+		}
 		for d := range int64(kvd) {
 			st.cvsrc = append(st.cvsrc, int32(d*int64(b.slots)+src))
 			st.cvdst = append(st.cvdst, d*int64(b.slots)+dst)
@@ -595,8 +614,14 @@ func (b *Backend) setInputs(g *graph) {
 	gg.Set(g.tokens, st.tokens, 0)
 	gg.Set(g.pos, st.pos, 0)
 	gg.Set(g.kidx, st.kidx, 0)
-	gg.Set(g.vidx, st.vidx, 0)
-	gg.Set(g.mask, st.mask, 0)
+	if g.vidx != nil {
+		gg.Set(g.vidx, st.vidx, 0)
+	}
+	if b.flash {
+		gg.Set(g.mask, st.mask16, 0)
+	} else {
+		gg.Set(g.mask, st.mask, 0)
+	}
 	if g.outRows != nil {
 		gg.Set(g.outRows, st.outRows, 0)
 	}
@@ -617,12 +642,16 @@ func (b *Backend) setInputs(g *graph) {
 	}
 	if g.gk != nil {
 		gg.Set(g.gk, st.gather, 0)
-		gg.Set(g.gv, st.gatherIdx, 0)
+		if g.gv != nil {
+			gg.Set(g.gv, st.gatherIdx, 0)
+		}
 	}
 	if g.csrc != nil {
 		gg.Set(g.csrc, st.csrc, 0)
 		gg.Set(g.cdst, st.cdst, 0)
-		gg.Set(g.cvsrc, st.cvsrc, 0)
-		gg.Set(g.cvdst, st.cvdst, 0)
+		if g.cvsrc != nil {
+			gg.Set(g.cvsrc, st.cvsrc, 0)
+			gg.Set(g.cvdst, st.cvdst, 0)
+		}
 	}
 }

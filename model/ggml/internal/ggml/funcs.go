@@ -19,50 +19,52 @@ var fns struct {
 	logSet  func(cb, user uintptr) `sym:"ggml_log_set"`
 
 	// Contexts and tensors.
-	init                func(p initParams) Context                                       `sym:"ggml_init"`
-	free                uintptr                                                          `sym:"ggml_free"`
-	tensorOverhead      func() uintptr                                                   `sym:"ggml_tensor_overhead"`
-	graphOverheadCustom func(size uintptr, grads bool) uintptr                           `sym:"ggml_graph_overhead_custom"`
-	newTensor1d         uintptr                                                          `sym:"ggml_new_tensor_1d"`
-	newTensor2d         uintptr                                                          `sym:"ggml_new_tensor_2d"`
-	newTensor3d         uintptr                                                          `sym:"ggml_new_tensor_3d"`
-	setName             func(t *Tensor, name string) *Tensor                             `sym:"ggml_set_name"`
-	setInput            uintptr                                                          `sym:"ggml_set_input"`
-	setOutput           uintptr                                                          `sym:"ggml_set_output"`
-	nbytes              uintptr                                                          `sym:"ggml_nbytes"`
-	rowSize             uintptr                                                          `sym:"ggml_row_size"`
-	blckSize            func(t Type) int64                                               `sym:"ggml_blck_size"`
-	typeName            func(t Type) string                                              `sym:"ggml_type_name"`
-	newGraphCustom      uintptr                                                          `sym:"ggml_new_graph_custom"`
-	buildForwardExpand  uintptr                                                          `sym:"ggml_build_forward_expand"`
-	graphNNodes         uintptr                                                          `sym:"ggml_graph_n_nodes"`
-	add                 uintptr                                                          `sym:"ggml_add"`
-	sub                 uintptr                                                          `sym:"ggml_sub"`
-	mul                 uintptr                                                          `sym:"ggml_mul"`
-	sqr                 uintptr                                                          `sym:"ggml_sqr"`
-	exp                 uintptr                                                          `sym:"ggml_exp"`
-	log                 uintptr                                                          `sym:"ggml_log"`
-	scale               func(c Context, a *Tensor, s float32) *Tensor                    `sym:"ggml_scale"`
-	silu                uintptr                                                          `sym:"ggml_silu"`
-	swigluSplit         uintptr                                                          `sym:"ggml_swiglu_split"`
-	rmsNorm             func(c Context, a *Tensor, eps float32) *Tensor                  `sym:"ggml_rms_norm"`
-	mulMat              uintptr                                                          `sym:"ggml_mul_mat"`
-	sumRows             uintptr                                                          `sym:"ggml_sum_rows"`
-	argmax              uintptr                                                          `sym:"ggml_argmax"`
-	topK                uintptr                                                          `sym:"ggml_top_k"`
-	getRows             uintptr                                                          `sym:"ggml_get_rows"`
-	setRows             uintptr                                                          `sym:"ggml_set_rows"`
-	cpy                 uintptr                                                          `sym:"ggml_cpy"`
-	cont                uintptr                                                          `sym:"ggml_cont"`
-	concat              uintptr                                                          `sym:"ggml_concat"`
-	reshape2d           uintptr                                                          `sym:"ggml_reshape_2d"`
-	reshape3d           uintptr                                                          `sym:"ggml_reshape_3d"`
-	reshape4d           uintptr                                                          `sym:"ggml_reshape_4d"`
-	view1d              uintptr                                                          `sym:"ggml_view_1d"`
-	view2d              uintptr                                                          `sym:"ggml_view_2d"`
-	view3d              uintptr                                                          `sym:"ggml_view_3d"`
-	permute             uintptr                                                          `sym:"ggml_permute"`
-	softMaxExt          func(c Context, a, mask *Tensor, scale, maxBias float32) *Tensor `sym:"ggml_soft_max_ext"`
+	init                func(p initParams) Context                                                      `sym:"ggml_init"`
+	free                uintptr                                                                         `sym:"ggml_free"`
+	tensorOverhead      func() uintptr                                                                  `sym:"ggml_tensor_overhead"`
+	graphOverheadCustom func(size uintptr, grads bool) uintptr                                          `sym:"ggml_graph_overhead_custom"`
+	newTensor1d         uintptr                                                                         `sym:"ggml_new_tensor_1d"`
+	newTensor2d         uintptr                                                                         `sym:"ggml_new_tensor_2d"`
+	newTensor3d         uintptr                                                                         `sym:"ggml_new_tensor_3d"`
+	setName             func(t *Tensor, name string) *Tensor                                            `sym:"ggml_set_name"`
+	setInput            uintptr                                                                         `sym:"ggml_set_input"`
+	setOutput           uintptr                                                                         `sym:"ggml_set_output"`
+	nbytes              uintptr                                                                         `sym:"ggml_nbytes"`
+	rowSize             uintptr                                                                         `sym:"ggml_row_size"`
+	blckSize            func(t Type) int64                                                              `sym:"ggml_blck_size"`
+	typeName            func(t Type) string                                                             `sym:"ggml_type_name"`
+	newGraphCustom      uintptr                                                                         `sym:"ggml_new_graph_custom"`
+	buildForwardExpand  uintptr                                                                         `sym:"ggml_build_forward_expand"`
+	graphNNodes         uintptr                                                                         `sym:"ggml_graph_n_nodes"`
+	add                 uintptr                                                                         `sym:"ggml_add"`
+	sub                 uintptr                                                                         `sym:"ggml_sub"`
+	mul                 uintptr                                                                         `sym:"ggml_mul"`
+	sqr                 uintptr                                                                         `sym:"ggml_sqr"`
+	exp                 uintptr                                                                         `sym:"ggml_exp"`
+	log                 uintptr                                                                         `sym:"ggml_log"`
+	scale               func(c Context, a *Tensor, s float32) *Tensor                                   `sym:"ggml_scale"`
+	silu                uintptr                                                                         `sym:"ggml_silu"`
+	swigluSplit         uintptr                                                                         `sym:"ggml_swiglu_split"`
+	rmsNorm             func(c Context, a *Tensor, eps float32) *Tensor                                 `sym:"ggml_rms_norm"`
+	mulMat              uintptr                                                                         `sym:"ggml_mul_mat"`
+	sumRows             uintptr                                                                         `sym:"ggml_sum_rows"`
+	argmax              uintptr                                                                         `sym:"ggml_argmax"`
+	topK                uintptr                                                                         `sym:"ggml_top_k"`
+	getRows             uintptr                                                                         `sym:"ggml_get_rows"`
+	setRows             uintptr                                                                         `sym:"ggml_set_rows"`
+	cpy                 uintptr                                                                         `sym:"ggml_cpy"`
+	cont                uintptr                                                                         `sym:"ggml_cont"`
+	concat              uintptr                                                                         `sym:"ggml_concat"`
+	reshape2d           uintptr                                                                         `sym:"ggml_reshape_2d"`
+	reshape3d           uintptr                                                                         `sym:"ggml_reshape_3d"`
+	reshape4d           uintptr                                                                         `sym:"ggml_reshape_4d"`
+	view1d              uintptr                                                                         `sym:"ggml_view_1d"`
+	view2d              uintptr                                                                         `sym:"ggml_view_2d"`
+	view3d              uintptr                                                                         `sym:"ggml_view_3d"`
+	permute             uintptr                                                                         `sym:"ggml_permute"`
+	softMaxExt          func(c Context, a, mask *Tensor, scale, maxBias float32) *Tensor                `sym:"ggml_soft_max_ext"`
+	precSetAcc          func(a *Tensor, prec int32) bool                                                `sym:"ggml_prec_set_acc"`
+	flashAttnExt        func(c Context, q, k, v, mask *Tensor, scale, maxBias, softcap float32) *Tensor `sym:"ggml_flash_attn_ext"`
 	ropeExt             func(c Context, a, pos, freqFactors *Tensor, nDims, mode, nCtxOrig int32,
 		freqBase, freqScale, extFactor, attnFactor, betaFast, betaSlow float32) *Tensor `sym:"ggml_rope_ext"`
 
@@ -307,6 +309,28 @@ func (c Context) Permute(a *Tensor, ax0, ax1, ax2, ax3 int) *Tensor {
 // else [a.Ne[0], >= a.Ne[1]], broadcast over a's slices).
 func (c Context) SoftMax(a, mask *Tensor, scale float32) *Tensor {
 	return fns.softMaxExt(c, a, mask, scale, 0)
+}
+
+// AccF32 asks that product a (a MulMat or a FlashAttn) sum in F32
+// whatever its operands' types (ggml-vulkan's products may otherwise sum
+// F16 operands in F16), as llama.cpp asks of its attention, and returns
+// a.
+func AccF32(a *Tensor) *Tensor {
+	const precF32 = 10 // GGML_PREC_F32
+	if !fns.precSetAcc(a, precF32) {
+		panic("ggml: AccF32 of an op that is not a product")
+	}
+	return a
+}
+
+// FlashAttn is attention in one op: for each query row of q [d, rows,
+// heads, n3], softmax(q·k*scale + mask) over keys k [d, kv, kvHeads, n3]
+// weighing values v [dv, kv, kvHeads, n3] (not transposed; query head h
+// reads key head h*kvHeads/heads), mask an F16 [kv, rows] (contiguous,
+// broadcast over heads, and over n3 when it has one slice). The result
+// is [dv, heads, rows, n3]: heads before rows.
+func (c Context) FlashAttn(q, k, v, mask *Tensor, scale float32) *Tensor {
+	return fns.flashAttnExt(c, q, k, v, mask, scale, 0, 0)
 }
 
 // Rope rotates the pairs of the first nDims elements of each row of a

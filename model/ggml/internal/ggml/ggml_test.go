@@ -506,6 +506,74 @@ func TestSoftMaxRope(t *testing.T) {
 	near(t, "rope neox", get(neox, hd*4), rope(true, 500, ffv), 1e-5)
 }
 
+// TestFlashAttn checks ggml_flash_attn_ext against attention written
+// out: 4 query heads over 2 key heads, an F16 mask hiding some keys
+// from some rows, the result's heads before its rows.
+func TestFlashAttn(t *testing.T) {
+	be := cpuBackend(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	g := newGraph(t, be)
+	c := g.c
+	const d, rows, heads, kv, kvHeads = 8, 3, 4, 5, 2
+	q, k, v := g.input(TypeF32, d, heads, rows), g.input(TypeF32, d, kv, kvHeads), g.input(TypeF32, d, kv, kvHeads)
+	mask := g.input(TypeF16, kv, rows)
+	qv, kvv, vv := randVec(r, d*heads*rows), randVec(r, d*kv*kvHeads), randVec(r, d*kv*kvHeads)
+	mv := make([]uint16, kv*rows) // F16: 0, or 0xfc00 (-Inf) where row i must not see key j
+	for i := range rows {
+		for j := range kv {
+			if j > i+2 {
+				mv[i*kv+j] = 0xfc00
+			}
+		}
+	}
+	const scale = 0.35
+	fa := AccF32(c.FlashAttn(c.Permute(q, 0, 2, 1, 3), k, v, mask, scale)) // [d, heads, rows]
+	AccF32(c.MulMat(k, c.Permute(q, 0, 2, 1, 3)))                          // a product takes it too
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("AccF32 of an addition did not panic")
+			}
+		}()
+		AccF32(c.Add(q, q))
+	}()
+	g.run(func() {
+		Set(q, qv, 0)
+		Set(k, kvv, 0)
+		Set(v, vv, 0)
+		Set(mask, mv, 0)
+	}, fa)
+	want := make([]float32, d*heads*rows)
+	for i := range rows {
+		for h := range heads {
+			kh := h * kvHeads / heads
+			qr := qv[(i*heads+h)*d:][:d]
+			w := make([]float64, kv)
+			sum := 0.0
+			for j := range kv {
+				if mv[i*kv+j] != 0 {
+					continue
+				}
+				dot := 0.0
+				for e := range d {
+					dot += float64(qr[e]) * float64(kvv[(kh*kv+j)*d+e])
+				}
+				w[j] = math.Exp(scale * dot)
+				sum += w[j]
+			}
+			out := want[(i*heads+h)*d:][:d]
+			for e := range d {
+				acc := 0.0
+				for j := range kv {
+					acc += w[j] / sum * float64(vv[(kh*kv+j)*d+e])
+				}
+				out[e] = float32(acc)
+			}
+		}
+	}
+	near(t, "flash_attn_ext", get(fa, d*heads*rows), want, 1e-5)
+}
+
 // TestSched runs a graph through the scheduler: reserved once for the
 // larger shape, then a smaller one allocated in the same memory.
 func TestSched(t *testing.T) {
