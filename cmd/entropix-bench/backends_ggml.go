@@ -26,11 +26,15 @@ func init() {
 		dir := fs.String("ggml-dir", "", "`folder` of the ggml libraries (default $ENTROPIX_GGML_DIR)")
 		dev := fs.String("device", "", "the ggml backend's `device`: cpu, vulkan0, cuda0, ... (default $ENTROPIX_GGML_DEVICE, else the first GPU, else the CPU)")
 		threads := fs.Int("ggml-threads", 0, "ggml-cpu's threads (0: one per core)")
+		flash := fs.String("flash-attn", "", "the ggml backend's attention: on (ggml_flash_attn_ext), off, or auto (on a GPU; the default)")
 		return func() error {
 			if *threads < 0 {
 				return usagef("-ggml-threads %d", *threads)
 			}
-			ggml.SetDefaults(ggml.Options{Dir: *dir, Device: *dev, Threads: *threads})
+			if err := ggml.CheckFlashAttn(*flash); err != nil {
+				return usagef("-%v", err)
+			}
+			ggml.SetDefaults(ggml.Options{Dir: *dir, Device: *dev, Threads: *threads, FlashAttn: *flash})
 			return nil
 		}
 	})

@@ -15,7 +15,7 @@ import (
 // pure-Go CPU engine ("cpu", the default) or ggml ("ggml": a GPU, or
 // ggml's CPU backend).
 type backendFlags struct {
-	name, ggmlDir, device string
+	name, ggmlDir, device, flash string
 }
 
 // register adds --backend, --ggml-dir and --device to fs.
@@ -23,16 +23,20 @@ func (b *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.name, "backend", "cpu", "what runs the forward pass: cpu (the built-in engine) or ggml (a GPU, or ggml's CPU backend, through the ggml libraries of --ggml-dir)")
 	fs.StringVar(&b.ggmlDir, "ggml-dir", "", "folder of the ggml libraries for --backend ggml (default $ENTROPIX_GGML_DIR; model/ggml/getlibs.sh fetches them)")
 	fs.StringVar(&b.device, "device", "", "the ggml device for --backend ggml: cpu, vulkan0, cuda0, ... (default $ENTROPIX_GGML_DEVICE, else the first GPU, else cpu)")
+	fs.StringVar(&b.flash, "flash-attn", "", "ggml's attention for --backend ggml: on (ggml_flash_attn_ext), off, or auto (on a GPU; the default)")
 }
 
 // check reports a bad choice before anything loads.
 func (b *backendFlags) check() error {
 	switch b.name {
 	case "cpu":
-		if b.device != "" || b.ggmlDir != "" {
-			return errors.New("--device and --ggml-dir choose ggml's device and libraries: give --backend ggml too")
+		if b.device != "" || b.ggmlDir != "" || b.flash != "" {
+			return errors.New("--device, --ggml-dir and --flash-attn choose ggml's device, libraries and attention: give --backend ggml too")
 		}
 	case "ggml":
+		if err := ggml.CheckFlashAttn(b.flash); err != nil {
+			return fmt.Errorf("--%w", err)
+		}
 	default:
 		return fmt.Errorf("--backend %q: want cpu or ggml", b.name)
 	}
@@ -48,7 +52,7 @@ func (b *backendFlags) option(threads int, log zerolog.Logger) (engine.Option, e
 		return engine.WithBackend("cpu"), nil
 	}
 	ggml.SetLogger(log)
-	o := ggml.Options{Dir: b.ggmlDir, Device: b.device, Threads: threads}
+	o := ggml.Options{Dir: b.ggmlDir, Device: b.device, Threads: threads, FlashAttn: b.flash}
 	if err := ggml.Load(o); err != nil {
 		return nil, err
 	}

@@ -12,7 +12,8 @@ import (
 // TestBackendFlags: a bad --backend, or --device and --ggml-dir without
 // --backend ggml, are usage errors; --backend ggml without the libraries
 // is one line saying how to get them; with them (ENTROPIX_GGML_DIR, on
-// ggml's CPU device), greedy decoding prints run.c's text, and an unknown
+// ggml's CPU device), greedy decoding prints run.c's text (with flash
+// attention too), and an unknown
 // device is a usage error naming those there are.
 func TestBackendFlags(t *testing.T) {
 	gg := modeltest.Stories260KGGUFPath(t)
@@ -20,6 +21,8 @@ func TestBackendFlags(t *testing.T) {
 		{[]string{"-m", gg, "-p", "hi", "--backend", "gpu"}, "want cpu or ggml"},
 		{[]string{"-m", gg, "-p", "hi", "--device", "cuda0"}, "give --backend ggml too"},
 		{[]string{"serve", "-m", gg, "--ggml-dir", "/x"}, "give --backend ggml too"},
+		{[]string{"-m", gg, "-p", "hi", "--flash-attn", "on"}, "give --backend ggml too"},
+		{[]string{"-m", gg, "-p", "hi", "--backend", "ggml", "--flash-attn", "yes"}, `--flash-attn "yes": want auto, on or off`},
 	})
 	run := func(env string, args ...string) (int, string, string) {
 		cmd := exec.Command(builtExe, args...)
@@ -49,6 +52,11 @@ func TestBackendFlags(t *testing.T) {
 	code, out, errs := run(dir, "-m", gg, "-p", "Once upon a time", "-n", "60", "--greedy", "--backend", "ggml", "--device", "cpu", "-t", "1")
 	if code != 0 || out != runCText {
 		t.Fatalf("--backend ggml: exit %d, stdout %q, stderr %s", code, out, errs)
+	}
+	// Flash attention on ggml's CPU device: the same text.
+	code, out, errs = run(dir, "-m", gg, "-p", "Once upon a time", "-n", "60", "--greedy", "--backend", "ggml", "--device", "cpu", "-t", "1", "--flash-attn", "on")
+	if code != 0 || out != runCText {
+		t.Fatalf("--backend ggml --flash-attn on: exit %d, stdout %q, stderr %s", code, out, errs)
 	}
 	if code, _, errs := run(dir, "-m", gg, "-p", "hi", "--backend", "ggml", "--device", "nosuch0"); code != exitUsage || !strings.Contains(errs, `no device "nosuch0" (devices: `) {
 		t.Errorf("an unknown device: exit %d, stderr %q", code, errs)

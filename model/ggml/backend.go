@@ -176,15 +176,10 @@ func (b *Backend) start(o Options) error {
 		// products a split saves cost a GPU little.
 		b.splitRatio = 0
 	}
-	switch o.FlashAttn {
-	case "", FlashAuto:
-		b.flash = d.Type() != gg.DeviceCPU
-	case FlashOn:
-		b.flash = true
-	case FlashOff:
-	default:
-		return fmt.Errorf("ggml: flash attention %q: want %s, %s or %s", o.FlashAttn, FlashAuto, FlashOn, FlashOff)
+	if err := CheckFlashAttn(o.FlashAttn); err != nil {
+		return fmt.Errorf("ggml: %w", err)
 	}
+	b.flash = o.FlashAttn == FlashOn || (o.FlashAttn != FlashOff && d.Type() != gg.DeviceCPU)
 	b.restartOnFree = d.Reg().Name() == "Vulkan"
 	return b.newSched()
 }

@@ -46,6 +46,15 @@ const (
 	FlashOff  = "off"
 )
 
+// CheckFlashAttn reports whether s is one of Options.FlashAttn's values.
+func CheckFlashAttn(s string) error {
+	switch s {
+	case "", FlashAuto, FlashOn, FlashOff:
+		return nil
+	}
+	return fmt.Errorf("flash-attn %q: want %s, %s or %s", s, FlashAuto, FlashOn, FlashOff)
+}
+
 // DefaultChunk is Options.Chunk's default.
 const DefaultChunk = 512
 
