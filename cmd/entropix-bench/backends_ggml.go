@@ -54,6 +54,10 @@ func init() {
 		if dev == "" {
 			dev = "the default (ENTROPIX_GGML_DEVICE, else the first GPU, else the CPU)"
 		}
-		return fmt.Sprintf("ggml devices: %s; the check's device: %s", strings.Join(ds, "; "), dev)
+		flash := o.FlashAttn
+		if flash == "" {
+			flash = ggml.FlashAuto + " (on a GPU)"
+		}
+		return fmt.Sprintf("ggml devices: %s; the check's device: %s; flash attention: %s", strings.Join(ds, "; "), dev, flash)
 	})
 }
