@@ -182,7 +182,9 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 				vPool = ctx.SetRows(vPool, ctx.GetRows(vPool, t.cvsrc), t.cvdst)
 			}
 		}
-		kPool = ctx.SetRows(kPool, ctx.Reshape(k, kvd, n), t.kidx)
+		// The keys as a view, not a reshape: ggml-vulkan then fuses RoPE,
+		// view and set_rows into one kernel (as llama.cpp's graphs have it).
+		kPool = ctx.SetRows(kPool, ctx.View2D(k, int(kvd), int(n), int(kvd)*4, 0), t.kidx)
 		if flash {
 			vPool = ctx.SetRows(vPool, ctx.Reshape(v, kvd, n), t.kidx)
 		} else {
