@@ -15,8 +15,9 @@
 // The weights are uploaded once, each in its file's type (weights.go is
 // the one place that reads them: GGUF's types are ggml's), and a file's
 // pages are given back once copied. The KV pool lives on the device: per layer a key tensor [KVDim,
-// slots] and a value tensor transposed [slots, KVDim], slot b*BlockSize+s
-// holding position s of block b. The host's block manager
+// slots] and a value tensor, transposed [slots, KVDim] or, under flash
+// attention, as the keys [KVDim, slots]; slot b*BlockSize+s holds
+// position s of block b. The host's block manager
 // (kvcache.Pool) stays the authority: its block tables say where each
 // sequence's positions are, and the copies on write it decides are
 // performed on the device, inside the next step's graph.
@@ -34,7 +35,9 @@
 // slots, each read once for all of them (a prefix shared by many
 // branches is read once), with a mask from the block tables (0 where the
 // row's sequence has the position, -Inf elsewhere), grouped-query heads
-// by broadcast. A group's blocks are spread over the pool (forks, frees,
+// by broadcast: on a GPU (Options.FlashAttn) one ggml_flash_attn_ext,
+// as llama.cpp runs it there, else two products and a softmax (ggml-cpu's
+// flash attention sums F16 values in F16). A group's blocks are spread over the pool (forks, frees,
 // other searches' blocks in between): when they lie close together it
 // reads the slots from its lowest block id to its highest in place, else
 // its blocks are gathered (ggml_get_rows, one for all such groups per
@@ -44,8 +47,8 @@
 // times, it attends sequence by sequence instead. On a GPU, where a
 // graph's every node is a kernel to record and launch, a step's groups
 // attend as one batch (plan.go's planBatch: each group's blocks gathered
-// and padded to the largest group's slots, its rows to the largest's; two
-// products and a softmax a layer for any number of groups), and the
+// and padded to the largest group's slots, its rows to the largest's; one
+// flash attention a layer for any number of groups), and the
 // step's rows, rows with logits and copies on write are padded (extra
 // rows write to a scratch block past the pool's) so that the next steps
 // have its shape and run its graph again; Wo, the
@@ -56,5 +59,6 @@
 // themselves stay on the device until read (lazy.go). The graph's memory
 // is reserved once for a typical step and grows only when a larger step
 // comes; a step of the last step's shape runs the last graph again; the
-// scheduler places any operation the device lacks on the CPU.
+// scheduler places any operation the device lacks on the CPU (a graph in
+// more than one piece: GraphStats.MaxSplits).
 package ggml
