@@ -244,6 +244,7 @@ func (b *Backend) graphFor(s shape) (*graph, error) {
 		ctx = gg.NewContext(b.graphSize(len(s.groups)), b.graphSize(len(s.groups)))
 		g = b.build(ctx, s)
 		b.sched.Reset()
+		b.placeInputs(g)
 		size := b.sched.BufferSize(b.dev)
 		if err := b.sched.Alloc(g.g); err != nil {
 			ctx.Free()

@@ -71,6 +71,9 @@ type graph struct {
 	rowIdx        *gg.Tensor     // I64 [nl]: where the rows go in the device's store (lazy rows)
 	stats         *statsGraph    // the logits rows' statistics, when asked for
 	scores, probs [][]*gg.Tensor // per layer asked and group: F32 [nkv*Heads, nl]
+
+	in32 packed[int32] // the I32 index inputs above, packed
+	in64 packed[int64] // and the I64 ones
 }
 
 // build makes a step's graph of shape s in ctx. The step, for the rows x
@@ -85,45 +88,85 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 	c := &b.m.Config
 	hd, heads, kvHeads, kvd := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads), int64(c.KVDim())
 	n := int64(s.gn)
-	in := func(t gg.Type, ne ...int64) *gg.Tensor {
-		x := ctx.NewTensor(t, ne...)
-		x.SetInput()
-		return x
-	}
 	t := &graph{g: ctx.NewGraph(b.graphSize(len(s.groups)))}
 	flash := b.flash
-	t.tokens, t.pos, t.kidx = in(gg.TypeI32, n), in(gg.TypeI32, n), in(gg.TypeI64, n)
+	// The inputs: the mask, and the indices packed into one I32 and one
+	// I64 tensor (packed), each index input a view of them; the step's
+	// data comes from b.st (plan.go).
+	st := &b.st
 	if flash {
-		t.mask = in(gg.TypeF16, int64(s.maskLen))
+		t.mask = ctx.NewTensor(gg.TypeF16, int64(s.maskLen))
 	} else {
-		t.vidx, t.mask = in(gg.TypeI64, n*kvd), in(gg.TypeF32, int64(s.maskLen))
+		t.mask = ctx.NewTensor(gg.TypeF32, int64(s.maskLen))
 	}
+	t.mask.SetInput()
+	p32, p64 := &t.in32, &t.in64
+	none := -1
+	iTok, iPos := p32.add(s.gn, func() []int32 { return st.tokens }), p32.add(s.gn, func() []int32 { return st.pos })
+	iKidx, iVidx := p64.add(s.gn, func() []int64 { return st.kidx }), none
+	if !flash {
+		iVidx = p64.add(s.gn*int(kvd), func() []int64 { return st.vidx })
+	}
+	iOut := none
 	if s.gnl > 0 && (s.gnl < s.gn || s.reorder) {
-		t.outRows = in(gg.TypeI32, int64(s.gnl))
+		iOut = p32.add(s.gnl, func() []int32 { return st.outRows })
 	}
+	iCsrc, iCdst, iCvsrc, iCvdst := none, none, none, none
 	if s.ncp > 0 {
-		t.csrc, t.cdst = in(gg.TypeI32, int64(s.ncp)), in(gg.TypeI64, int64(s.ncp))
+		iCsrc, iCdst = p32.add(s.ncp, func() []int32 { return st.csrc }), p64.add(s.ncp, func() []int64 { return st.cdst })
 		if !flash {
-			t.cvsrc, t.cvdst = in(gg.TypeI32, int64(s.ncp)*kvd), in(gg.TypeI64, int64(s.ncp)*kvd)
+			iCvsrc, iCvdst = p32.add(s.ncp*int(kvd), func() []int32 { return st.cvsrc }), p64.add(s.ncp*int(kvd), func() []int64 { return st.cvdst })
 		}
 	}
+	iGk, iGv := none, none
 	if s.ngather > 0 {
-		t.gk = in(gg.TypeI32, int64(s.ngather))
+		iGk = p32.add(s.ngather, func() []int32 { return st.gather })
 		if !flash {
-			t.gv = in(gg.TypeI32, int64(s.ngather), kvd)
+			iGv = p32.add(s.ngather*int(kvd), func() []int32 { return st.gatherIdx })
 		}
 	}
+	iQidx, iOidx, iAttnRows := none, none, none
+	var iGroupOut []int
 	if s.batchG > 0 {
-		t.qidx, t.oidx = in(gg.TypeI32, int64(s.batchG*s.batchR)), in(gg.TypeI32, n)
+		iQidx, iOidx = p32.add(s.batchG*s.batchR, func() []int32 { return st.qidx }), p32.add(s.gn, func() []int32 { return st.oidx })
 		if len(s.attn) > 0 && s.gnl > 0 {
-			t.attnRows = in(gg.TypeI32, int64(s.gnl))
+			iAttnRows = p32.add(s.gnl, func() []int32 { return st.attnRows })
 		}
 	} else if len(s.attn) > 0 {
-		t.groupOut = make([]*gg.Tensor, len(s.groups))
+		iGroupOut = make([]int, len(s.groups))
 		for gi, g := range s.groups {
+			iGroupOut[gi] = none
 			if g.nl > 0 && g.nl < g.r1-g.r0 {
-				t.groupOut[gi] = in(gg.TypeI32, int64(g.nl))
+				iGroupOut[gi] = p32.add(g.nl, func() []int32 { return st.groupOut[gi] })
 			}
+		}
+	}
+	iRowIdx := none
+	if s.gnl > 0 && b.lazy {
+		iRowIdx = p64.add(s.gnl, func() []int64 { return b.rowIndex(s.gnl) })
+	}
+	p32.make(ctx, gg.TypeI32)
+	p64.make(ctx, gg.TypeI64)
+	v32 := func(i int, ne ...int) *gg.Tensor {
+		if i == none {
+			return nil
+		}
+		return p32.view(ctx, i, ne...)
+	}
+	v64 := func(i int) *gg.Tensor {
+		if i == none {
+			return nil
+		}
+		return p64.view(ctx, i)
+	}
+	t.tokens, t.pos, t.kidx, t.vidx = v32(iTok), v32(iPos), v64(iKidx), v64(iVidx)
+	t.outRows, t.csrc, t.cdst, t.cvsrc, t.cvdst = v32(iOut), v32(iCsrc), v64(iCdst), v32(iCvsrc), v64(iCvdst)
+	t.gk, t.gv = v32(iGk), v32(iGv, s.ngather, int(kvd))
+	t.qidx, t.oidx, t.attnRows, t.rowIdx = v32(iQidx), v32(iOidx), v32(iAttnRows), v64(iRowIdx)
+	if iGroupOut != nil {
+		t.groupOut = make([]*gg.Tensor, len(s.groups))
+		for gi, i := range iGroupOut {
+			t.groupOut[gi] = v32(i)
 		}
 	}
 	mode := gg.RopeNeoX
@@ -292,7 +335,6 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		}
 		t.logits = ctx.MulMat(b.output, norm(x, b.outNorm)) // logits = output rmsnorm(x)
 		if b.lazy {                                         // the rows into the device's store, read from there when asked for
-			t.rowIdx = in(gg.TypeI64, int64(s.gnl))
 			t.g.Expand(ctx.SetRows(b.rows.t, t.logits, t.rowIdx))
 		} else {
 			t.logits.SetOutput()
@@ -381,6 +423,7 @@ func (b *Backend) reserve() error {
 	s := shape{n: reserveRows, nl: reserveRows, gn: reserveRows, gnl: reserveRows, maskLen: nkv * reserveRows,
 		groups: []group{{r0: 0, r1: reserveRows, nkv: nkv, nl: reserveRows}}}
 	g := b.build(ctx, s)
+	b.placeInputs(g)
 	err := b.sched.Reserve(g.g)
 	b.sched.Reset()
 	return err

@@ -608,50 +608,27 @@ func (b *Backend) planCopies() int {
 	return len(st.cdst)
 }
 
-// setInputs copies the step's inputs to the graph's tensors.
+// setInputs copies the step's inputs to the graph's tensors: three
+// transfers (on a GPU, each one the host waits for), the mask and the
+// two packed index inputs.
 func (b *Backend) setInputs(g *graph) {
 	st := &b.st
-	gg.Set(g.tokens, st.tokens, 0)
-	gg.Set(g.pos, st.pos, 0)
-	gg.Set(g.kidx, st.kidx, 0)
-	if g.vidx != nil {
-		gg.Set(g.vidx, st.vidx, 0)
-	}
 	if b.flash {
 		gg.Set(g.mask, st.mask16, 0)
 	} else {
 		gg.Set(g.mask, st.mask, 0)
 	}
-	if g.outRows != nil {
-		gg.Set(g.outRows, st.outRows, 0)
-	}
-	for gi, t := range g.groupOut {
+	g.in32.send()
+	g.in64.send()
+}
+
+// placeInputs puts graph g's inputs in the device's memory, where the
+// host's copies reach them directly (ggml's scheduler would otherwise
+// keep them on the CPU and copy each to the device).
+func (b *Backend) placeInputs(g *graph) {
+	for _, t := range []*gg.Tensor{g.mask, g.in32.t, g.in64.t} {
 		if t != nil {
-			gg.Set(t, st.groupOut[gi], 0)
-		}
-	}
-	if g.rowIdx != nil {
-		gg.Set(g.rowIdx, b.rowIndex(g.rowIdx.Bytes()/8), 0)
-	}
-	if g.qidx != nil {
-		gg.Set(g.qidx, st.qidx, 0)
-		gg.Set(g.oidx, st.oidx, 0)
-		if g.attnRows != nil {
-			gg.Set(g.attnRows, st.attnRows, 0)
-		}
-	}
-	if g.gk != nil {
-		gg.Set(g.gk, st.gather, 0)
-		if g.gv != nil {
-			gg.Set(g.gv, st.gatherIdx, 0)
-		}
-	}
-	if g.csrc != nil {
-		gg.Set(g.csrc, st.csrc, 0)
-		gg.Set(g.cdst, st.cdst, 0)
-		if g.cvsrc != nil {
-			gg.Set(g.cvsrc, st.cvsrc, 0)
-			gg.Set(g.cvdst, st.cvdst, 0)
+			b.sched.SetBackend(t, b.dev)
 		}
 	}
 }
