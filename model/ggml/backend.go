@@ -85,7 +85,7 @@ type Backend struct {
 	// flash attends with ggml_flash_attn_ext (one op a group and layer,
 	// as llama.cpp does on a GPU), the values kept untransposed as the
 	// keys are; else a product, a softmax and a product over transposed
-	// values. On a GPU by default (Options.FlashAttn).
+	// values. Off by default (Options.FlashAttn).
 	flash bool
 	// padSlots rounds each step's attention span up (on a GPU: a graph
 	// whose shapes repeat can be replayed, as CUDA graphs are).
@@ -179,7 +179,7 @@ func (b *Backend) start(o Options) error {
 	if err := CheckFlashAttn(o.FlashAttn); err != nil {
 		return fmt.Errorf("ggml: %w", err)
 	}
-	b.flash = o.FlashAttn == FlashOn || (o.FlashAttn != FlashOff && d.Type() != gg.DeviceCPU)
+	b.flash = o.FlashAttn == FlashOn // auto: off, for now (Options.FlashAttn)
 	b.restartOnFree = d.Reg().Name() == "Vulkan"
 	return b.newSched()
 }

@@ -35,9 +35,9 @@
 // slots, each read once for all of them (a prefix shared by many
 // branches is read once), with a mask from the block tables (0 where the
 // row's sequence has the position, -Inf elsewhere), grouped-query heads
-// by broadcast: on a GPU (Options.FlashAttn) one ggml_flash_attn_ext,
-// as llama.cpp runs it there, else two products and a softmax (ggml-cpu's
-// flash attention sums F16 values in F16). A group's blocks are spread over the pool (forks, frees,
+// by broadcast: two products and a softmax, or with Options.FlashAttn
+// one ggml_flash_attn_ext, as llama.cpp runs it on a GPU (off by default
+// for now: see Options.FlashAttn). A group's blocks are spread over the pool (forks, frees,
 // other searches' blocks in between): when they lie close together it
 // reads the slots from its lowest block id to its highest in place, else
 // its blocks are gathered (ggml_get_rows, one for all such groups per
@@ -47,8 +47,9 @@
 // times, it attends sequence by sequence instead. On a GPU, where a
 // graph's every node is a kernel to record and launch, a step's groups
 // attend as one batch (plan.go's planBatch: each group's blocks gathered
-// and padded to the largest group's slots, its rows to the largest's; one
-// flash attention a layer for any number of groups), and the
+// and padded to the largest group's slots, its rows to the largest's; two
+// products and a softmax, or one flash attention, a layer for any number
+// of groups), and the
 // step's rows, rows with logits and copies on write are padded (extra
 // rows write to a scratch block past the pool's) so that the next steps
 // have its shape and run its graph again; Wo, the

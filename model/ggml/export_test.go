@@ -1,7 +1,5 @@
 package ggml
 
-import gg "github.com/entropix-search/entropix-search/model/ggml/internal/ggml"
-
 // SetLazyRows turns the device's store of logits rows on or off (on by
 // default on a GPU), for testing it on ggml's CPU device. Call it before
 // the first Forward.
@@ -33,11 +31,11 @@ func SetPadSlots(b *Backend, n int) {
 // flash attention), "gpu-batch" (the same, every step one batch),
 // "gpu-noflash" and "gpu-batch-noflash" (the same without flash
 // attention) and "flash" (as the backend chooses, with flash
-// attention). Flash attention is the device's default otherwise. Call
-// it before the first Forward.
+// attention). Flash attention is off otherwise. Call it before the
+// first Forward.
 func SetAttention(b *Backend, way string) {
 	b.gatherMode, b.splitRatio, b.batchMode = gatherAuto, defaultSplitRatio, batchAuto
-	flash := b.device.Type() != gg.DeviceCPU
+	flash := false
 	switch way {
 	case "batch":
 		b.batchMode = batchAlways

@@ -32,10 +32,13 @@ type Options struct {
 	// DefaultChunk.
 	Chunk int
 	// FlashAttn is whether attention runs as ggml_flash_attn_ext (one op
-	// a layer, the values cached untransposed) or as a product, a softmax
-	// and a product: FlashOn, FlashOff, or FlashAuto ("" too): on a GPU,
-	// not on the CPU device (where ggml-cpu's flash attention sums F16
-	// values in F16). llama.cpp's default is the same.
+	// a layer, the values cached untransposed, as llama.cpp runs it on a
+	// GPU) or as a product, a softmax and a product: FlashOn, FlashOff,
+	// or FlashAuto ("" too), for now off: on ggml-vulkan (lavapipe, ggml
+	// 0.25.1) a step with a copy on write under flash attention corrupts
+	// the heap unless GGML_VK_DISABLE_GRAPH_OPTIMIZE=1 (ggml-vulkan's
+	// reordering of the graph; TestVulkanFlashCopies), and ggml-cpu's
+	// flash attention sums F16 values in F16.
 	FlashAttn string
 }
 
