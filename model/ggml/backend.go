@@ -286,19 +286,6 @@ func (b *Backend) allocKV() error {
 	return nil
 }
 
-// setFlash turns flash attention on or off, the KV pool made again in
-// its layout (cleared) when that changes: before the first Forward.
-func (b *Backend) setFlash(on bool) error {
-	if b.flash == on {
-		return nil
-	}
-	b.dropGraph()
-	b.kbuf.Free()
-	b.kctx.Free()
-	b.kbuf, b.kctx, b.flash = 0, 0, on
-	return b.allocKV()
-}
-
 // Cache returns the block manager of the backend's KV cache.
 func (b *Backend) Cache() *kvcache.Pool { return b.pool }
 

@@ -82,3 +82,16 @@ func SetRestartOnFree(b *Backend, on bool) { b.restartOnFree = on }
 
 // Restarts is how many times the device's backend was restarted.
 func Restarts(b *Backend) int { return b.restarts }
+
+// setFlash turns flash attention on or off, the KV pool made again in
+// its layout (cleared) when that changes: before the first Forward.
+func (b *Backend) setFlash(on bool) error {
+	if b.flash == on {
+		return nil
+	}
+	b.dropGraph()
+	b.kbuf.Free()
+	b.kctx.Free()
+	b.kbuf, b.kctx, b.flash = 0, 0, on
+	return b.allocKV()
+}
