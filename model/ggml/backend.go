@@ -247,6 +247,11 @@ func (b *Backend) upload() error {
 			w1: mat(lw.W1, p+"ffn_gate"), w2: mat(lw.W2, p+"ffn_down"), w3: mat(lw.W3, p+"ffn_up"),
 		}
 	}
+	for _, u := range ups {
+		if err := b.fits(u.t); err != nil {
+			return err
+		}
+	}
 	var err error
 	if b.wbuf, err = b.wctx.AllocTensors(b.dev); err != nil {
 		return err
@@ -276,6 +281,10 @@ func (b *Backend) allocKV() error {
 			b.v[l] = kctx.NewTensor(b.kvT, int64(b.slots), int64(c.KVDim())).SetName(fmt.Sprintf("cache_v_l%d", l))
 		}
 	}
+	if err := b.fits(b.k[0]); err != nil {
+		kctx.Free()
+		return fmt.Errorf("%w (a KV pool of %d positions; a smaller one)", err, b.slots)
+	}
 	buf, err := kctx.AllocTensors(b.dev)
 	if err != nil {
 		kctx.Free()
@@ -284,6 +293,19 @@ func (b *Backend) allocKV() error {
 	buf.Clear(0)
 	b.kbuf, b.kctx = buf, kctx
 	return nil
+}
+
+// fits checks that the device holds t (a weight, a layer's keys or
+// values, the logits rows' store) as one tensor: ggml-vulkan refuses one
+// larger than a binding addresses (128 MiB on lavapipe), and ggml's
+// scheduler aborts the process on a graph using a tensor of the device's
+// memory the device refuses.
+func (b *Backend) fits(t *gg.Tensor) error {
+	if b.device.SupportsOp(t) {
+		return nil
+	}
+	return fmt.Errorf("ggml: %s (%s) cannot hold %s (%s, %.1f MiB) as one tensor: a smaller model, or another device",
+		b.device.Name(), b.device.Description(), t.Name(), t.Type, mib(t.Bytes()))
 }
 
 // Cache returns the block manager of the backend's KV cache.

@@ -52,6 +52,15 @@ func (b *Backend) ensureRows(nl int) error {
 	c := max(64, nl, 2*b.rows.cap)
 	ctx := gg.NewContext(1, 0)
 	t := ctx.NewTensor(gg.TypeF32, int64(b.m.Config.Vocab), int64(2*c)).SetName("logits_rows")
+	if err := b.fits(t); err != nil && c > nl { // no room to spare: the step's rows
+		ctx.Free()
+		c, ctx = nl, gg.NewContext(1, 0)
+		t = ctx.NewTensor(gg.TypeF32, int64(b.m.Config.Vocab), int64(2*c)).SetName("logits_rows")
+	}
+	if err := b.fits(t); err != nil {
+		ctx.Free()
+		return fmt.Errorf("%w (the logits of a step's %d rows, twice: fewer rows with logits a step)", err, nl)
+	}
 	buf, err := ctx.AllocTensors(b.dev)
 	if err != nil {
 		ctx.Free()

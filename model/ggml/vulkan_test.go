@@ -161,3 +161,25 @@ func loadStories(t *testing.T) *model.Model {
 	t.Cleanup(func() { m.Close() })
 	return m
 }
+
+// TestVulkanTooLarge checks that a tensor larger than the device holds as
+// one (here a layer's keys, beyond lavapipe's 128 MiB binding) is an
+// error at the start: ggml's scheduler aborts the process on a graph
+// using one.
+func TestVulkanTooLarge(t *testing.T) {
+	if os.Getenv("ENTROPIX_GGML_VULKAN") == "" {
+		t.Skip("skipped: the Vulkan tier runs with ENTROPIX_GGML_VULKAN=1")
+	}
+	o := vulkanOptions(t)
+	m := loadStories(t)
+	slots := 1<<30/(4*m.Config.KVDim()) + 1 // a layer's keys in F32: past 1 GiB
+	b, err := ggml.New(m, model.CacheConfig{Tokens: slots, BlockSize: 16, DType: kvcache.F32}, o)
+	if err == nil {
+		b.Close()
+		t.Skipf("%s holds a layer's keys of 1 GiB", o.Device)
+	}
+	if !strings.Contains(err.Error(), "cannot hold cache_k_l0") {
+		t.Fatal(err)
+	}
+	t.Log(err)
+}

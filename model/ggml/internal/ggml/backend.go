@@ -32,6 +32,13 @@ func (d Device) Memory() (free, total uint64) {
 	return uint64(f), uint64(t)
 }
 
+// SupportsOp reports whether the device can run t's operation, or, for a
+// tensor of no operation (a weight), hold it: ggml-vulkan refuses a
+// tensor larger than one binding addresses (maxStorageBufferRange:
+// 128 MiB on lavapipe), and ggml's scheduler aborts the process on a
+// graph using a weight its device refuses.
+func (d Device) SupportsOp(t *Tensor) bool { return fns.devSupportsOp(d, t) }
+
 // Reg is the backend registration the device belongs to.
 func (d Device) Reg() Reg { return fns.devBackendReg(d) }
 

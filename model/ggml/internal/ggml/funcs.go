@@ -27,6 +27,7 @@ var fns struct {
 	newTensor2d         uintptr                                                                         `sym:"ggml_new_tensor_2d"`
 	newTensor3d         uintptr                                                                         `sym:"ggml_new_tensor_3d"`
 	setName             func(t *Tensor, name string) *Tensor                                            `sym:"ggml_set_name"`
+	getName             func(t *Tensor) string                                                          `sym:"ggml_get_name"`
 	setInput            uintptr                                                                         `sym:"ggml_set_input"`
 	setOutput           uintptr                                                                         `sym:"ggml_set_output"`
 	nbytes              uintptr                                                                         `sym:"ggml_nbytes"`
@@ -77,6 +78,7 @@ var fns struct {
 	devType               func(d Device) DeviceType                                                                    `sym:"ggml_backend_dev_type"`
 	devMemory             func(d Device, free, total *uintptr)                                                         `sym:"ggml_backend_dev_memory"`
 	devBackendReg         func(d Device) Reg                                                                           `sym:"ggml_backend_dev_backend_reg"`
+	devSupportsOp         func(d Device, t *Tensor) bool                                                               `sym:"ggml_backend_dev_supports_op"`
 	devInit               func(d Device, params uintptr) Backend                                                       `sym:"ggml_backend_dev_init"`
 	regName               func(r Reg) string                                                                           `sym:"ggml_backend_reg_name"`
 	regGetProcAddress     func(r Reg, name string) uintptr                                                             `sym:"ggml_backend_reg_get_proc_address"`
@@ -163,6 +165,9 @@ func (c Context) NewTensor(t Type, ne ...int64) *Tensor {
 
 // SetName names t (for ggml's messages and graph dumps) and returns it.
 func (t *Tensor) SetName(name string) *Tensor { return fns.setName(t, name) }
+
+// Name is t's name.
+func (t *Tensor) Name() string { return fns.getName(t) }
 
 // SetInput marks t as a graph input: the allocator gives it its own
 // memory, set before the computation.

@@ -152,6 +152,11 @@ func TestDevices(t *testing.T) {
 	if b.Device().Type() != DeviceCPU || b.Name() == "" || b.BufferType().Name() == "" {
 		t.Fatalf("backend %q on %v, buffer type %q", b.Name(), b.Device().Type(), b.BufferType().Name())
 	}
+	c := NewContext(1, 0)
+	defer c.Free()
+	if w := c.NewTensor(TypeF32, 4, 4).SetName("w"); !b.Device().SupportsOp(w) || w.Name() != "w" {
+		t.Fatalf("the CPU refuses a 4x4 weight, or its name %q", w.Name())
+	}
 	if b.Device().Reg().ProcAddress("no_such_function") != 0 {
 		t.Fatal("a proc address for a function that does not exist")
 	}
