@@ -26,7 +26,7 @@ func init() {
 		dir := fs.String("ggml-dir", "", "`folder` of the ggml libraries (default $ENTROPIX_GGML_DIR)")
 		dev := fs.String("device", "", "the ggml backend's `device`: cpu, vulkan0, cuda0, ... (default $ENTROPIX_GGML_DEVICE, else the first GPU, else the CPU)")
 		threads := fs.Int("ggml-threads", 0, "ggml-cpu's threads (0: one per core)")
-		flash := fs.String("flash-attn", "", "the ggml backend's attention: on (ggml_flash_attn_ext), off, or auto (the default: off for now, see model/ggml.Options.FlashAttn)")
+		flash := fs.String("flash-attn", "", "the ggml backend's attention: on (ggml_flash_attn_ext), off, or auto (the default: on a GPU, off on the CPU device and lavapipe)")
 		return func() error {
 			if *threads < 0 {
 				return usagef("-ggml-threads %d", *threads)
@@ -56,7 +56,7 @@ func init() {
 		}
 		flash := o.FlashAttn
 		if flash == "" {
-			flash = ggml.FlashAuto + " (off)"
+			flash = ggml.FlashAuto + " (on a GPU, off on the CPU device and lavapipe)"
 		}
 		return fmt.Sprintf("ggml devices: %s; the check's device: %s; flash attention: %s", strings.Join(ds, "; "), dev, flash)
 	})

@@ -86,7 +86,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	backend := fs.String("backend", "cpu", "what runs the searches' forward passes: cpu or ggml (a GPU, or ggml's CPU backend; the scorer stays on the CPU)")
 	ggmlDir := fs.String("ggml-dir", "", "folder of the ggml libraries for -backend ggml (default $ENTROPIX_GGML_DIR)")
 	device := fs.String("device", "", "the ggml device for -backend ggml: cpu, vulkan0, cuda0, ... (default: the first GPU, else cpu)")
-	flash := fs.String("flash-attn", "", "ggml's attention for -backend ggml: on (ggml_flash_attn_ext), off, or auto (the default: off for now, see model/ggml.Options.FlashAttn)")
+	flash := fs.String("flash-attn", "", "ggml's attention for -backend ggml: on (ggml_flash_attn_ext), off, or auto (the default: on a GPU, off on the CPU device and lavapipe)")
 	kvName := fs.String("kv", "auto", "KV cache type: f32, f16, or auto: f16 for quantized weights, f32 for float ones (as entropix-search)")
 	endpoints := fs.String("endpoint", "", "run the searches on entropix-search servers (`URL[,URL...]`, each started with serve -m on the same model file as -m), spread round robin; the outputs are still scored here, and -kv is the servers' own")
 	parallel := fs.Int("parallel", 16, "with -endpoint: requests in flight per server (its --max-searches, 16 by default, run at once; more queue)")

@@ -23,7 +23,7 @@ func (b *backendFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.name, "backend", "cpu", "what runs the forward pass: cpu (the built-in engine) or ggml (a GPU, or ggml's CPU backend, through the ggml libraries of --ggml-dir)")
 	fs.StringVar(&b.ggmlDir, "ggml-dir", "", "folder of the ggml libraries for --backend ggml (default $ENTROPIX_GGML_DIR; model/ggml/getlibs.sh fetches them)")
 	fs.StringVar(&b.device, "device", "", "the ggml device for --backend ggml: cpu, vulkan0, cuda0, ... (default $ENTROPIX_GGML_DEVICE, else the first GPU, else cpu)")
-	fs.StringVar(&b.flash, "flash-attn", "", "ggml's attention for --backend ggml: on (ggml_flash_attn_ext), off, or auto (the default: off for now, see model/ggml.Options.FlashAttn)")
+	fs.StringVar(&b.flash, "flash-attn", "", "ggml's attention for --backend ggml: on (ggml_flash_attn_ext), off, or auto (the default: on a GPU, off on the CPU device and lavapipe)")
 }
 
 // check reports a bad choice before anything loads.

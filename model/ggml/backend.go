@@ -44,7 +44,10 @@ type Backend struct {
 	// Vulkan: restart.go); ran says whether a graph ran on the backend
 	// since it started, stale that memory was freed since.
 	restartOnFree, ran, stale bool
-	restarts                  int
+	// lavapipe is whether the device is lavapipe, where under flash
+	// attention the backend restarts before every graph (restart.go).
+	lavapipe bool
+	restarts int
 
 	wctx gg.Context // the weights' tensor headers
 	wbuf gg.Buffer  // the weights' memory
@@ -85,7 +88,7 @@ type Backend struct {
 	// flash attends with ggml_flash_attn_ext (one op a group and layer,
 	// as llama.cpp does on a GPU), the values kept untransposed as the
 	// keys are; else a product, a softmax and a product over transposed
-	// values. Off by default (Options.FlashAttn).
+	// values. On a GPU by default, but lavapipe (Options.FlashAttn).
 	flash bool
 	// padSlots rounds each step's attention span up (on a GPU: a graph
 	// whose shapes repeat can be replayed, as CUDA graphs are).
@@ -179,8 +182,19 @@ func (b *Backend) start(o Options) error {
 	if err := CheckFlashAttn(o.FlashAttn); err != nil {
 		return fmt.Errorf("ggml: %w", err)
 	}
-	b.flash = o.FlashAttn == FlashOn // auto: off, for now (Options.FlashAttn)
-	b.restartOnFree = d.Reg().Name() == "Vulkan"
+	vulkan := d.Reg().Name() == "Vulkan"
+	lavapipe := vulkan && isLavapipe(d.Description())
+	switch o.FlashAttn {
+	case FlashOn:
+		b.flash = true
+	case FlashOff:
+	default: // as llama.cpp: on a GPU
+		b.flash = d.Type() != gg.DeviceCPU && !lavapipe
+	}
+	b.restartOnFree, b.lavapipe = vulkan, lavapipe
+	if b.flash && lavapipe {
+		gg.Logf(gg.LogInfo, "model/ggml: flash attention on lavapipe (%s): the backend restarts before every step", d.Description())
+	}
 	return b.newSched()
 }
 

@@ -36,8 +36,8 @@
 // branches is read once), with a mask from the block tables (0 where the
 // row's sequence has the position, -Inf elsewhere), grouped-query heads
 // by broadcast: two products and a softmax, or with Options.FlashAttn
-// one ggml_flash_attn_ext, as llama.cpp runs it on a GPU (off by default
-// for now: see Options.FlashAttn). A group's blocks are spread over the pool (forks, frees,
+// one ggml_flash_attn_ext, as llama.cpp runs it on a GPU (by default
+// there: see Options.FlashAttn). A group's blocks are spread over the pool (forks, frees,
 // other searches' blocks in between): when they lie close together it
 // reads the slots from its lowest block id to its highest in place, else
 // its blocks are gathered (ggml_get_rows, one for all such groups per

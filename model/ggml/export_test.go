@@ -80,6 +80,10 @@ func SetSplit(b *Backend, r float64) {
 // for testing them on ggml's CPU device.
 func SetRestartOnFree(b *Backend, on bool) { b.restartOnFree = on }
 
+// SetLavapipe says whether the device is taken for lavapipe (restarted
+// before every graph under flash attention), to reproduce why it is.
+func SetLavapipe(b *Backend, on bool) { b.lavapipe = on }
+
 // Restarts is how many times the device's backend was restarted.
 func Restarts(b *Backend) int { return b.restarts }
 

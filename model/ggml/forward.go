@@ -225,9 +225,9 @@ func (s shape) same(o shape) bool {
 // are padded so that it does), else a new one, built and allocated. On
 // Vulkan a graph that follows freed device memory (the scheduler's, grown
 // by this graph, or a store of rows outgrown) runs on a restarted backend
-// (restart.go).
+// (restart.go), and on lavapipe under flash attention every graph.
 func (b *Backend) graphFor(s shape) (*graph, error) {
-	if b.stale {
+	if b.stale || b.flash && b.lavapipe && b.ran {
 		if err := b.restart(); err != nil {
 			return nil, err
 		}

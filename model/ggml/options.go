@@ -34,11 +34,10 @@ type Options struct {
 	// FlashAttn is whether attention runs as ggml_flash_attn_ext (one op
 	// a layer, the values cached untransposed, as llama.cpp runs it on a
 	// GPU) or as a product, a softmax and a product: FlashOn, FlashOff,
-	// or FlashAuto ("" too), for now off: on ggml-vulkan (lavapipe, ggml
-	// 0.25.1) a step with a copy on write under flash attention corrupts
-	// the heap unless GGML_VK_DISABLE_GRAPH_OPTIMIZE=1 (ggml-vulkan's
-	// reordering of the graph; TestVulkanFlashCopies), and ggml-cpu's
-	// flash attention sums F16 values in F16.
+	// or FlashAuto ("" too): on a GPU, as llama.cpp does, but not on
+	// ggml's CPU device (ggml-cpu's flash attention sums F16 values in
+	// F16 in one of its paths) nor on lavapipe, Mesa's Vulkan on the CPU,
+	// where it costs a restart of the backend every step (restart.go).
 	FlashAttn string
 }
 

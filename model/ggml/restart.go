@@ -2,6 +2,7 @@ package ggml
 
 import (
 	"fmt"
+	"strings"
 
 	gg "github.com/entropix-search/entropix-search/model/ggml/internal/ggml"
 )
@@ -27,6 +28,27 @@ import (
 // and the rows store belong to the device and stay. ggml-vulkan's own
 // scratch buffers (prealloc_x, prealloc_y) grow within a graph too, but
 // sit in bindings every kernel this package uses overwrites.
+//
+// Flash attention's scratch does not: ggml_flash_attn_ext splits a long
+// span in parts on a scratch buffer (prealloc_split_k) bound at its sixth
+// binding, which kernels of fewer bindings leave as it was. The scratch
+// grows within a graph, at the first attention of a shape needing more
+// than any before (GGML_VK_MEMORY_LOGGER=1 shows split_k 2400 -> 9600
+// bytes at a fork's two-row step after single-row steps), and the sets
+// later kernels of that graph take from earlier graphs may hold the old
+// one (TestVulkanFlashCopies). What a graph will ask of the scratch is
+// ggml-vulkan's business, so on lavapipe under flash attention the
+// backend restarts before every graph: in a new backend's first graph
+// each kernel has a set of its own (ggml-vulkan hands out sets in order
+// from the first, graph by graph), none from an earlier graph. GPU
+// drivers do not touch the bindings a kernel does not use, as Vulkan
+// allows; lavapipe is the CI's Vulkan, and Debian 12's.
+
+// isLavapipe reports whether a Vulkan device described as desc is
+// lavapipe (Mesa's Vulkan on the CPU, described as "llvmpipe (LLVM ...)").
+func isLavapipe(desc string) bool {
+	return strings.HasPrefix(strings.ToLower(desc), "llvmpipe")
+}
 
 // freed notes that device memory earlier graphs may have used was freed:
 // the next graph runs on a restarted backend.

@@ -2,6 +2,7 @@ package ggml_test
 
 import (
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/entropix-search/entropix-search/kvcache"
@@ -11,21 +12,19 @@ import (
 	"github.com/entropix-search/entropix-search/model/synth"
 )
 
-// TestVulkanFlashCopies reproduces why flash attention is off by
-// default: on ggml-vulkan (lavapipe, ggml 0.25.1) a step whose keys are
-// copied on write (4 forks of a sequence ending mid-block) and which
-// attends with ggml_flash_attn_ext corrupted the heap (glibc's "double
-// free or corruption", or a segmentation fault, in 4 of 5 runs), with
-// ggml-vulkan's reordering of the graph on; with
-// GGML_VK_DISABLE_GRAPH_OPTIMIZE=1, without the copies, or without
-// flash attention it passed. Gated: ENTROPIX_GGML_VULKAN_FLASH=1 (with
-// the Vulkan tier's variables); it may crash the test binary.
+// TestVulkanFlashCopies runs flash attention on lavapipe across a copy
+// on write (a fork of a sequence ending mid-block, after single-row
+// steps), against the same steps without flash attention. Without the
+// backend's restart before every graph (restart.go) this corrupted the
+// heap in 4 runs of 5 (glibc's "double free or corruption", or a
+// segmentation fault): ENTROPIX_GGML_VULKAN_FLASH_CRASH=1 runs it so, to
+// reproduce that, and may crash the test binary.
 func TestVulkanFlashCopies(t *testing.T) {
-	if os.Getenv("ENTROPIX_GGML_VULKAN_FLASH") == "" {
-		t.Skip("skipped: flash attention's copy-on-write crash on Vulkan is reproduced with ENTROPIX_GGML_VULKAN_FLASH=1")
+	if os.Getenv("ENTROPIX_GGML_VULKAN") == "" {
+		t.Skip("skipped: the Vulkan tier runs with ENTROPIX_GGML_VULKAN=1")
 	}
 	o := vulkanOptions(t)
-	o.FlashAttn = ggml.FlashOn
+	crash := os.Getenv("ENTROPIX_GGML_VULKAN_FLASH_CRASH") != ""
 	sh, err := synth.Lookup("stories15M")
 	if err != nil {
 		t.Fatal(err)
@@ -34,16 +33,22 @@ func TestVulkanFlashCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for iter := range 6 {
+	// steps runs the steps, returning the last one's logits rows.
+	steps := func(flash string) (logits [][]float32, restarts int) {
+		o.FlashAttn = flash
 		b, err := ggml.New(m, model.CacheConfig{Tokens: 104, BlockSize: 16, DType: kvcache.F16}, o)
 		if err != nil {
 			t.Fatal(err)
+		}
+		defer b.Close()
+		if crash {
+			ggml.SetLavapipe(b, false)
 		}
 		p := b.Cache()
 		seq := p.NewSeq()
 		var rows []model.Row
 		for i := range 32 {
-			rows = append(rows, model.Row{Seq: seq, Token: (i*7 + 3) % m.Config.Vocab})
+			rows = append(rows, model.Row{Seq: seq, Token: (i*7 + 3) % m.Config.Vocab, NoLogits: i < 31})
 		}
 		if _, err := b.Forward(rows); err != nil {
 			t.Fatal(err)
@@ -59,11 +64,29 @@ func TestVulkanFlashCopies(t *testing.T) {
 			for j, s := range seqs {
 				rows = append(rows, model.Row{Seq: s, Token: 10 + j + step})
 			}
-			if _, err := b.Forward(rows); err != nil { // the first copies the fork's half block
+			out, err := b.Forward(rows) // the first copies the fork's half block
+			if err != nil {
 				t.Fatal(err)
 			}
+			if step == 1 {
+				for i := range rows {
+					logits = append(logits, slices.Clone(out.Logits(i)))
+				}
+			}
 		}
-		b.Close()
-		t.Logf("run %d survived", iter)
+		return logits, ggml.Restarts(b)
+	}
+	want, _ := steps(ggml.FlashOff)
+	for run := range 2 {
+		got, restarts := steps(ggml.FlashOn)
+		for i := range want {
+			if d := spreadDiff(got[i], want[i]); !(d <= 2e-3) {
+				t.Fatalf("run %d, row %d: flash attention's logits %.3g of the spread from those without", run, i, d)
+			}
+		}
+		if restarts == 0 && !crash {
+			t.Fatalf("run %d: no restart of the backend under flash attention on %s", run, o.Device)
+		}
+		t.Logf("run %d: flash attention's logits as without it, %d restarts", run, restarts)
 	}
 }

@@ -101,7 +101,7 @@ func TestVulkan(t *testing.T) {
 	// step one batch.
 	attn := []int{m.Config.Layers - 1}
 	wl, wa := treeSteps(t, cb, m.Config.Vocab, attn)
-	for _, way := range []string{"auto", "gather", "split", "groups", "gpu-batch-noflash"} { // flash attention: TestVulkanFlashCopies
+	for _, way := range []string{"auto", "gather", "split", "groups", "gpu-batch-noflash", "flash", "gpu-batch"} {
 		b := newVK()
 		ggml.SetAttention(b, way)
 		gl, ga := treeSteps(t, b, m.Config.Vocab, attn)
