@@ -93,3 +93,58 @@ func BenchmarkPrefill(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBuild is the host's cost of a step's graph when its shape is
+// new (built, then allocated by ggml's scheduler): Llama-3.2-1B's layers
+// and heads (16, 32 query and 8 key-value heads of 64) at a small width,
+// shaped as on a GPU (gpu-batch), for one row and for 16 branches.
+func BenchmarkBuild(b *testing.B) {
+	o := options(b)
+	sh := synth.Shape{Name: "1b-layers", Dim: 2048 / 8, HiddenDim: 8192 / 8, Layers: 16, Heads: 32 / 8, KVHeads: 8 / 8,
+		Vocab: 1024, ContextLen: 4096, RopeTheta: 500000, NormEps: 1e-5}
+	m, err := synth.Generate(sh, kernels.Q8_0, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, branches := range []int{1, 16} {
+		b.Run(map[int]string{1: "1row", 16: "16branches"}[branches], func(b *testing.B) {
+			be, err := ggml.New(m, model.CacheConfig{Tokens: 4096, BlockSize: 16, DType: kvcache.F16}, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			ggml.SetAttention(be, "gpu-batch")
+			p := be.Cache()
+			root := p.NewSeq()
+			var rows []model.Row
+			for i := range 64 {
+				rows = append(rows, model.Row{Seq: root, Token: i + 1, NoLogits: i < 63})
+			}
+			if _, err := be.Forward(rows); err != nil {
+				b.Fatal(err)
+			}
+			seqs := []*kvcache.Seq{root}
+			for len(seqs) < branches {
+				seqs = append(seqs, p.Fork(root))
+			}
+			for i := range b.N {
+				rows = rows[:0]
+				for j, s := range seqs {
+					rows = append(rows, model.Row{Seq: s, Token: (i + j) % sh.Vocab})
+				}
+				ggml.DropGraph(be)
+				if _, err := be.Forward(rows); err != nil {
+					b.Fatal(err)
+				}
+				if seqs[0].Len() > 200 {
+					for _, s := range seqs {
+						p.Truncate(s, 64)
+					}
+				}
+			}
+			g := be.GraphStats()
+			b.ReportMetric(float64(g.BuildTime.Microseconds())/float64(g.Built), "build-µs")
+			b.ReportMetric(float64(g.Nodes)/float64(g.Built+g.Reused), "nodes")
+		})
+	}
+}

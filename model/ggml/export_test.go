@@ -99,3 +99,6 @@ func (b *Backend) setFlash(on bool) error {
 	b.kbuf, b.kctx, b.flash = 0, 0, on
 	return b.allocKV()
 }
+
+// DropGraph drops the last step's graph: the next step builds its own.
+func DropGraph(b *Backend) { b.dropGraph() }
