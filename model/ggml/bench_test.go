@@ -25,19 +25,8 @@ func BenchmarkDecode(b *testing.B) {
 	for _, branches := range []int{1, 16} {
 		b.Run(map[int]string{1: "1row", 16: "16branches"}[branches], func(b *testing.B) {
 			be := newBackend(b, m, 4096, 16, kvcache.F32)
+			seqs, rows := forked(b, be, 40, branches)
 			p := be.Cache()
-			root := p.NewSeq()
-			var rows []model.Row
-			for i := range 40 {
-				rows = append(rows, model.Row{Seq: root, Token: i + 1, NoLogits: i < 39})
-			}
-			if _, err := be.Forward(rows); err != nil {
-				b.Fatal(err)
-			}
-			seqs := []*kvcache.Seq{root}
-			for len(seqs) < branches {
-				seqs = append(seqs, p.Fork(root))
-			}
 			b.ResetTimer()
 			for i := range b.N {
 				rows = rows[:0]
@@ -114,19 +103,8 @@ func BenchmarkBuild(b *testing.B) {
 			}
 			defer be.Close()
 			ggml.SetAttention(be, "gpu-batch")
+			seqs, rows := forked(b, be, 64, branches)
 			p := be.Cache()
-			root := p.NewSeq()
-			var rows []model.Row
-			for i := range 64 {
-				rows = append(rows, model.Row{Seq: root, Token: i + 1, NoLogits: i < 63})
-			}
-			if _, err := be.Forward(rows); err != nil {
-				b.Fatal(err)
-			}
-			seqs := []*kvcache.Seq{root}
-			for len(seqs) < branches {
-				seqs = append(seqs, p.Fork(root))
-			}
 			for i := range b.N {
 				rows = rows[:0]
 				for j, s := range seqs {

@@ -83,3 +83,24 @@ func keepOutputs(out *model.Output, rows []model.Row, nattn int, logits [][]floa
 	}
 	return logits, att
 }
+
+// forked prefills a prompt of n positions (tokens 1..n, logits at the
+// last) on b and forks it into k sequences, the prompt's first among
+// them; it returns them and the prompt's rows, for reuse.
+func forked(t testing.TB, b model.Backend, n, k int) ([]*kvcache.Seq, []model.Row) {
+	t.Helper()
+	p := b.Cache()
+	root := p.NewSeq()
+	var rows []model.Row
+	for i := range n {
+		rows = append(rows, model.Row{Seq: root, Token: i + 1, NoLogits: i < n-1})
+	}
+	if _, err := b.Forward(rows); err != nil {
+		t.Fatal(err)
+	}
+	seqs := []*kvcache.Seq{root}
+	for len(seqs) < k {
+		seqs = append(seqs, p.Fork(root))
+	}
+	return seqs, rows
+}

@@ -227,19 +227,8 @@ func sixteen(t *testing.T, m *model.Model, pad int) {
 	ggml.SetPadSlots(b, pad)
 	l := &spanLog{}
 	ggml.SetSpanHook(b, l.hook)
+	seqs, rows := forked(t, b, 40, 16)
 	p := b.Cache()
-	root := p.NewSeq()
-	var rows []model.Row
-	for i := range 40 {
-		rows = append(rows, model.Row{Seq: root, Token: i + 1, NoLogits: i < 39})
-	}
-	if _, err := b.Forward(rows); err != nil {
-		t.Fatal(err)
-	}
-	seqs := []*kvcache.Seq{root}
-	for len(seqs) < 16 {
-		seqs = append(seqs, p.Fork(root))
-	}
 	for i := range 200 {
 		rows = rows[:0]
 		for j, s := range seqs {
