@@ -84,12 +84,13 @@ func BenchmarkPrefill(b *testing.B) {
 }
 
 // BenchmarkBuild is the host's cost of a step's graph when its shape is
-// new (built, then allocated by ggml's scheduler): Llama-3.2-1B's layers
-// and heads (16, 32 query and 8 key-value heads of 64) at a small width,
-// shaped as on a GPU (gpu-batch), for one row and for 16 branches.
+// new (built, then allocated by ggml's scheduler): Llama-3.2-1B's 16
+// layers at an eighth of its width (4 query heads and 1 key-value head of
+// 64: the graph's nodes are the 1B's), shaped as on a GPU (gpu-batch), for
+// one row and for 16 branches.
 func BenchmarkBuild(b *testing.B) {
 	o := options(b)
-	sh := synth.Shape{Name: "1b-layers", Dim: 2048 / 8, HiddenDim: 8192 / 8, Layers: 16, Heads: 32 / 8, KVHeads: 8 / 8,
+	sh := synth.Shape{Name: "1b-layers", Dim: 256, HiddenDim: 1024, Layers: 16, Heads: 4, KVHeads: 1,
 		Vocab: 1024, ContextLen: 4096, RopeTheta: 500000, NormEps: 1e-5}
 	m, err := synth.Generate(sh, kernels.Q8_0, 1)
 	if err != nil {
