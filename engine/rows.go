@@ -99,7 +99,7 @@ func (v rowView) later() func() []float32 {
 // statistics, answers the rest).
 func (s *search) decideStep(br *branch) policy.Step {
 	v := s.view(br)
-	st := policy.Step{Attention: s.attention(br), Measure: s.measure(br)}
+	st := policy.Step{Attention: s.attention(br), AttentionSums: s.attentionSums(br), Measure: s.measure(br)}
 	if v.st != nil {
 		st.Fetch = v.logits
 	} else {

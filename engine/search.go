@@ -414,7 +414,23 @@ func (s *search) attention(br *branch) []policy.Attention {
 		return nil
 	}
 	a := s.out.Attention(br.row, 0)
+	if a.Heads == 0 { // summed on the device: attentionSums
+		return nil
+	}
 	return []policy.Attention{{Heads: a.Heads, Len: a.Len, Scores: a.Scores, Probs: a.Probs}}
+}
+
+// attentionSums are a branch's attention summed where the backend
+// computed it (a GPU), or nil when it gave the attention itself.
+func (s *search) attentionSums(br *branch) []policy.AttentionSums {
+	if len(s.attn) == 0 {
+		return nil
+	}
+	a, ok := s.out.AttentionSums(br.row, 0)
+	if !ok {
+		return nil
+	}
+	return []policy.AttentionSums{{Heads: a.Heads, Len: a.Len, Entropy: a.Entropy, AbsScores: a.AbsScores, Disagreement: a.Disagreement}}
 }
 
 // extend appends token to br as a new node, to be fed at the next step;

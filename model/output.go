@@ -25,6 +25,22 @@ type Attention struct {
 	Scores, Probs []float32
 }
 
+// AttentionSums are one row's attention in one layer summed where it was
+// computed (a GPU's memory), in place of its scores and probabilities:
+// what the attention metrics are made of (policy.MeasureAttentionSums).
+// Over the positions 0..Len-1 the sequence has:
+type AttentionSums struct {
+	Heads, Len int
+	// Entropy is each head's entropy of its probabilities, -Σ P log P
+	// (nats), Heads long.
+	Entropy []float32
+	// AbsScores is each head's Σ |score|, Heads long.
+	AbsScores []float32
+	// Disagreement is Σ over positions and heads of |P - the heads' mean
+	// P at that position|.
+	Disagreement float32
+}
+
 // Output is the result of a forward step. Its slices belong to the
 // backend and are valid until its next Forward call, but for the rows of
 // Logits: those stay valid one call longer, until the second successful
@@ -80,6 +96,10 @@ type Output struct {
 	attnLayers []int
 	attnOff    []int     // row*len(attnLayers)+i -> offset into attn
 	attn       []float32 // per row and layer: scores then probabilities, Heads x (Pos+1) each
+	// sums, when set, are the rows' attention sums in place of attn: per
+	// row with logits and layer, 2*Heads+1 floats (AttentionSumsBuffer).
+	sums    []float32
+	sumsBuf []float32
 }
 
 // ErrContextFull is returned when a row would be written past the model's
@@ -127,9 +147,10 @@ func (o *Output) Stats(r int) *RowStats {
 }
 
 // Attention returns row r's attention in the i-th of the layers asked for
-// (the zero value when no attention was asked for, or for a NoLogits row).
+// (the zero value when no attention was asked for, for a NoLogits row, or
+// when the backend gave AttentionSums instead).
 func (o *Output) Attention(r, i int) Attention {
-	if i < 0 || i >= len(o.attnLayers) {
+	if i < 0 || i >= len(o.attnLayers) || o.sums != nil {
 		return Attention{}
 	}
 	n := o.Pos[r] + 1
@@ -139,6 +160,31 @@ func (o *Output) Attention(r, i int) Attention {
 	}
 	h := o.heads
 	return Attention{Heads: h, Len: n, Scores: o.attn[off : off+h*n], Probs: o.attn[off+h*n : off+2*h*n]}
+}
+
+// AttentionSums returns row r's attention sums in the i-th of the layers
+// asked for, and whether the backend gave them (AttentionSumsBuffer) for
+// this row. They are valid until the next Forward.
+func (o *Output) AttentionSums(r, i int) (AttentionSums, bool) {
+	k := o.logitIndex[r]
+	if o.sums == nil || k < 0 || i < 0 || i >= len(o.attnLayers) {
+		return AttentionSums{}, false
+	}
+	h := o.heads
+	w := o.sums[(k*len(o.attnLayers)+i)*(2*h+1):][:2*h+1]
+	return AttentionSums{Heads: h, Len: o.Pos[r] + 1, Entropy: w[:h], AbsScores: w[h : 2*h], Disagreement: w[2*h]}, true
+}
+
+// AttentionSumsBuffer turns the step's attention into sums (AttentionSums;
+// Attention then gives nothing) and returns them for the backend to
+// write: per row with logits, in row order, and per layer asked for, the
+// heads' entropies (Heads floats), their Σ |score| (Heads), then the
+// disagreement. Call it after Prepare.
+func (o *Output) AttentionSumsBuffer() []float32 {
+	nl := len(o.logits) / max(o.vocab, 1)
+	o.sumsBuf = grow(o.sumsBuf, nl*len(o.attnLayers)*(2*o.heads+1))
+	o.sums = o.sumsBuf
+	return o.sums
 }
 
 // Prepare sizes o's logits and attention buffers for a step of rows at
@@ -160,7 +206,7 @@ func (o *Output) Prepare(rows []Row, vocab, heads int, attnLayers []int) {
 	}
 	o.logits, o.spare = o.spare, o.logits
 	o.logits = grow(o.logits, nl*vocab)
-	o.lazy, o.stats = nil, nil
+	o.lazy, o.stats, o.sums = nil, nil, nil
 
 	// Attention is kept only for rows with logits: a prefill's other rows
 	// would cost O(prompt²) memory for nothing.

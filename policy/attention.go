@@ -93,12 +93,17 @@ func MeasureAttention(layers ...Attention) (AttentionMetrics, error) {
 		sum.Agreement += m.Agreement
 		sum.Interaction += m.Interaction
 	}
-	n := float64(len(layers))
+	return meanOf(sum, len(layers))
+}
+
+// meanOf is the mean of n layers' metrics summed in sum, checked finite.
+func meanOf(sum AttentionMetrics, n int) (AttentionMetrics, error) {
+	f := float64(n)
 	out := AttentionMetrics{
-		Entropy:     sum.Entropy / n,
-		Varentropy:  sum.Varentropy / n,
-		Agreement:   sum.Agreement / n,
-		Interaction: sum.Interaction / n,
+		Entropy:     sum.Entropy / f,
+		Varentropy:  sum.Varentropy / f,
+		Agreement:   sum.Agreement / f,
+		Interaction: sum.Interaction / f,
 	}
 	for _, x := range [...]float64{out.Entropy, out.Varentropy, out.Agreement, out.Interaction} {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
@@ -106,6 +111,45 @@ func MeasureAttention(layers ...Attention) (AttentionMetrics, error) {
 		}
 	}
 	return out, nil
+}
+
+// AttentionSums are one layer's attention summed where it was computed
+// (a GPU: model.AttentionSums), over the Len positions of the row's
+// sequence: per head its entropy (nats) and Σ |score|, and Σ over heads
+// and positions of |P - the heads' mean P|.
+type AttentionSums struct {
+	Heads, Len   int
+	Entropy      []float32
+	AbsScores    []float32
+	Disagreement float32
+}
+
+// MeasureAttentionSums is MeasureAttention from the layers' sums: the
+// same metrics, but for float32 rounding where the sums were made.
+func MeasureAttentionSums(layers ...AttentionSums) (AttentionMetrics, error) {
+	if len(layers) == 0 {
+		return AttentionMetrics{}, nil
+	}
+	var sum AttentionMetrics
+	for i, a := range layers {
+		H, L := a.Heads, a.Len
+		if H < 1 || H > MaxHeads || L < 1 || len(a.Entropy) != H || len(a.AbsScores) != H {
+			return AttentionMetrics{}, fmt.Errorf("layer %d: attention sums of %d heads (%d entropies, %d score sums) over %d positions", i, H, len(a.Entropy), len(a.AbsScores), L)
+		}
+		var mean, m2, abs float64
+		for h := range H {
+			ent := max(0, float64(a.Entropy[h])) / math.Ln2
+			d := ent - mean
+			mean += d / float64(h+1)
+			m2 += d * (ent - mean)
+			abs += float64(a.AbsScores[h])
+		}
+		sum.Entropy += mean
+		sum.Varentropy += max(0, m2/float64(H))
+		sum.Agreement += float64(a.Disagreement) / float64(H*L)
+		sum.Interaction += abs / float64(H*L)
+	}
+	return meanOf(sum, len(layers))
 }
 
 // agreementChunk is the positions whose mean over heads the agreement

@@ -119,6 +119,60 @@ func TestAttentionScoresMatchProbs(t *testing.T) {
 	}
 }
 
+// sumsOf sums a's attention as a GPU backend does (model.AttentionSums).
+func sumsOf(a Attention) AttentionSums {
+	H, L := a.Heads, a.Len
+	s := AttentionSums{Heads: H, Len: L, Entropy: make([]float32, H), AbsScores: make([]float32, H)}
+	for h := range H {
+		for j := range L {
+			p := float64(a.Probs[h*L+j])
+			if p > 0 {
+				s.Entropy[h] -= float32(p * math.Log(p))
+			}
+			s.AbsScores[h] += float32(math.Abs(float64(a.Scores[h*L+j])))
+		}
+	}
+	for j := range L {
+		var mu float64
+		for h := range H {
+			mu += float64(a.Probs[h*L+j]) / float64(H)
+		}
+		for h := range H {
+			s.Disagreement += float32(math.Abs(float64(a.Probs[h*L+j]) - mu))
+		}
+	}
+	return s
+}
+
+func TestAttentionSums(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, shape := range [][2]int{{1, 1}, {2, 4}, {8, 300}, {32, 1000}} {
+		a := randomAttention(r, shape[0], shape[1])
+		want, err := MeasureAttention(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := MeasureAttentionSums(sumsOf(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !near(got.Entropy, want.Entropy, 1e-5) || !near(got.Varentropy, want.Varentropy, 1e-5) ||
+			!near(got.Agreement, want.Agreement, 1e-6) || !near(got.Interaction, want.Interaction, 1e-5) {
+			t.Errorf("%v: from the sums %+v, from the attention %+v", shape, got, want)
+		}
+		two, _ := MeasureAttentionSums(sumsOf(a), sumsOf(a))
+		if two != got {
+			t.Errorf("%v: two layers alike %+v, one %+v", shape, two, got)
+		}
+	}
+	for _, bad := range []AttentionSums{{}, {Heads: 2, Len: 3, Entropy: make([]float32, 1), AbsScores: make([]float32, 2)},
+		{Heads: 1, Len: 1, Entropy: []float32{float32(math.NaN())}, AbsScores: []float32{0}}} {
+		if _, err := MeasureAttentionSums(bad); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
+
 func BenchmarkAttention(b *testing.B) {
 	for _, shape := range [][2]int{{8, 256}, {32, 1024}, {32, 4096}} {
 		a := randomAttention(rand.New(rand.NewPCG(1, 1)), shape[0], shape[1])

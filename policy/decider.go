@@ -252,6 +252,9 @@ type Step struct {
 	// Attention of the layers to average, normally just the last layer
 	// (see MeasureAttention); may be empty.
 	Attention []Attention
+	// AttentionSums, when Attention is empty, are the layers' attention
+	// summed where it was computed (MeasureAttentionSums); may be empty.
+	AttentionSums []AttentionSums
 	// Budget is the most branches a fork here may produce (search mode);
 	// below 2, Branch is not an option.
 	Budget int
@@ -555,6 +558,12 @@ func (t *Decider) Decide(s Step) (Decision, error) {
 	m := Metrics{Entropy: st.h, Varentropy: st.v}
 	if len(s.Attention) > 0 {
 		am, err := MeasureAttention(s.Attention...)
+		if err != nil {
+			return Decision{Token: -1}, fmt.Errorf("policy: %w", err)
+		}
+		m.Attention = am
+	} else if len(s.AttentionSums) > 0 {
+		am, err := MeasureAttentionSums(s.AttentionSums...)
 		if err != nil {
 			return Decision{Token: -1}, fmt.Errorf("policy: %w", err)
 		}

@@ -90,6 +90,10 @@ type Backend struct {
 	// keys are; else a product, a softmax and a product over transposed
 	// values. On a GPU by default, but lavapipe (Options.FlashAttn).
 	flash bool
+	// sumAttn sums the attention a step hands out on the device (the
+	// metrics' sums: model.AttentionSums) instead of copying its scores
+	// and probabilities to the host: on a GPU.
+	sumAttn bool
 	// padSlots rounds each step's attention span up (on a GPU: a graph
 	// whose shapes repeat can be replayed, as CUDA graphs are).
 	padSlots int
@@ -171,7 +175,7 @@ func (b *Backend) start(o Options) error {
 	}
 	if d.Type() != gg.DeviceCPU {
 		b.padSlots = 256
-		b.lazy = true
+		b.lazy, b.sumAttn = true, true
 		// A search's branches attend together however far apart they
 		// have grown: split, they would be a group each, and either
 		// many more nodes (group by group) or their shared prefix

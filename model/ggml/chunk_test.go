@@ -10,6 +10,7 @@ import (
 	"github.com/entropix-search/entropix-search/model/ggml"
 	"github.com/entropix-search/entropix-search/model/kernels"
 	"github.com/entropix-search/entropix-search/model/modeltest/reftest"
+	"github.com/entropix-search/entropix-search/policy"
 )
 
 // chunkSteps runs steps of more rows than a small chunk on b: two
@@ -17,8 +18,10 @@ import (
 // the first advancing with a prefill of its own beside the others (its
 // first append copies the shared partial block on write), then decoding
 // steps of one row each; the attention of layers attn asked throughout.
-// It returns every row's logits, statistics and attention, in order.
-func chunkSteps(t *testing.T, b *ggml.Backend, vocab int, attn []int) (logits [][]float32, stats []model.RowStats, att []model.Attention) {
+// It returns every row's logits, statistics and attention, in order, and
+// the metrics of the attention's sums when b gives them (per row and
+// layer).
+func chunkSteps(t *testing.T, b *ggml.Backend, vocab int, attn []int) (logits [][]float32, stats []model.RowStats, att []model.Attention, sums []policy.AttentionMetrics) {
 	t.Helper()
 	p := b.Cache()
 	s1, s2 := p.NewSeq(), p.NewSeq()
@@ -29,6 +32,7 @@ func chunkSteps(t *testing.T, b *ggml.Backend, vocab int, attn []int) (logits []
 			t.Fatal(err)
 		}
 		logits, att = keepOutputs(out, rows, len(attn), logits, att)
+		sums = keepSums(t, out, rows, len(attn), sums)
 		for i, r := range rows {
 			if st := out.Stats(i); st != nil && !r.NoLogits {
 				c := *st
@@ -64,7 +68,7 @@ func chunkSteps(t *testing.T, b *ggml.Backend, vocab int, attn []int) (logits []
 	if n := p.Stats().BlocksInUse; n != 0 {
 		t.Fatalf("%d blocks in use", n)
 	}
-	return logits, stats, att
+	return logits, stats, att, sums
 }
 
 // TestChunks runs the same steps in one graph each and in chunks of 7
@@ -72,29 +76,22 @@ func chunkSteps(t *testing.T, b *ggml.Backend, vocab int, attn []int) (logits []
 // rows, a GPU's way), and compares every row's logits, statistics and
 // attention.
 func TestChunks(t *testing.T) {
-	o := options(t)
 	m := loadStories(t)
 	attn := []int{0, m.Config.Layers - 1}
 	newB := func(chunk int, lazy bool) *ggml.Backend {
-		o := o
-		o.Chunk = chunk
-		b, err := ggml.New(m, model.CacheConfig{Tokens: 512, BlockSize: 4, DType: kvcache.F32}, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
+		b := chunkedBackend(t, m, chunk)
 		ggml.SetLazyRows(b, lazy)
 		return b
 	}
 	for _, lazy := range []bool{false, true} {
-		want, wantStats, wantAtt := chunkSteps(t, newB(0, lazy), m.Config.Vocab, attn)
+		want, wantStats, wantAtt, _ := chunkSteps(t, newB(0, lazy), m.Config.Vocab, attn)
 		for _, chunk := range []int{7, 16, -16} { // -16: chunks of 16 as on a GPU, one padded batch a step
 			t.Run(fmt.Sprintf("lazy-%v/chunk%d", lazy, chunk), func(t *testing.T) {
 				b := newB(max(chunk, -chunk), lazy)
 				if chunk < 0 {
 					ggml.SetAttention(b, "gpu-batch")
 				}
-				got, gotStats, gotAtt := chunkSteps(t, b, m.Config.Vocab, attn)
+				got, gotStats, gotAtt, _ := chunkSteps(t, b, m.Config.Vocab, attn)
 				if len(got) != len(want) || len(gotStats) != len(wantStats) || len(gotAtt) != len(wantAtt) {
 					t.Fatalf("%d logits rows, %d statistics, %d attention rows; in one graph %d, %d, %d",
 						len(got), len(gotStats), len(gotAtt), len(want), len(wantStats), len(wantAtt))
@@ -127,6 +124,20 @@ func TestChunks(t *testing.T) {
 			})
 		}
 	}
+}
+
+// chunkedBackend is a backend on m running graphs of chunk rows at most
+// (0: DefaultChunk), its cache 512 positions in F32, closed at the end.
+func chunkedBackend(t *testing.T, m *model.Model, chunk int) *ggml.Backend {
+	t.Helper()
+	o := options(t)
+	o.Chunk = chunk
+	b, err := ggml.New(m, model.CacheConfig{Tokens: 512, BlockSize: 4, DType: kvcache.F32}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 // TestChunkedReference is TestMatchesReference's comparison with prompts

@@ -22,13 +22,7 @@ import (
 // step's logits and attention rows.
 func treeSteps(t *testing.T, b model.Backend, vocab int, attn []int) (logits [][]float32, att []model.Attention) {
 	t.Helper()
-	p := b.Cache()
-	root := p.NewSeq()
-	var rows []model.Row
-	for i := range 13 {
-		rows = append(rows, model.Row{Seq: root, Token: (5*i + 1) % vocab, NoLogits: i < 12})
-	}
-	keep := func(out *model.Output, rows []model.Row) {
+	treeWalk(t, b, vocab, attn, func(out *model.Output, rows []model.Row) {
 		for i, r := range rows {
 			if r.NoLogits {
 				continue
@@ -40,6 +34,18 @@ func treeSteps(t *testing.T, b model.Backend, vocab int, attn []int) (logits [][
 				att = append(att, a)
 			}
 		}
+	})
+	return logits, att
+}
+
+// treeWalk runs treeSteps' steps on b, handing each step's output to keep.
+func treeWalk(t *testing.T, b model.Backend, vocab int, attn []int, keep func(out *model.Output, rows []model.Row)) {
+	t.Helper()
+	p := b.Cache()
+	root := p.NewSeq()
+	var rows []model.Row
+	for i := range 13 {
+		rows = append(rows, model.Row{Seq: root, Token: (5*i + 1) % vocab, NoLogits: i < 12})
 	}
 	out, err := b.Forward(rows, attn...)
 	if err != nil {
@@ -75,7 +81,6 @@ func treeSteps(t *testing.T, b model.Backend, vocab int, attn []int) (logits [][
 	if st := p.Stats(); st.BlocksInUse != 0 {
 		t.Fatalf("%d blocks in use after freeing every sequence", st.BlocksInUse)
 	}
-	return logits, att
 }
 
 // TestMatchesCPU runs the same tree on the ggml backend and the CPU

@@ -57,7 +57,11 @@
 // that want logits, and each logits row's statistics (stats.go: the
 // argmax, the moments of the softmax's normalizer, the top K), which is
 // what the search reads of a row most of the time. On a GPU the rows
-// themselves stay on the device until read (lazy.go). The graph's memory
+// themselves stay on the device until read (lazy.go), and the layer
+// whose attention a search asks for (entropix's attention metrics) hands
+// out its sums, not its scores and probabilities (heads x positions a
+// row): per head the entropy and Σ |score|, and the heads' disagreement
+// (graph.go's attentionSums, model.AttentionSums). The graph's memory
 // is reserved once for a typical step and grows only when a larger step
 // comes; a step of the last step's shape runs the last graph again; the
 // scheduler places any operation the device lacks on the CPU (a graph in

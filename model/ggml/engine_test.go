@@ -73,7 +73,7 @@ func TestEngineMatchesCPU(t *testing.T) {
 // one engine (the server's batching across searches) on the CPU backend
 // and on the ggml backend shaped as on a GPU (ggml.SetAttention's "gpu":
 // slots padded, logits rows lazy, the searches' groups in one padded
-// batch): greedy's answers must be identical, beam-adaptive's the same
+// batch, the attention's sums made on the device): greedy's answers must be identical, beam-adaptive's the same
 // but for near ties (most must agree), every block freed, and most steps
 // must run the last step's graph again.
 func TestConcurrentSearchesGPUShapes(t *testing.T) {
@@ -117,7 +117,7 @@ func TestConcurrentSearchesGPUShapes(t *testing.T) {
 		}
 		want, ec := run("cpu")
 		ec.Close()
-		nextSpans(spanSetup{way: "gpu", split: -1})
+		nextSpans(spanSetup{way: "gpu", sums: true, split: -1})
 		got, eg := run("ggml-spans")
 		gs := eg.Backend().(*ggml.Backend).GraphStats()
 		eg.Close()

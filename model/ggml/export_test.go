@@ -31,10 +31,11 @@ func SetPadSlots(b *Backend, n int) {
 // flash attention), "gpu-batch" (the same, every step one batch),
 // "gpu-noflash" and "gpu-batch-noflash" (the same without flash
 // attention) and "flash" (as the backend chooses, with flash
-// attention). Flash attention is off otherwise. Call it before the
-// first Forward.
+// attention). Flash attention is off otherwise, and so are the
+// attention's sums (SetAttentionSums). Call it before the first Forward.
 func SetAttention(b *Backend, way string) {
 	b.gatherMode, b.splitRatio, b.batchMode = gatherAuto, defaultSplitRatio, batchAuto
+	b.sumAttn = false
 	flash := false
 	switch way {
 	case "batch":
@@ -102,3 +103,11 @@ func (b *Backend) setFlash(on bool) error {
 
 // DropGraph drops the last step's graph: the next step builds its own.
 func DropGraph(b *Backend) { b.dropGraph() }
+
+// SetAttentionSums turns on or off the attention's sums on the device in
+// place of its scores and probabilities (on a GPU by default; SetAttention
+// turns them off). Call it before the first Forward.
+func SetAttentionSums(b *Backend, on bool) {
+	b.sumAttn = on
+	b.dropGraph()
+}

@@ -99,6 +99,12 @@ func (b *Backend) Forward(rows []model.Row, attnLayers ...int) (*model.Output, e
 			b.fillStats(ck.nl + s.nl)
 		}
 	}
+	if b.sumAttn && len(attnLayers) > 0 { // the attention's sums
+		buf := out.AttentionSumsBuffer()
+		n := copy(buf, ck.sums) // the first chunks', kept aside
+		b.readAttnSums(rows[last:], s, g, buf[n:])
+		return out, nil
+	}
 	if ck.nl > 0 && len(attnLayers) > 0 { // the first chunks' attention, kept aside
 		buf, heads := out.AttentionBuffer(), c.Heads
 		j := 0
@@ -157,10 +163,11 @@ type chunkOut struct {
 	attn    []float32 // per row with logits and layer asked, its scores and probabilities
 	attnOff []int     // where each starts in attn
 	first   []int     // per row of the chunk keep reads, its first in attnOff
+	sums    []float32 // or, under sumAttn, per row with logits and layer its attention's sums
 }
 
 func (c *chunkOut) reset() {
-	c.nl, c.logits, c.attn, c.attnOff = 0, c.logits[:0], c.attn[:0], c.attnOff[:0]
+	c.nl, c.logits, c.attn, c.attnOff, c.sums = 0, c.logits[:0], c.attn[:0], c.attnOff[:0], c.sums[:0]
 }
 
 // keep sets aside the outputs of graph g, of shape s, which ran a chunk
@@ -175,7 +182,11 @@ func (b *Backend) keep(g *graph, s shape, rows []model.Row, pos []int, attnLayer
 	if g.stats != nil {
 		b.readStats(g, s.nl, ck.nl)
 	}
-	if len(attnLayers) > 0 {
+	if b.sumAttn && len(attnLayers) > 0 {
+		n := len(ck.sums)
+		ck.sums = slices.Grow(ck.sums, s.nl*len(attnLayers)*(2*c.Heads+1))[:n+s.nl*len(attnLayers)*(2*c.Heads+1)]
+		b.readAttnSums(rows, s, g, ck.sums[n:])
+	} else if len(attnLayers) > 0 {
 		ck.first = ck.first[:0] // per row of the chunk, its first attnOff
 		for r, row := range rows {
 			ck.first = append(ck.first, len(ck.attnOff))
@@ -353,6 +364,53 @@ func (b *Backend) readAttention(rows []model.Row, pos []int, s shape, scores, pr
 			}
 		}
 		nl += g.nl
+	}
+}
+
+// readAttnSums reads the attention's sums of graph g, of shape s, which
+// ran rows (a step, or a chunk of one), into dst: per row with logits, in
+// the rows' order, and per layer asked, the heads' entropies, their
+// Σ |score| and the disagreement (model.Output's AttentionSumsBuffer).
+// The graph's rows come group by group (attentionSums).
+func (b *Backend) readAttnSums(rows []model.Row, s shape, g *graph, dst []float32) {
+	st, h := &b.st, b.m.Config.Heads
+	w, layers := 2*h+1, len(g.sums)
+	st.logitIdx = st.logitIdx[:0] // each row's place among the rows with logits
+	nl := 0
+	for _, r := range rows {
+		st.logitIdx = append(st.logitIdx, nl)
+		if !r.NoLogits {
+			nl++
+		}
+	}
+	for i, sums := range g.sums {
+		if s.batchG > 0 && s.nl > 0 { // one tensor for the batch, its rows group by group
+			st.sums = slices.Grow(st.sums[:0], s.nl*w)[:s.nl*w]
+			gg.Get(sums[0], st.sums, 0)
+		}
+		at := 0 // the graph's row
+		for gi, grp := range s.groups {
+			if grp.nl == 0 {
+				continue
+			}
+			if s.batchG == 0 {
+				st.sums = slices.Grow(st.sums[:0], grp.nl*w)[:grp.nl*w]
+				gg.Get(sums[gi], st.sums, 0)
+				at = 0
+			}
+			for k := grp.r0; k < grp.r1; k++ {
+				r := st.order[k]
+				if rows[r].NoLogits {
+					continue
+				}
+				from, to := st.sums[at*w:][:w], dst[(st.logitIdx[r]*layers+i)*w:][:w]
+				for hh := range h { // per head: Σ P log P, Σ |score|
+					to[hh], to[h+hh] = -from[2*hh], from[2*hh+1]
+				}
+				to[2*h] = from[2*h]
+				at++
+			}
+		}
 	}
 }
 

@@ -71,6 +71,7 @@ type graph struct {
 	rowIdx        *gg.Tensor     // I64 [nl]: where the rows go in the device's store (lazy rows)
 	stats         *statsGraph    // the logits rows' statistics, when asked for
 	scores, probs [][]*gg.Tensor // per layer asked and group: F32 [nkv*Heads, nl]
+	sums          [][]*gg.Tensor // instead, under sumAttn: per layer asked and group, F32 [2*Heads+1, nl] (attentionSums)
 
 	in32 packed[int32] // the I32 index inputs above, packed
 	in64 packed[int64] // and the I64 ones
@@ -193,7 +194,17 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 	kRow := gg.RowSize(b.kvT, int(kvd)) // bytes of a slot's keys
 	es := gg.RowSize(b.kvT, 1)          // bytes of an element
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	t.scores, t.probs = make([][]*gg.Tensor, len(s.attn)), make([][]*gg.Tensor, len(s.attn))
+	t.scores, t.probs, t.sums = make([][]*gg.Tensor, len(s.attn)), make([][]*gg.Tensor, len(s.attn)), make([][]*gg.Tensor, len(s.attn))
+	// seen is 1 where a row sees a slot, else 0 (the mask's exp), for the
+	// attention's sums.
+	var seen *gg.Tensor
+	if b.sumAttn && len(s.attn) > 0 && s.gnl > 0 {
+		m := t.mask
+		if flash {
+			m = ctx.Cpy(m, ctx.NewTensor(gg.TypeF32, int64(s.maskLen)))
+		}
+		seen = ctx.Exp(m)
+	}
 
 	x := ctx.GetRows(b.tokEmbd, t.tokens) // x = embedding(token), [Dim, n]
 	for l := range b.layers {
@@ -255,7 +266,7 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		ai := slices.Index(s.attn, l)
 		var o *gg.Tensor // the attention's output, [QDim, n]
 		if s.batchG > 0 {
-			o = b.attendBatch(ctx, t, s, q, kg, vg, ai, scale)
+			o = b.attendBatch(ctx, t, s, q, kg, vg, seen, ai, scale)
 		} else {
 			os := make([]*gg.Tensor, 0, len(s.groups))
 			for gi, g := range s.groups {
@@ -290,14 +301,23 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 				mask := ctx.View2D(t.mask, g.nkv, rows, g.nkv*mes, g.maskOff*mes)
 				qp := ctx.Permute(qg, 0, 2, 1, 3) // [hd, rows, heads]
 				var p *gg.Tensor
-				if ai >= 0 { // the layer's attention goes out: its scores and probabilities
+				if ai >= 0 { // the layer's attention goes out: its scores and probabilities, or their sums
 					sc := ctx.Scale(gg.AccF32(ctx.MulMat(keys, qp)), scale) // score = q·k / sqrt(head dim), [nkv, rows, heads]
 					p = ctx.SoftMax(sc, mask, 1)
-					if g.nl > 0 {
+					switch {
+					case g.nl == 0:
+						t.scores[ai], t.probs[ai], t.sums[ai] = append(t.scores[ai], nil), append(t.probs[ai], nil), append(t.sums[ai], nil)
+					case seen != nil:
+						a := b.attentionSums(ctx, sc, p, ctx.View2D(seen, g.nkv, rows, g.nkv*4, g.maskOff*4))
+						if t.groupOut[gi] != nil {
+							a = ctx.GetRows(a, t.groupOut[gi])
+						}
+						a.SetOutput()
+						t.g.Expand(a)
+						t.sums[ai] = append(t.sums[ai], a)
+					default:
 						t.scores[ai] = append(t.scores[ai], rowsOut(sc, gi))
 						t.probs[ai] = append(t.probs[ai], rowsOut(p, gi))
-					} else {
-						t.scores[ai], t.probs[ai] = append(t.scores[ai], nil), append(t.probs[ai], nil)
 					}
 				}
 				if flash { // [hd, heads, rows]
@@ -354,8 +374,9 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 // the softmax under the mask [batchS, batchR, 1, batchG], one product
 // with the values, and each step row's output gathered back: [QDim, n].
 // When layer ai's attention goes out it sets t.scores[ai] and
-// t.probs[ai] to one tensor each, [batchS*Heads, nl].
-func (b *Backend) attendBatch(ctx gg.Context, t *graph, s shape, q, kg, vg *gg.Tensor, ai int, scale float32) *gg.Tensor {
+// t.probs[ai] to one tensor each, [batchS*Heads, nl], or with seen (the
+// mask's exp) t.sums[ai] to [2*Heads+1, nl].
+func (b *Backend) attendBatch(ctx gg.Context, t *graph, s shape, q, kg, vg, seen *gg.Tensor, ai int, scale float32) *gg.Tensor {
 	c := &b.m.Config
 	hd, heads, kvHeads := int64(c.HeadDim), int64(c.Heads), int64(c.KVHeads)
 	G, R, S := int64(s.batchG), int64(s.batchR), int64(s.batchS)
@@ -367,7 +388,14 @@ func (b *Backend) attendBatch(ctx gg.Context, t *graph, s shape, q, kg, vg *gg.T
 	if ai >= 0 {
 		sc := ctx.Scale(gg.AccF32(ctx.MulMat(keys, qb)), scale) // [S, R, heads, G]
 		p = ctx.SoftMax(sc, mask, 1)
-		if s.gnl > 0 {
+		switch {
+		case s.gnl == 0:
+		case seen != nil:
+			a := ctx.GetRows(b.attentionSums(ctx, sc, p, ctx.Reshape(seen, S, R, 1, G)), t.attnRows)
+			a.SetOutput()
+			t.g.Expand(a)
+			t.sums[ai] = []*gg.Tensor{a}
+		default:
 			out := func(a *gg.Tensor) *gg.Tensor {
 				a = ctx.GetRows(ctx.Reshape(ctx.Cont(ctx.Permute(a, 0, 2, 1, 3)), S*heads, R*G), t.attnRows)
 				a.SetOutput()
@@ -392,13 +420,31 @@ func (b *Backend) attendBatch(ctx gg.Context, t *graph, s shape, q, kg, vg *gg.T
 	return ctx.GetRows(o, t.oidx) // [QDim, n]
 }
 
+// attentionSums sums a layer's attention where it was computed, for its
+// scores sc and probabilities p [S, R, Heads, G] (S slots, R rows, G
+// groups) and seen [S, R, 1, G], 1 where a row sees a slot and 0 where
+// the mask hides it: per row (R*G of them) each head's Σ P log P and
+// Σ |score| over the slots the row sees, interleaved, then Σ over slots
+// and heads of |P - the heads' mean P|, [2*Heads+1, R*G]
+// (model.AttentionSums; readAttnSums turns the first sum's sign).
+func (b *Backend) attentionSums(ctx gg.Context, sc, p, seen *gg.Tensor) *gg.Tensor {
+	S, R, H, G := sc.Ne[0], sc.Ne[1], sc.Ne[2], sc.Ne[3]
+	plogp := ctx.SumRows(ctx.Mul(p, ctx.Log(ctx.Clamp(p, 1e-30, 1)))) // [1, R, H, G]; a slot of P = 0 adds 0
+	abs := ctx.SumRows(ctx.Mul(ctx.Abs(sc), seen))                    // [1, R, H, G]
+	perHead := ctx.Reshape(ctx.Cont(ctx.Permute(ctx.Concat(plogp, abs, 0), 0, 2, 1, 3)), 2*H, R*G)
+	pt := ctx.Cont(ctx.Permute(p, 1, 2, 0, 3))       // [H, S, R, G]
+	mean := ctx.Scale(ctx.SumRows(pt), 1/float32(H)) // the heads' mean P, [1, S, R, G]
+	dis := ctx.SumRows(ctx.Reshape(ctx.SumRows(ctx.Abs(ctx.Sub(pt, mean))), S, R*G))
+	return ctx.Concat(perHead, dis, 0)
+}
+
 // maxGroups bounds the attention groups of a step (and so its graph's
 // size): beyond it, neighbouring groups attend together.
 const maxGroups = 64
 
 // graphSize is the node budget of a step's graph with groups groups.
 func (b *Backend) graphSize(groups int) int {
-	return b.m.Config.Layers*(64+24*groups) + 256
+	return b.m.Config.Layers*(64+24*groups) + 32*groups + 256 // + the attention's sums
 }
 
 // reserveRows and reserveSlots size the graph memory reserved at the

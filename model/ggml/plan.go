@@ -23,6 +23,8 @@ type step struct {
 	cdst, cvdst          []int64
 	attn                 []float32    // scratch for reading attention back
 	attnBatch            [2][]float32 // a batch's scores and probabilities, read back
+	sums                 []float32    // the attention's sums, read back (readAttnSums)
+	logitIdx             []int        // each row's place among the rows with logits (readAttnSums)
 	rowIdx               []int64      // the rows' places in the device's store
 	rowOff               int          // the graph's first row with logits among the step's
 	nl                   int          // the step's rows with logits (the graph's may be more: padRows)

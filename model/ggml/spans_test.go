@@ -73,6 +73,7 @@ type spanSetup struct {
 	hook  func(ggml.GroupSpan)
 	pad   int
 	way   string  // ggml.SetAttention's
+	sums  bool    // ggml.SetAttentionSums'
 	split float64 // ggml.SetSplit's, when not negative
 	timed *timedBackend
 }
@@ -110,6 +111,7 @@ func registerSpans() {
 					if n.way != "" {
 						ggml.SetAttention(b, n.way)
 					}
+					ggml.SetAttentionSums(b, n.sums)
 					if n.split >= 0 {
 						ggml.SetSplit(b, n.split)
 					}

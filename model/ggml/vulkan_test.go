@@ -11,6 +11,7 @@ import (
 	"github.com/entropix-search/entropix-search/model"
 	"github.com/entropix-search/entropix-search/model/ggml"
 	"github.com/entropix-search/entropix-search/model/modeltest"
+	"github.com/entropix-search/entropix-search/policy"
 )
 
 // TestVulkan is the Vulkan tier: with ENTROPIX_GGML_VULKAN=1 and
@@ -123,6 +124,32 @@ func TestVulkan(t *testing.T) {
 		if gs := b.GraphStats(); gs.MaxSplits != 1 {
 			t.Errorf("attention %s: a graph in %d pieces on %s and the CPU", way, gs.MaxSplits, o.Device)
 		}
+	}
+	// The attention's sums on the device (the default on a GPU), against
+	// the metrics of the CPU backend's attention.
+	for _, way := range []string{"gpu-batch-noflash", "gpu-batch"} {
+		b := newVK()
+		ggml.SetAttention(b, way)
+		ggml.SetAttentionSums(b, true)
+		var got []policy.AttentionMetrics
+		treeWalk(t, b, m.Config.Vocab, attn, func(out *model.Output, rows []model.Row) {
+			got = keepSums(t, out, rows, len(attn), got)
+		})
+		if len(got) != len(wa) {
+			t.Fatalf("attention %s: %d rows of sums, %d of attention", way, len(got), len(wa))
+		}
+		worst := 0.0
+		for i, a := range wa {
+			want, err := policy.MeasureAttention(policy.Attention{Heads: a.Heads, Len: a.Len, Scores: a.Scores, Probs: a.Probs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst = max(worst, metricsDiff(got[i], want))
+		}
+		if !(worst <= 0.02) {
+			t.Fatalf("attention %s: the metrics of the sums on %s %.3g (relative) from the CPU backend's", way, o.Device, worst)
+		}
+		t.Logf("attention %s: the metrics of the sums on %s within %.2g (relative) of the CPU backend's", way, o.Device, worst)
 	}
 }
 

@@ -42,6 +42,8 @@ var fns struct {
 	mul                 uintptr                                                                         `sym:"ggml_mul"`
 	sqr                 uintptr                                                                         `sym:"ggml_sqr"`
 	exp                 uintptr                                                                         `sym:"ggml_exp"`
+	abs                 uintptr                                                                         `sym:"ggml_abs"`
+	clamp               func(c Context, a *Tensor, lo, hi float32) *Tensor                              `sym:"ggml_clamp"`
 	log                 uintptr                                                                         `sym:"ggml_log"`
 	scale               func(c Context, a *Tensor, s float32) *Tensor                                   `sym:"ggml_scale"`
 	silu                uintptr                                                                         `sym:"ggml_silu"`
@@ -215,6 +217,12 @@ func (c Context) Sqr(a *Tensor) *Tensor { return c.op1(fns.sqr, a) }
 
 // Exp is e to the power of a, elementwise.
 func (c Context) Exp(a *Tensor) *Tensor { return c.op1(fns.exp, a) }
+
+// Abs is |a|, elementwise.
+func (c Context) Abs(a *Tensor) *Tensor { return c.op1(fns.abs, a) }
+
+// Clamp is a held within [lo, hi], elementwise.
+func (c Context) Clamp(a *Tensor, lo, hi float32) *Tensor { return fns.clamp(c, a, lo, hi) }
 
 // Log is the natural logarithm of a, elementwise.
 func (c Context) Log(a *Tensor) *Tensor { return c.op1(fns.log, a) }

@@ -243,7 +243,7 @@ func TestElementwise(t *testing.T) {
 	a, b := g.input(TypeF32, 4, 3), g.input(TypeF32, 4)
 	av, bv := randVec(r, 12), randVec(r, 4)
 	c := g.c
-	outs := []*Tensor{c.Add(a, b), c.Sub(a, b), c.Mul(a, b), c.Sqr(a), c.Log(c.Sqr(a)), c.Exp(a), c.Scale(a, 0.5), c.SiLU(a), c.SwiGLU(a, c.Add(a, b)), c.RMSNorm(a, 1e-5)}
+	outs := []*Tensor{c.Add(a, b), c.Sub(a, b), c.Mul(a, b), c.Sqr(a), c.Log(c.Sqr(a)), c.Exp(a), c.Scale(a, 0.5), c.SiLU(a), c.SwiGLU(a, c.Add(a, b)), c.RMSNorm(a, 1e-5), c.Abs(a), c.Clamp(a, -0.25, 0.5)}
 	g.run(func() { Set(a, av, 0); Set(b, bv, 0) }, outs...)
 	want := make([][]float32, len(outs))
 	for i := range want {
@@ -259,7 +259,7 @@ func TestElementwise(t *testing.T) {
 			i := row*4 + j
 			x, y := float64(av[i]), float64(bv[j])
 			silu := x / (1 + math.Exp(-x))
-			for k, w := range []float64{x + y, x - y, x * y, x * x, math.Log(x * x), math.Exp(x), x / 2, silu, silu * (x + y), x * inv} {
+			for k, w := range []float64{x + y, x - y, x * y, x * x, math.Log(x * x), math.Exp(x), x / 2, silu, silu * (x + y), x * inv, math.Abs(x), min(max(x, -0.25), 0.5)} {
 				want[k][i] = float32(w)
 			}
 		}
