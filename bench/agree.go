@@ -10,6 +10,7 @@ import (
 
 	"github.com/entropix-search/entropix-search/kvcache"
 	"github.com/entropix-search/entropix-search/model"
+	"github.com/entropix-search/entropix-search/policy"
 )
 
 // AgreeConfig says what CompareBackends runs. The zero value of a field
@@ -222,6 +223,49 @@ type Agreement struct {
 	// Stats compares B's own row statistics with its rows, when B gives
 	// statistics (nil otherwise).
 	Stats *StatsAgreement `json:"stats,omitempty"`
+	// Attention compares the two backends' attention metrics of the last
+	// layer over every phase's rows (nil when neither gave attention).
+	Attention *AttentionAgreement `json:"attention,omitempty"`
+}
+
+// AttentionAgreement is how far backend B's attention metrics (entropix's:
+// policy.AttentionMetrics of the last layer) are from A's, each as the
+// largest |B - A| over |A| (at least 1e-3) over the rows.
+type AttentionAgreement struct {
+	Rows int `json:"rows"`
+	// Sums says B gave the attention's sums (made where it computes, a
+	// GPU: model.AttentionSums) rather than its scores and probabilities.
+	Sums        bool    `json:"sums"`
+	Entropy     float64 `json:"entropy"`
+	Varentropy  float64 `json:"varentropy"`
+	Agreement   float64 `json:"agreement"`
+	Interaction float64 `json:"interaction"`
+}
+
+// attentionMetrics measures row r's attention in out's first layer asked
+// for, from its sums or its scores and probabilities, and says whether
+// out had it and which.
+func attentionMetrics(out *model.Output, r int) (m policy.AttentionMetrics, ok, sums bool, err error) {
+	if s, ok := out.AttentionSums(r, 0); ok {
+		m, err = policy.MeasureAttentionSums(policy.AttentionSums{Heads: s.Heads, Len: s.Len, Entropy: s.Entropy, AbsScores: s.AbsScores, Disagreement: s.Disagreement})
+		return m, true, true, err
+	}
+	a := out.Attention(r, 0)
+	if a.Heads == 0 {
+		return m, false, false, nil
+	}
+	m, err = policy.MeasureAttention(policy.Attention{Heads: a.Heads, Len: a.Len, Scores: a.Scores, Probs: a.Probs})
+	return m, true, false, err
+}
+
+// add accounts one row's metrics on each side.
+func (g *AttentionAgreement) add(a, b policy.AttentionMetrics) {
+	rel := func(b, a float64) float64 { return math.Abs(b-a) / max(1e-3, math.Abs(a)) }
+	g.Rows++
+	g.Entropy = max(g.Entropy, rel(b.Entropy, a.Entropy))
+	g.Varentropy = max(g.Varentropy, rel(b.Varentropy, a.Varentropy))
+	g.Agreement = max(g.Agreement, rel(b.Agreement, a.Agreement))
+	g.Interaction = max(g.Interaction, rel(b.Interaction, a.Interaction))
 }
 
 // EntropyVarentropy returns the entropy of softmax(logits) and the
@@ -320,12 +364,14 @@ func CompareBackends(m *model.Model, a, b string, c AgreeConfig) (*Agreement, er
 	stream := tokens(rng, c.Prompt+c.Decode, m.Config.Vocab)
 	res := &Agreement{A: a, B: b, Config: c}
 	var stats StatsAgreement
+	var att AttentionAgreement
+	attn := []int{m.Config.Layers - 1} // the layer the search asks for
 
 	// both runs one step on each backend, the rows built per pool, and
 	// accounts the logits of every row that has them.
 	both := func(ph *PhaseAgreement, rows func(kv *kvcache.Pool, side int) []model.Row) error {
 		ra := rows(ba.Cache(), 0)
-		oa, err := ba.Forward(ra)
+		oa, err := ba.Forward(ra, attn...)
 		if err != nil {
 			return fmt.Errorf("bench: %s, %s: %w", ph.Phase, a, err)
 		}
@@ -336,9 +382,20 @@ func CompareBackends(m *model.Model, a, b string, c AgreeConfig) (*Agreement, er
 			}
 		}
 		rb := rows(bb.Cache(), 1)
-		ob, err := bb.Forward(rb)
+		ob, err := bb.Forward(rb, attn...)
 		if err != nil {
 			return fmt.Errorf("bench: %s, %s: %w", ph.Phase, b, err)
+		}
+		for i := range rb {
+			ma, oka, _, erra := attentionMetrics(oa, i)
+			mb, okb, sums, errb := attentionMetrics(ob, i)
+			if err := cmp.Or(erra, errb); err != nil {
+				return fmt.Errorf("bench: %s, row %d: %w", ph.Phase, i, err)
+			}
+			if oka && okb {
+				att.add(ma, mb)
+				att.Sums = att.Sums || sums
+			}
 		}
 		for i := range rb {
 			lb := ob.Logits(i)
@@ -406,6 +463,9 @@ func CompareBackends(m *model.Model, a, b string, c AgreeConfig) (*Agreement, er
 	res.Phases = []PhaseAgreement{pre, dec, br}
 	if stats.Rows > 0 {
 		res.Stats = &stats
+	}
+	if att.Rows > 0 {
+		res.Attention = &att
 	}
 
 	g := GreedyAgreement{Steps: c.Greedy}

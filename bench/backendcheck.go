@@ -328,6 +328,14 @@ func (r *BackendCheck) Markdown(w io.Writer) error {
 			fmt.Fprintf(&b, "\n%s's own row statistics (computed where its rows live) against those of its rows: on %d rows, log-normalizer within %.3g, entropy within %.3g, varentropy within %.3g; the same argmax in %.1f%% and the same top %d in %.1f%% of the rows.\n",
 				a.B, st.Rows, st.MaxNormalizer, st.MaxEntropy, st.MaxVarentropy, 100*st.Argmax, st.K, 100*st.TopK)
 		}
+		if at := a.Attention; at != nil {
+			how := "its scores and probabilities read back"
+			if at.Sums {
+				how = "made of the sums on the device"
+			}
+			fmt.Fprintf(&b, "\nThe last layer's attention metrics (entropix's), %s's %s: on %d rows within %.3g (entropy), %.3g (varentropy), %.3g (agreement) and %.3g (interaction) of %s's, relative.\n",
+				a.B, how, at.Rows, at.Entropy, at.Varentropy, at.Agreement, at.Interaction, a.A)
+		}
 		g := a.Greedy
 		if g.Same == g.Steps {
 			fmt.Fprintf(&b, "\nGreedy decoding, each backend on its own from the stream's first tokens: all %d tokens identical.\n\n", g.Steps)
