@@ -70,7 +70,13 @@ type AttentionSums struct {
 //     Forward. The Output calls the function at most once per row, one
 //     call at a time, from any goroutine.
 //
-// The CPU backend fills the rows and gives no statistics.
+// Likewise, where the attention asked for is computed elsewhere, a
+// backend may hand over each row's attention summed into what the
+// attention metrics are made of (AttentionSumsBuffer) instead of its
+// scores and probabilities, every row with logits and every layer asked.
+//
+// The CPU backend fills the rows and the attention, and gives no
+// statistics.
 type Output struct {
 	Pos []int // the position each row was written at
 
