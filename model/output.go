@@ -103,9 +103,11 @@ type Output struct {
 	attnOff    []int     // row*len(attnLayers)+i -> offset into attn
 	attn       []float32 // per row and layer: scores then probabilities, Heads x (Pos+1) each
 	// sums, when set, are the rows' attention sums in place of attn: per
-	// row with logits and layer, 2*Heads+1 floats (AttentionSumsBuffer).
-	sums    []float32
-	sumsBuf []float32
+	// row with logits and of sumLayers layers, 2*Heads+1 floats
+	// (AttentionSumsBuffer).
+	sums      []float32
+	sumsBuf   []float32
+	sumLayers int
 }
 
 // ErrContextFull is returned when a row would be written past the model's
@@ -156,7 +158,7 @@ func (o *Output) Stats(r int) *RowStats {
 // (the zero value when no attention was asked for, for a NoLogits row, or
 // when the backend gave AttentionSums instead).
 func (o *Output) Attention(r, i int) Attention {
-	if i < 0 || i >= len(o.attnLayers) || o.sums != nil {
+	if i < 0 || i >= len(o.attnLayers) {
 		return Attention{}
 	}
 	n := o.Pos[r] + 1
@@ -173,23 +175,25 @@ func (o *Output) Attention(r, i int) Attention {
 // this row. They are valid until the next Forward.
 func (o *Output) AttentionSums(r, i int) (AttentionSums, bool) {
 	k := o.logitIndex[r]
-	if o.sums == nil || k < 0 || i < 0 || i >= len(o.attnLayers) {
+	if o.sums == nil || k < 0 || i < 0 || i >= o.sumLayers {
 		return AttentionSums{}, false
 	}
 	h := o.heads
-	w := o.sums[(k*len(o.attnLayers)+i)*(2*h+1):][:2*h+1]
+	w := o.sums[(k*o.sumLayers+i)*(2*h+1):][:2*h+1]
 	return AttentionSums{Heads: h, Len: o.Pos[r] + 1, Entropy: w[:h], AbsScores: w[h : 2*h], Disagreement: w[2*h]}, true
 }
 
-// AttentionSumsBuffer turns the step's attention into sums (AttentionSums;
-// Attention then gives nothing) and returns them for the backend to
-// write: per row with logits, in row order, and per layer asked for, the
-// heads' entropies (Heads floats), their Σ |score| (Heads), then the
-// disagreement. Call it after Prepare.
-func (o *Output) AttentionSumsBuffer() []float32 {
+// AttentionSumsBuffer gives the step's attention in the layers asked for
+// (layers of them) as sums (AttentionSums; Attention then gives nothing)
+// and returns them for the backend to write: per row with logits, in row
+// order, and per layer, the heads' entropies (Heads floats), their
+// Σ |score| (Heads), then the disagreement. Call it after a Prepare that
+// was given no attention layers (no room for the scores and
+// probabilities).
+func (o *Output) AttentionSumsBuffer(layers int) []float32 {
 	nl := len(o.logits) / max(o.vocab, 1)
-	o.sumsBuf = grow(o.sumsBuf, nl*len(o.attnLayers)*(2*o.heads+1))
-	o.sums = o.sumsBuf
+	o.sumsBuf = grow(o.sumsBuf, nl*layers*(2*o.heads+1))
+	o.sums, o.sumLayers = o.sumsBuf, layers
 	return o.sums
 }
 
@@ -212,7 +216,7 @@ func (o *Output) Prepare(rows []Row, vocab, heads int, attnLayers []int) {
 	}
 	o.logits, o.spare = o.spare, o.logits
 	o.logits = grow(o.logits, nl*vocab)
-	o.lazy, o.stats, o.sums = nil, nil, nil
+	o.lazy, o.stats, o.sums, o.sumLayers = nil, nil, nil, 0
 
 	// Attention is kept only for rows with logits: a prefill's other rows
 	// would cost O(prompt²) memory for nothing.

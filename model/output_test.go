@@ -208,3 +208,42 @@ func TestRowStatsOf(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputAttentionSums: a backend that sums the attention where it
+// computes hands over 2*Heads+1 floats per row with logits and layer, read
+// back per row; the next Prepare drops them.
+func TestOutputAttentionSums(t *testing.T) {
+	const vocab, heads, layers = 5, 2, 2
+	rows := []model.Row{{Token: 1}, {Token: 2, NoLogits: true}, {Token: 3}}
+	var o model.Output
+	o.Pos = []int{3, 4, 5}
+	o.Prepare(rows, vocab, heads, nil)
+	buf := o.AttentionSumsBuffer(layers)
+	if len(buf) != 2*layers*(2*heads+1) {
+		t.Fatalf("%d floats, want %d", len(buf), 2*layers*(2*heads+1))
+	}
+	for i := range buf {
+		buf[i] = float32(i)
+	}
+	for _, c := range []struct{ row, layer, first int }{{0, 0, 0}, {0, 1, 5}, {2, 0, 10}, {2, 1, 15}} {
+		a, ok := o.AttentionSums(c.row, c.layer)
+		f := float32(c.first)
+		if !ok || a.Heads != heads || a.Len != o.Pos[c.row]+1 || a.Entropy[0] != f || a.Entropy[1] != f+1 ||
+			a.AbsScores[0] != f+2 || a.AbsScores[1] != f+3 || a.Disagreement != f+4 {
+			t.Fatalf("row %d, layer %d: %+v %v", c.row, c.layer, a, ok)
+		}
+		if at := o.Attention(c.row, c.layer); at.Heads != 0 {
+			t.Fatalf("row %d: attention rows as well as sums", c.row)
+		}
+	}
+	if _, ok := o.AttentionSums(1, 0); ok {
+		t.Fatal("sums for a row without logits")
+	}
+	if _, ok := o.AttentionSums(0, layers); ok {
+		t.Fatal("sums for a layer not asked for")
+	}
+	o.Prepare(rows, vocab, heads, nil)
+	if _, ok := o.AttentionSums(0, 0); ok {
+		t.Fatal("the last step's sums after Prepare")
+	}
+}

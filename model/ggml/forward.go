@@ -80,7 +80,11 @@ func (b *Backend) Forward(rows []model.Row, attnLayers ...int) (*model.Output, e
 		}
 	}
 	b.steps++
-	out.Prepare(rows, c.Vocab, c.Heads, attnLayers)
+	if b.sumAttn { // the attention's sums, not its rows (below)
+		out.Prepare(rows, c.Vocab, c.Heads, nil)
+	} else {
+		out.Prepare(rows, c.Vocab, c.Heads, attnLayers)
+	}
 	last := (len(rows) - 1) / chunk * chunk // the last chunk's first row
 	if g.logits != nil || ck.nl > 0 {
 		if b.lazy {
@@ -100,7 +104,7 @@ func (b *Backend) Forward(rows []model.Row, attnLayers ...int) (*model.Output, e
 		}
 	}
 	if b.sumAttn && len(attnLayers) > 0 { // the attention's sums
-		buf := out.AttentionSumsBuffer()
+		buf := out.AttentionSumsBuffer(len(attnLayers))
 		n := copy(buf, ck.sums) // the first chunks', kept aside
 		b.readAttnSums(rows[last:], s, g, buf[n:])
 		return out, nil
