@@ -20,9 +20,6 @@ import (
 // segmentation fault): ENTROPIX_GGML_VULKAN_FLASH_CRASH=1 runs it so, to
 // reproduce that, and may crash the test binary.
 func TestVulkanFlashCopies(t *testing.T) {
-	if os.Getenv("ENTROPIX_GGML_VULKAN") == "" {
-		t.Skip("skipped: the Vulkan tier runs with ENTROPIX_GGML_VULKAN=1")
-	}
 	o := vulkanOptions(t)
 	crash := os.Getenv("ENTROPIX_GGML_VULKAN_FLASH_CRASH") != ""
 	sh, err := synth.Lookup("stories15M")

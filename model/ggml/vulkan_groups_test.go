@@ -86,9 +86,6 @@ func TestVulkanManyGroups(t *testing.T) {
 // the reference. Without the restarts it aborts on lavapipe in glibc's
 // malloc, most runs.
 func TestVulkanGrowth(t *testing.T) {
-	if os.Getenv("ENTROPIX_GGML_VULKAN") == "" {
-		t.Skip("skipped: the Vulkan tier runs with ENTROPIX_GGML_VULKAN=1")
-	}
 	o := vulkanOptions(t)
 	m := loadStories(t)
 	b, err := ggml.New(m, model.CacheConfig{Tokens: 512, BlockSize: 16, DType: kvcache.F16}, o)

@@ -23,9 +23,6 @@ import (
 // first run compiles the shaders (minutes on lavapipe); Mesa's shader
 // cache makes later runs take seconds.
 func TestVulkan(t *testing.T) {
-	if os.Getenv("ENTROPIX_GGML_VULKAN") == "" {
-		t.Skip("skipped: the Vulkan tier runs with ENTROPIX_GGML_VULKAN=1")
-	}
 	o := vulkanOptions(t)
 	m := loadStories(t)
 	newVK := func() *ggml.Backend {
@@ -161,9 +158,13 @@ func abs32(x float32) float32 {
 }
 
 // vulkanOptions returns the test options (options) on the first Vulkan
-// device, failing the test when there is none.
+// device, skipping the test unless ENTROPIX_GGML_VULKAN is set (the
+// Vulkan tier) and failing it when there is no such device.
 func vulkanOptions(t *testing.T) ggml.Options {
 	t.Helper()
+	if os.Getenv("ENTROPIX_GGML_VULKAN") == "" {
+		t.Skip("skipped: the Vulkan tier runs with ENTROPIX_GGML_VULKAN=1")
+	}
 	o := options(t)
 	o.Device = ""
 	for _, d := range ggml.Devices() {
@@ -194,9 +195,6 @@ func loadStories(t *testing.T) *model.Model {
 // error at the start: ggml's scheduler aborts the process on a graph
 // using one.
 func TestVulkanTooLarge(t *testing.T) {
-	if os.Getenv("ENTROPIX_GGML_VULKAN") == "" {
-		t.Skip("skipped: the Vulkan tier runs with ENTROPIX_GGML_VULKAN=1")
-	}
 	o := vulkanOptions(t)
 	m := loadStories(t)
 	slots := 1<<30/(4*m.Config.KVDim()) + 1 // a layer's keys in F32: past 1 GiB
