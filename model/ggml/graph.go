@@ -178,17 +178,21 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 		return ctx.Rope(ctx.Reshape(x, hd, heads, n), t.pos, b.freqFactors, int(hd), mode, c.ContextLen, float32(c.RopeTheta))
 	}
 	norm := func(x, w *gg.Tensor) *gg.Tensor { return ctx.Mul(ctx.RMSNorm(x, c.NormEps), w) }
-	// rowsOut is a group's attention tensor [nkv, rows, heads] as its
-	// rows with logits' [nkv*heads] rows, head-major.
-	rowsOut := func(a *gg.Tensor, gi int) *gg.Tensor {
-		g := s.groups[gi]
-		a = ctx.Reshape(ctx.Cont(ctx.Permute(a, 0, 2, 1, 3)), int64(g.nkv)*heads, int64(g.r1-g.r0))
+	// groupOut is group gi's tensor [x, rows] at its rows with logits, an
+	// output of the graph.
+	groupOut := func(a *gg.Tensor, gi int) *gg.Tensor {
 		if t.groupOut[gi] != nil {
 			a = ctx.GetRows(a, t.groupOut[gi])
 		}
 		a.SetOutput()
 		t.g.Expand(a)
 		return a
+	}
+	// rowsOut is a group's attention tensor [nkv, rows, heads] as its
+	// rows with logits' [nkv*heads] rows, head-major.
+	rowsOut := func(a *gg.Tensor, gi int) *gg.Tensor {
+		g := s.groups[gi]
+		return groupOut(ctx.Reshape(ctx.Cont(ctx.Permute(a, 0, 2, 1, 3)), int64(g.nkv)*heads, int64(g.r1-g.r0)), gi)
 	}
 	bs := b.pool.BlockSize()
 	kRow := gg.RowSize(b.kvT, int(kvd)) // bytes of a slot's keys
@@ -308,13 +312,7 @@ func (b *Backend) build(ctx gg.Context, s shape) *graph {
 					case g.nl == 0:
 						t.scores[ai], t.probs[ai], t.sums[ai] = append(t.scores[ai], nil), append(t.probs[ai], nil), append(t.sums[ai], nil)
 					case seen != nil:
-						a := b.attentionSums(ctx, sc, p, ctx.View2D(seen, g.nkv, rows, g.nkv*4, g.maskOff*4))
-						if t.groupOut[gi] != nil {
-							a = ctx.GetRows(a, t.groupOut[gi])
-						}
-						a.SetOutput()
-						t.g.Expand(a)
-						t.sums[ai] = append(t.sums[ai], a)
+						t.sums[ai] = append(t.sums[ai], groupOut(b.attentionSums(ctx, sc, p, ctx.View2D(seen, g.nkv, rows, g.nkv*4, g.maskOff*4)), gi))
 					default:
 						t.scores[ai] = append(t.scores[ai], rowsOut(sc, gi))
 						t.probs[ai] = append(t.probs[ai], rowsOut(p, gi))
@@ -388,21 +386,20 @@ func (b *Backend) attendBatch(ctx gg.Context, t *graph, s shape, q, kg, vg, seen
 	if ai >= 0 {
 		sc := ctx.Scale(gg.AccF32(ctx.MulMat(keys, qb)), scale) // [S, R, heads, G]
 		p = ctx.SoftMax(sc, mask, 1)
+		// out is a tensor [x, R*G] at the rows with logits, an output.
+		out := func(a *gg.Tensor) []*gg.Tensor {
+			a = ctx.GetRows(a, t.attnRows)
+			a.SetOutput()
+			t.g.Expand(a)
+			return []*gg.Tensor{a}
+		}
+		rows := func(a *gg.Tensor) *gg.Tensor { return ctx.Reshape(ctx.Cont(ctx.Permute(a, 0, 2, 1, 3)), S*heads, R*G) }
 		switch {
 		case s.gnl == 0:
 		case seen != nil:
-			a := ctx.GetRows(b.attentionSums(ctx, sc, p, ctx.Reshape(seen, S, R, 1, G)), t.attnRows)
-			a.SetOutput()
-			t.g.Expand(a)
-			t.sums[ai] = []*gg.Tensor{a}
+			t.sums[ai] = out(b.attentionSums(ctx, sc, p, ctx.Reshape(seen, S, R, 1, G)))
 		default:
-			out := func(a *gg.Tensor) *gg.Tensor {
-				a = ctx.GetRows(ctx.Reshape(ctx.Cont(ctx.Permute(a, 0, 2, 1, 3)), S*heads, R*G), t.attnRows)
-				a.SetOutput()
-				t.g.Expand(a)
-				return a
-			}
-			t.scores[ai], t.probs[ai] = []*gg.Tensor{out(sc)}, []*gg.Tensor{out(p)}
+			t.scores[ai], t.probs[ai] = out(rows(sc)), out(rows(p))
 		}
 	}
 	var o *gg.Tensor // [QDim, G*R]
