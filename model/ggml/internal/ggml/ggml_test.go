@@ -645,3 +645,12 @@ func TestSched(t *testing.T) {
 		t.Fatalf("%d splits; compute buffer %d bytes after %d reserved", s.Splits(), s.BufferSize(be), reserved)
 	}
 }
+
+// TestStatusError checks the messages of ggml_status's values.
+func TestStatusError(t *testing.T) {
+	for s, want := range map[Status]string{-2: "ggml: allocation failed", -1: "ggml: computation failed", 1: "ggml: computation aborted", 7: "ggml: status 7"} {
+		if got := s.Error(); got != want {
+			t.Errorf("Status(%d): %q, want %q", s, got, want)
+		}
+	}
+}
