@@ -40,6 +40,10 @@ type Engine struct {
 	be    model.Backend
 	// ver is the verifier at work (Options.Verifier), nil without one.
 	ver *verifierRun
+	// active is the driver's searches, oldest first, and crowded says a
+	// search was preempted since one last ended (the driver's own).
+	active  []*search
+	crowded bool
 
 	// stepHook, when set (by tests), runs before every step and may fail it.
 	stepHook func(step int) error
@@ -168,6 +172,16 @@ type Stats struct {
 	Wall         time.Duration `json:"wall_ns"`
 	// ForwardTime is the part of Wall spent in forward passes.
 	ForwardTime time.Duration `json:"forward_ns"`
+	// With searches beside it in the engine's KV pool (a server) the
+	// search may wait and run again, never cut short for want of blocks
+	// another search holds: Waits counts the steps it sat out until an
+	// older search freed blocks, Restarts the times it was preempted for
+	// one (its blocks freed and the search run again from its prompt:
+	// the result is the one it gets alone), and RestartRows the forward
+	// rows, prompt included, those runs had spent (not in Rows).
+	Waits       int `json:"waits,omitempty"`
+	Restarts    int `json:"restarts,omitempty"`
+	RestartRows int `json:"restart_rows,omitempty"`
 }
 
 // Result is the outcome of a search.
@@ -345,10 +359,11 @@ func (e *Engine) searchTokens(ctx context.Context, promptText string, ids []int,
 		defer cancel()
 	}
 	s := newSearch(e, o, ctx, promptText, ids, b)
+	done := s.done // the driver owns s until it is closed (restart rewrites s)
 	if err := e.submit(s); err != nil {
 		return nil, err
 	}
-	<-s.done
+	<-done
 	if s.err != nil && ctx.Err() == nil {
 		return nil, s.err
 	}
@@ -374,19 +389,23 @@ func (e *Engine) submit(s *search) error {
 // drive runs the submitted searches to their ends, one forward pass per
 // step over the rows of all of them, and returns when none is left.
 func (e *Engine) drive() {
-	var active, stepping []*search
+	var stepping, requeue []*search
 	var rows []model.Row
 	var bases []int
 	for {
 		e.mu.Lock()
+		if len(requeue) > 0 { // preempted: back to the queue's head
+			e.queue = slices.Insert(e.queue, 0, requeue...)
+			requeue = requeue[:0]
+		}
 		if e.closed { // Close ends every search before the backends go
-			for _, s := range append(active, e.queue...) {
+			for _, s := range append(e.active, e.queue...) {
 				if s.err == nil {
 					s.err = ErrClosed
 				}
 				e.end(s)
 			}
-			active, e.queue = nil, e.queue[:0]
+			e.active, e.queue = nil, e.queue[:0]
 		}
 		for _, s := range e.queue {
 			if err := s.begin(); err != nil {
@@ -394,11 +413,11 @@ func (e *Engine) drive() {
 				e.end(s)
 				continue
 			}
-			active = append(active, s)
+			e.active = append(e.active, s)
 		}
 		e.queue = e.queue[:0]
 		e.inUse.Store(int64(e.kv.Stats().BlocksInUse))
-		if len(active) == 0 {
+		if len(e.active) == 0 {
 			e.driving = false
 			e.idle.Broadcast()
 			e.mu.Unlock()
@@ -406,19 +425,30 @@ func (e *Engine) drive() {
 		}
 		e.mu.Unlock()
 
-		// Each search prepares its step within the blocks the ones
-		// before it left free; the ended ones leave.
+		// Each search, oldest first, prepares its step within the blocks
+		// the ones before it left free (see search.fit); the ended ones
+		// leave, and the preempted ones go back to the queue.
 		reserved := 0
+		q := queued{first: true}
 		rows, bases, stepping = rows[:0], bases[:0], stepping[:0]
 		var attn []int
-		live := active[:0]
-		for _, s := range active {
-			r := s.prepare(&reserved)
+		live := e.active[:0]
+		for _, s := range e.active {
+			if s.requeue {
+				s.requeue = false
+				requeue = append(requeue, s)
+				continue
+			}
+			q.crowded = e.crowded
+			r := s.prepare(&reserved, q)
 			if s.ended() {
 				e.end(s)
+				e.crowded = false
 				continue
 			}
 			live = append(live, s)
+			q.first = false
+			q.older += len(s.live)
 			if len(r) == 0 {
 				continue
 			}
@@ -429,7 +459,8 @@ func (e *Engine) drive() {
 				attn = s.attn // one model: the same layer for every search that reads attention
 			}
 		}
-		active = live
+		clear(e.active[len(live):])
+		e.active = live
 		if len(rows) == 0 {
 			continue
 		}
@@ -441,8 +472,12 @@ func (e *Engine) drive() {
 		switch {
 		case errors.Is(err, kvcache.ErrCacheFull):
 			// The blocks were counted conservatively, so this is rare:
-			// the widest search gives up a branch and the step is tried
-			// again (Forward left the cache as it was).
+			// the youngest search that may run again is preempted, or
+			// else the widest search gives up a branch, and the step is
+			// tried again (Forward left the cache as it was).
+			if e.preemptFor(e.active[0]) {
+				continue
+			}
 			w := stepping[0]
 			for _, s := range stepping[1:] {
 				if len(s.live) > len(w.live) {
@@ -472,6 +507,21 @@ func (e *Engine) drive() {
 			s.consume(out, bases[i], took)
 		}
 	}
+}
+
+// preemptFor preempts the youngest search after s (the oldest, whose step
+// does not fit the free blocks) that holds blocks and may run again
+// (search.restart), and reports whether there was one. It runs while the
+// driver prepares a step, before the searches after s are prepared.
+func (e *Engine) preemptFor(s *search) bool {
+	for i := len(e.active) - 1; i >= 0 && e.active[i] != s; i-- {
+		if v := e.active[i]; !v.requeue && v.preemptible() {
+			v.restart()
+			v.requeue, e.crowded = true, true
+			return true
+		}
+	}
+	return false
 }
 
 // end completes an ended search: its result, its cache released, its

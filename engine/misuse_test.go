@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"runtime"
 	"strings"
@@ -52,10 +54,9 @@ func TestMisuseIsAnError(t *testing.T) {
 func TestConcurrentSearches(t *testing.T) {
 	var mu sync.Mutex
 	m := loadStories(t)
-	// Room for all eight searches' branches (one takes some 40 blocks):
-	// with a full pool the widest search gives up a branch, which one
-	// depends on the order the searches happened to join, and so may the
-	// answer (TestKVFullPrunes covers that).
+	// Room for all eight searches' branches (one takes some 40 blocks);
+	// TestConcurrentSearchesFullPool runs searches in a pool too small
+	// for them all.
 	e := newEngine(t, m, WithMode(BeamAdaptive), WithSeed(3), WithCacheTokens(1<<13))
 	b := Budget{MaxTokens: 24, MaxRows: 60}
 	want := runSearch(t, e, "Lily wanted to", b).Text
@@ -103,6 +104,70 @@ func TestConcurrentSearches(t *testing.T) {
 	} else {
 		t.Logf("8 greedy searches, %d steps in all: %d forward passes, %.1f rows per pass", steps, passes, float64(rows)/float64(passes))
 	}
+}
+
+// Searches that together outgrow the KV pool, each of which fits it
+// alone: they wait for blocks or run again (preempted for an older one),
+// and each gives the result it gives alone in the same pool, the tree
+// node for node; a streamed search runs again only before it has streamed
+// any text.
+func TestConcurrentSearchesFullPool(t *testing.T) {
+	m := loadStories(t)
+	const cache = 512 // 32 blocks: beam-adaptive below takes up to 18
+	opts := []Option{WithMode(BeamAdaptive), WithThresholds(forking()), WithCacheTokens(cache)}
+	prompts := []string{"Lily wanted to", "Once upon a time", "Tom had a big", "The sun was", "One day, a cat", "Sam and Mia", "The little bird", "Ben saw a"}
+	b := Budget{MaxTokens: 40, MaxWidth: 4}
+	alone := make([]*Result, len(prompts))
+	for i, p := range prompts {
+		alone[i] = runSearch(t, newEngine(t, m, append(opts, WithSeed(uint64(i)))...), p, b)
+	}
+	var streamed strings.Builder
+	e := newEngine(t, m, opts...)
+	got := make([]*Result, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Go(func() {
+			o := []Option{WithSeed(uint64(i))}
+			if i == len(prompts)-1 { // streamed
+				o = append(o, WithStream(func(s string) { streamed.WriteString(s) }))
+			}
+			res, err := e.SearchWith(context.Background(), p, b, o...)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got[i] = res
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	restarts, waits := 0, 0
+	for i := range prompts {
+		g, a := got[i], alone[i]
+		restarts += g.Stats.Restarts
+		waits += g.Stats.Waits
+		ja, _ := json.Marshal(a.Tree)
+		jg, _ := json.Marshal(g.Tree)
+		if g.Text != a.Text || g.Stopped != a.Stopped || g.Stats.Rows != a.Stats.Rows || !bytes.Equal(jg, ja) {
+			t.Errorf("%q beside others: %q (%s, %d rows), alone %q (%s, %d rows)", prompts[i], g.Text, g.Stopped, g.Stats.Rows, a.Text, a.Stopped, a.Stats.Rows)
+		}
+		if a.Stats.Restarts != 0 || a.Stats.Waits != 0 {
+			t.Errorf("%q alone: %d restarts, %d waits", prompts[i], a.Stats.Restarts, a.Stats.Waits)
+		}
+	}
+	last := got[len(got)-1]
+	if streamed.String() != last.Text {
+		t.Errorf("the streamed search (%d restarts): streamed %q, its text %q", last.Stats.Restarts, streamed.String(), last.Text)
+	}
+	if restarts == 0 || waits == 0 {
+		t.Errorf("%d restarts, %d waits: the pool was not full", restarts, waits)
+	}
+	if n := e.Cache().Stats().BlocksInUse; n != 0 {
+		t.Fatalf("%d blocks leaked", n)
+	}
+	t.Logf("%d searches in %d blocks: %d restarts, %d steps waited", len(prompts), cache/16, restarts, waits)
 }
 
 // WithTopProbs keeps each node's most probable tokens, in every mode, and

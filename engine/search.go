@@ -44,8 +44,11 @@ type branch struct {
 
 // search is the state of one Search call.
 type search struct {
-	e     *Engine
-	ctx   context.Context
+	e    *Engine
+	ctx  context.Context
+	text string // the prompt's text
+	// asked is the budget as asked; b is it with the mode's defaults.
+	asked Budget
 	b     Budget
 	opts  *Options
 	tok   *tokenizer.Tokenizer
@@ -101,6 +104,11 @@ type search struct {
 	stopScans []stopScan
 	held      string
 	streamCut bool // the stream reached a stop string
+	sent      bool // text went to the stream: the search cannot run again
+
+	// requeue marks a search preempted during the step being prepared
+	// (restart): it leaves the step and goes back to the queue.
+	requeue bool
 }
 
 // waitDropper is a decoder that keeps branches waiting outside the live
@@ -118,18 +126,56 @@ func (s *search) shedWaiting(reason string) bool {
 }
 
 func newSearch(e *Engine, o *Options, ctx context.Context, text string, ids []int, b Budget) *search {
-	s := &search{
-		e: e, ctx: ctx, b: b, opts: o, tok: e.m.Tokenizer, log: o.Log,
+	s := &search{e: e, ctx: ctx, text: text, prompt: ids, asked: b, opts: o, start: time.Now(), done: make(chan struct{})}
+	s.reset()
+	return s
+}
+
+// reset gives the search the state it has before its first step, its
+// request kept.
+func (s *search) reset() {
+	e, o, ids := s.e, s.opts, s.prompt
+	*s = search{
+		e: e, ctx: s.ctx, text: s.text, asked: s.asked, b: s.asked, opts: o, tok: e.m.Tokenizer, log: o.Log,
 		stops: stopTokens(e.m.Tokenizer, o),
-		t:     tree.New(text, ids), prompt: ids, start: time.Now(), seqs: map[tree.ID]*kvcache.Seq{},
+		t:     tree.New(s.text, ids), prompt: ids, start: s.start, seqs: map[tree.ID]*kvcache.Seq{},
 		res:       &Result{Mode: o.Mode},
-		committed: tree.Root, done: make(chan struct{}),
+		committed: tree.Root, done: s.done,
 		dec: e.m.Tokenizer.NewDecoder(ids[len(ids)-1]),
 	}
 	s.mode = newDecoder(s)
 	s.mode.budgetDefaults(&s.b)
 	s.attn = s.mode.attentionLayers(e.m.Config.Layers)
-	return s
+}
+
+// preemptible reports whether the search may be preempted: it holds KV
+// blocks, and running it again from its prompt shows nothing twice (no
+// text streamed yet, no observer).
+func (s *search) preemptible() bool {
+	if s.ended() || s.sent || s.opts.Observe != nil {
+		return false
+	}
+	for _, seq := range s.seqs {
+		if s.e.kv.Blocks(seq) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// restart preempts the search: it frees every block it holds and makes it
+// ready to run again from its prompt. A search's decisions depend only on
+// its own rows, so the run again gives the result it would have had;
+// Stats counts the restarts and the rows the runs thrown away spent.
+func (s *search) restart() {
+	st := s.res.Stats
+	s.release()
+	s.reset()
+	s.res.Stats.Restarts = st.Restarts + 1
+	s.res.Stats.RestartRows = st.RestartRows + st.Rows + st.PromptRows
+	s.res.Stats.Waits = st.Waits
+	s.res.Stats.ForwardTime = st.ForwardTime
+	s.res.Stats.KVBlocksPeak = st.KVBlocksPeak
 }
 
 // prefillChunk is the most prompt tokens one step feeds: a longer prompt
@@ -149,10 +195,11 @@ func (s *search) begin() error {
 func (s *search) ended() bool { return s.res.Stopped != "" || s.err != nil }
 
 // prepare readies the search's next step and returns its rows, or none
-// when the search has ended. reserved is the KV blocks the searches before
-// it in the same batch will take; prepare prunes its branches to fit what
-// is left and adds what it takes.
-func (s *search) prepare(reserved *int) []model.Row {
+// when the search has ended or waits. reserved is the KV blocks the
+// searches before it in the same batch will take, and prepare adds what it
+// takes; when the free blocks do not hold its step, fit decides (the
+// oldest search makes room, the others wait).
+func (s *search) prepare(reserved *int, q queued) []model.Row {
 	if s.ended() {
 		return nil
 	}
@@ -173,7 +220,7 @@ func (s *search) prepare(reserved *int) []model.Row {
 			return nil
 		}
 	}
-	if !s.fit(*reserved) {
+	if !s.fit(*reserved, q) {
 		return nil
 	}
 	if s.rowsNeeded() == 0 {
@@ -270,11 +317,26 @@ func (s *search) blocksNeeded() int {
 	return n
 }
 
-// fit makes the next step fit the row budget and the free KV blocks (less
-// those reserved by other searches of the step) by pruning the worst
-// branches; when even one branch does not fit, it ends
-// the search with the best result so far and returns false.
-func (s *search) fit(reserved int) bool {
+// queued is where a search stands in a step's order: whether it is the
+// oldest live search (first), and how many live branches the searches
+// before it have (older).
+type queued struct {
+	first   bool
+	older   int
+	crowded bool // a search was preempted since one last ended
+}
+
+// fit makes the next step fit the row budget, by pruning the worst
+// branches, and the free KV blocks (less those reserved by the searches
+// before it in the step). A search that does not fit the blocks waits
+// for them when an older search runs (false: no step), and a search not
+// yet started starts only when every live branch before it can still
+// take a block; the oldest search preempts younger ones (restart) and
+// only then, alone in the pool as if no other ran, drops its waiting
+// alternatives and prunes its worst branches. When even one branch does
+// not fit, it ends the search with the best result so far and returns
+// false.
+func (s *search) fit(reserved int, q queued) bool {
 	if s.step > 0 && s.b.MaxRows > 0 {
 		for s.res.Stats.Rows+s.rowsNeeded() > s.b.MaxRows {
 			if len(s.live) <= 1 {
@@ -284,7 +346,24 @@ func (s *search) fit(reserved int) bool {
 			s.prune(s.worst(), "budget")
 		}
 	}
+	if !q.first {
+		if s.step == 0 && s.res.Stats.PromptRows == 0 {
+			if q.crowded {
+				s.res.Stats.Waits++
+				return false
+			}
+			reserved += q.older // room for the older branches' next blocks
+		}
+		if s.blocksNeeded() > s.e.kv.Stats().FreeBlocks-reserved {
+			s.res.Stats.Waits++
+			return false
+		}
+		return true
+	}
 	for s.blocksNeeded() > s.e.kv.Stats().FreeBlocks-reserved { // shedding frees blocks: read again
+		if s.e.preemptFor(s) {
+			continue
+		}
 		if s.shedWaiting("kv-full") {
 			continue
 		}

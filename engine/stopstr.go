@@ -117,6 +117,7 @@ func (s *search) send(txt string) {
 	if s.opts.Stream == nil || txt == "" || s.streamCut {
 		return
 	}
+	s.sent = true
 	stops := s.opts.StopStrings
 	if len(stops) == 0 {
 		s.opts.Stream(txt)

@@ -279,6 +279,8 @@ func (s *Server) run(ctx context.Context, j *job, emit func(string)) ([]outcome,
 			}
 			s.met.rows.Add(float64(res.Stats.Rows))
 			s.met.generated.Add(float64(res.Stats.Generated))
+			s.met.restarts.Add(float64(res.Stats.Restarts))
+			s.met.restartRows.Add(float64(res.Stats.RestartRows))
 			outs[i] = o
 		})
 	}

@@ -88,6 +88,9 @@ type metrics struct {
 	latency   *prometheus.HistogramVec
 	rows      prometheus.Counter
 	generated prometheus.Counter
+	// restarts and restartRows count the searches run again for want of
+	// KV blocks and the rows thrown away (a pool too small for the load).
+	restarts, restartRows prometheus.Counter
 }
 
 // New returns a server for m over eng (an engine of m).
@@ -118,8 +121,11 @@ func New(m *model.Model, eng *engine.Engine, cfg Config) *Server {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16)}, []string{"endpoint"}),
 		rows:      prometheus.NewCounter(prometheus.CounterOpts{Name: "entropix_forward_rows_total", Help: "Forward rows spent by finished searches."}),
 		generated: prometheus.NewCounter(prometheus.CounterOpts{Name: "entropix_generated_tokens_total", Help: "Tokens returned."}),
+		restarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "entropix_search_restarts_total",
+			Help: "Searches preempted for an older one's KV blocks and run again (a larger --kv-tokens avoids them)."}),
+		restartRows: prometheus.NewCounter(prometheus.CounterOpts{Name: "entropix_restart_rows_total", Help: "Forward rows spent by runs of preempted searches, thrown away."}),
 	}
-	s.reg.MustRegister(s.met.requests, s.met.latency, s.met.rows, s.met.generated,
+	s.reg.MustRegister(s.met.requests, s.met.latency, s.met.rows, s.met.generated, s.met.restarts, s.met.restartRows,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "entropix_queue_depth", Help: "Requests waiting for a search slot."}, func() float64 { return float64(s.waiting.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "entropix_searches_running", Help: "Searches running."}, func() float64 { return float64(s.running.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "entropix_kv_blocks_in_use", Help: "KV cache blocks in use."}, func() float64 { return float64(eng.BlocksInUse()) }),
