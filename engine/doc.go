@@ -22,4 +22,11 @@
 // Settings are a search's settings as data (the policy file and the
 // search's own), from which the command line, the server and calibration
 // take their engine options.
+//
+// Searches of one Engine (a server's requests) share its forward passes
+// and its KV pool, and each still gets the answer it gets alone: when the
+// pool cannot hold every search's next step, the oldest search runs, the
+// younger ones wait for blocks, and the youngest may be preempted (its
+// blocks freed and the search run again from its prompt; see search.fit
+// and Stats.Restarts).
 package engine
