@@ -134,6 +134,10 @@ type ServerPoint struct {
 	Passes int64        `json:"passes,omitempty"`
 	Rows   int64        `json:"rows,omitempty"`
 	Graphs *GraphCounts `json:"graphs,omitempty"`
+	// Restarts and RestartRows are the searches the engine ran again for
+	// want of KV blocks and the rows thrown away (engine.Stats).
+	Restarts    int `json:"restarts,omitempty"`
+	RestartRows int `json:"restart_rows,omitempty"`
 }
 
 // GraphCounts are a graph backend's graphs over a measurement: those
@@ -154,6 +158,9 @@ func (p ServerPoint) passes() string {
 		return ""
 	}
 	s := fmt.Sprintf("; %d passes, %.1f rows each", p.Passes, float64(p.Rows)/float64(p.Passes))
+	if p.Restarts > 0 {
+		s += fmt.Sprintf(" (%d searches run again for want of KV blocks, %d rows thrown away)", p.Restarts, p.RestartRows)
+	}
 	if g := p.Graphs; g != nil {
 		s += fmt.Sprintf(", %d graphs built (%s each), %d run again, %.0f nodes a pass", g.Built, us(g.BuildTime/time.Duration(max(g.Built, 1))), g.Reused, float64(g.Nodes)/float64(p.Passes))
 		if g.MaxSplits > 1 {

@@ -449,35 +449,44 @@ func measureServer(ctx context.Context, m *model.Model, eng *engine.Engine, sp s
 	}()
 	url := "http://" + ln.Addr().String() + "/v1/completions"
 	client := &http.Client{Timeout: 10 * time.Minute}
-	request := func(i int) (int, error) {
+	type answer struct{ tokens, restarts, restartRows int }
+	request := func(i int) (answer, error) {
 		body := fmt.Sprintf(`{"prompt": %q, "max_tokens": %d, "seed": %d, "entropix": {"mode": "beam-adaptive"}}`,
 			serverPrompts[i%len(serverPrompts)], sp.tokens, i)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 		if err != nil {
-			return 0, err
+			return answer{}, err
 		}
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {
-			return 0, err
+			return answer{}, err
 		}
 		defer resp.Body.Close()
 		var out struct {
 			Usage struct {
 				CompletionTokens int `json:"completion_tokens"`
 			} `json:"usage"`
+			Entropix []struct {
+				Stats engine.Stats `json:"stats"`
+			} `json:"entropix"`
 		}
 		b, err := io.ReadAll(resp.Body)
 		if err != nil {
-			return 0, err
+			return answer{}, err
 		}
 		if resp.StatusCode != http.StatusOK {
-			return 0, fmt.Errorf("status %s: %s", resp.Status, strings.TrimSpace(string(b)))
+			return answer{}, fmt.Errorf("status %s: %s", resp.Status, strings.TrimSpace(string(b)))
 		}
 		if err := json.Unmarshal(b, &out); err != nil {
-			return 0, err
+			return answer{}, err
 		}
-		return out.Usage.CompletionTokens, nil
+		a := answer{tokens: out.Usage.CompletionTokens}
+		for _, x := range out.Entropix {
+			a.restarts += x.Stats.Restarts
+			a.restartRows += x.Stats.RestartRows
+		}
+		return a, nil
 	}
 	// A warm-up: the first step of a shape may compile (a GPU's kernels).
 	if _, err := request(0); err != nil {
@@ -509,7 +518,7 @@ func measureServer(ctx context.Context, m *model.Model, eng *engine.Engine, sp s
 			wg.Go(func() {
 				for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
 					r0 := time.Now()
-					n, err := request(c*1000 + i)
+					a, err := request(c*1000 + i)
 					mu.Lock()
 					if err != nil {
 						p.Errors++
@@ -518,7 +527,9 @@ func measureServer(ctx context.Context, m *model.Model, eng *engine.Engine, sp s
 						}
 					} else {
 						p.Requests++
-						p.Tokens += n
+						p.Tokens += a.tokens
+						p.Restarts += a.restarts
+						p.RestartRows += a.restartRows
 						lat = append(lat, time.Since(r0))
 					}
 					mu.Unlock()
