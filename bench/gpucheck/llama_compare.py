@@ -2,9 +2,11 @@
 """Runs llama.cpp's llama-bench and llama-batched-bench on the model a GPU
 check measured, on the same ggml libraries, and prints a markdown table of
 our backend's speed against llama.cpp's: decode at one row, prefill, and the
-step of B sequences sharing a prompt (llama-batched-bench -pps, whose S_TG
-is the tokens/s of all B sequences' decode steps, our B-branch step's
-counterpart).
+step of B sequences sharing a prompt (llama-batched-bench -pps -kvu, whose
+S_TG is the tokens/s of all B sequences' decode steps, our B-branch step's
+counterpart; -kvu, one KV buffer for all sequences, holds the shared prompt
+once, as our pool does: without it this llama.cpp gives each sequence a
+fixed share, 256 positions at 64 sequences, and a 512-token prompt fails).
 
     llama_compare.py CHECK.json MODEL.gguf LLAMA_DIR GGML_DIR NGL SECONDS
 
@@ -65,7 +67,7 @@ def main():
     env["LD_LIBRARY_PATH"] = ":".join([llama_dir, ggml_dir] + ([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []))
     bench = [os.path.join(llama_dir, "llama-bench"), "-m", model, "-ngl", ngl, "-p", str(prefill), "-n", str(decode), "-r", "3", "-o", "json"]
     batched = [os.path.join(llama_dir, "llama-batched-bench"), "-m", model, "-ngl", ngl, "-c", str(prefix + 8 * max(branches) + 64),
-               "-npp", str(prefix), "-ntg", "8", "-npl", ",".join(map(str, branches)), "-pps"]
+               "-npp", str(prefix), "-ntg", "8", "-npl", ",".join(map(str, branches)), "-pps", "-kvu"]
 
     theirs, errors = {}, []
     try:

@@ -390,8 +390,11 @@ func checkModel(ctx context.Context, m *model.Model, chk *bench.BackendCheck, pa
 		var eng *engine.Engine
 		var engErr error
 		if searchTokens > 0 || sp.clients > 0 {
+			// Room for every client's search, its frontier's waiting
+			// alternatives too (random weights fork at most steps): a
+			// search run again for want of blocks would time lost work.
 			per := min(m.Config.ContextLen, 32+max(sp.tokens, searchTokens)+kvcache.DefaultBlockSize)
-			eng, engErr = engine.New(m, engine.WithBackend(be), engine.WithKVType(kv), engine.WithCacheTokens(per*8*max(sp.clients, 4)))
+			eng, engErr = engine.New(m, engine.WithBackend(be), engine.WithKVType(kv), engine.WithCacheTokens(per*32*max(sp.clients, 4)))
 		}
 		t, err := bench.MeasureBackendTiming(ctx, m, be, sc, eng, searchTokens, searchRounds)
 		if t == nil { // the backend could not be made: say so and go on
